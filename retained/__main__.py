@@ -1,0 +1,3 @@
+from retained.cli import main
+
+raise SystemExit(main())

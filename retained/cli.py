@@ -1,0 +1,307 @@
+"""`retained` command line: parses arguments in one place, calls one function per command, prints.
+
+Only this module (and the hook entry point) prints. Errors are one line with a hint, never a traceback:
+exit 0 ok, 1 not intact / not found / failed, 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from . import __version__
+from .errors import RetainedError, UsageError
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 3
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # one line plus a pointer to help, exit 2
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (hint: `{self.prog} --help`)\n")
+
+
+def _out(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
+
+
+def _err(text: str) -> None:
+    sys.stderr.write(text + "\n")
+
+
+def _print_json(data: Any) -> None:
+    _out(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+def _progress(label: str) -> Callable[[int, int], None] | None:
+    if not sys.stderr.isatty():
+        return None
+
+    def report(done: int, total: int) -> None:
+        pct = 100 if total <= 0 else min(100, done * 100 // total)
+        sys.stderr.write(f"\r{label}: {pct:3d}%")
+        if done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    return report
+
+
+def _store(args: argparse.Namespace):  # noqa: ANN202
+    from .paths import store_dir
+    from .store import Store
+
+    return Store(store_dir(args.dir))
+
+
+def _project() -> str | None:
+    from .project import project_scope
+
+    return project_scope()
+
+
+def _parse_fields(pairs: list[str] | None) -> dict[str, Any] | None:
+    if not pairs:
+        return None
+    fields: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--field {pair!r} is not KEY=JSON", hint="e.g. --field ticket='\"ABC-12\"' --field pr=42")
+        try:
+            fields[key] = json.loads(raw)
+        except ValueError:
+            raise UsageError(f"--field {key}: {raw!r} is not JSON",
+                             hint=f"quote strings as JSON: --field {key}='\"{raw}\"'") from None
+    return fields
+
+
+def _warn_all(result: dict[str, Any]) -> None:
+    for w in result.get("warnings", []):
+        _err(f"warning: {w}")
+
+
+def _oneline(text: str, width: int = 160) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _show_hits(hits: list[dict[str, Any]]) -> None:
+    for h in hits:
+        meta = [h["kind"], h["scope"], h["ts"][:19].replace("T", " ")]
+        if "score" in h:
+            meta.append(f"score {h['score']:.3f}")
+        if h.get("superseded_by"):
+            meta.append(f"superseded by {h['superseded_by']}")
+        _out(f"{h['id']}  seq {h['seq']}  " + "  ".join(meta))
+        _out(f"    {_oneline(h['text'])}")
+
+
+# -- commands -------------------------------------------------------------------------------------
+def cmd_write(args: argparse.Namespace) -> int:
+    from .project import default_write_scope
+
+    with _store(args) as store:
+        scope = args.scope if args.scope is not None else default_write_scope(_project())
+        result = store.write(args.text, kind=args.kind, scope=scope, source=args.source,
+                             supersedes=args.supersedes, client_op_id=args.client_op_id,
+                             fields=_parse_fields(args.field))
+    return _report_write(args, result)
+
+
+def _report_write(args: argparse.Namespace, result: dict[str, Any]) -> int:
+    if args.json:
+        _print_json(result)
+    else:
+        checks = " ".join(f"{k} {'✓' if v else '✗'}" for k, v in result["checks"].items())
+        verb = "already written" if result["deduplicated"] else "wrote"
+        _out(f"{verb} {result['id']} (seq {result['seq']}) durable={str(result['durable']).lower()}: {checks}")
+        _warn_all(result)
+    return EXIT_OK if result["durable"] else EXIT_FAIL
+
+
+def cmd_checkpoint(args: argparse.Namespace) -> int:
+    from .project import default_write_scope
+
+    with _store(args) as store:
+        scope = args.scope if args.scope is not None else default_write_scope(_project())
+        result = store.checkpoint(args.label, args.summary, scope=scope)
+    return _report_write(args, result)
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from .project import read_scopes
+
+    with _store(args) as store:
+        result = store.search(args.query, scopes=read_scopes(args.scope, _project()), kind=args.kind, k=args.k,
+                              max_tokens=args.max_tokens, include_superseded=args.include_superseded)
+    if args.json:
+        _print_json(result)
+    else:
+        more = f", {result['total_matched'] - result['returned']} not shown" if result["truncated"] else ""
+        _out(f"{result['returned']} of {result['total_matched']} matching records{more}")
+        _show_hits(result["hits"])
+        _warn_all(result)
+    return EXIT_OK if result["hits"] else EXIT_FAIL
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    with _store(args) as store:
+        result = store.get(args.ids)
+    if args.json:
+        _print_json(result)
+    else:
+        for rec in result["records"]:
+            _out(json.dumps(rec, ensure_ascii=False, sort_keys=True))
+        for rid in result["missing"]:
+            _err(f"missing: {rid}")
+        if not result["chain_ok"]:
+            _err(f"warning: the log has {result['corrupt_lines']} corrupt line(s) or breaks; run `retained verify`")
+        _warn_all(result)
+    return EXIT_FAIL if result["missing"] else EXIT_OK
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from .project import read_scopes
+
+    with _store(args) as store:
+        result = store.list(scopes=read_scopes(args.scope, _project()), kind=args.kind, limit=args.limit,
+                            before_seq=args.before_seq, include_superseded=args.include_superseded)
+    if args.json:
+        _print_json(result)
+    else:
+        more = " (more: use --before-seq)" if result["truncated"] else ""
+        _out(f"{result['returned']} of {result['total']} records, newest first{more}")
+        _show_hits(result["records"])
+        _warn_all(result)
+    return EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    with _store(args) as store:
+        result = store.verify(progress=_progress("verify"))
+    if args.json:
+        _print_json(result)
+    else:
+        state = "intact" if result["intact"] else "NOT INTACT"
+        _out(f"{state}: {result['records']} records, chain {'ok' if result['chain_ok'] else 'broken'}, "
+             f"index coverage {result['coverage'] * 100:.1f}%")
+        if result["first_break"]:
+            fb = result["first_break"]
+            _out(f"first break: seq {fb['seq']} at line {fb['line']}: {fb['reason']}")
+        for p in result["corrupt_lines"]:
+            _out(f"corrupt line {p['line']} (seq {p['seq']}): {p['reason']}")
+        for p in result["chain_breaks"]:
+            _out(f"chain break at line {p['line']} (seq {p['seq']}): {p['reason']}")
+        if result["torn_tail"]:
+            _out(f"torn tail: {result['torn_tail']['bytes']} bytes after the last complete line "
+                 "(an unacknowledged write; the next write quarantines it)")
+        if result["missing_from_index"] or result["index_only"]:
+            _out(f"index: {result['missing_from_index']} record(s) missing, {result['index_only']} row(s) not in the log "
+                 "(hint: `retained reindex`)")
+        _warn_all(result)
+    return EXIT_OK if result["intact"] else EXIT_FAIL
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    with _store(args) as store:
+        result = store.reindex(progress=_progress("reindex"))
+    if args.json:
+        _print_json(result)
+    else:
+        _out(f"reindexed {result['records']} records from {result['lines_read']} lines"
+             + (f"; {result['corrupt_lines']} corrupt line(s) skipped" if result["corrupt_lines"] else ""))
+    return EXIT_OK
+
+
+# -- parsing ------------------------------------------------------------------------------------
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    # SUPPRESS: `retained --json verify` and `retained verify --json` both work, neither resets the other.
+    common.add_argument("--dir", metavar="DIR", default=argparse.SUPPRESS,
+                        help="store directory (default: $RETAINED_DIR, else the user data dir)")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the result as JSON")
+
+    parser = _Parser(prog="retained", description="Memory for coding agents whose writes are provable.",
+                     parents=[common])
+    parser.add_argument("--version", action="version", version=f"retained {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    def add(name: str, func: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, parents=[common], help=help, description=help)
+        p.set_defaults(func=func)
+        return p
+
+    p = add("write", cmd_write, "append one record to the log, proven before it is acknowledged")
+    p.add_argument("text", help="what to remember")
+    p.add_argument("--kind", default="note", help="record kind (default: note), e.g. decision, fact")
+    p.add_argument("--scope", help="scope (default: the current git project, else global)")
+    p.add_argument("--source", help="where this came from (file, URL, ticket)")
+    p.add_argument("--supersedes", metavar="ID", help="id of the record this one corrects")
+    p.add_argument("--client-op-id", metavar="X", help="idempotency key: a repeat returns the first receipt")
+    p.add_argument("--field", action="append", metavar="KEY=JSON", help="extra top-level field, kept verbatim")
+
+    p = add("checkpoint", cmd_checkpoint, "record where the work stands (kind checkpoint)")
+    p.add_argument("label", help="one line: what this checkpoint is")
+    p.add_argument("--summary", help="state of the work, decisions, next steps")
+    p.add_argument("--scope", help="scope (default: the current git project, else global)")
+
+    p = add("search", cmd_search, "full-text search, best first; says how much it did not return")
+    p.add_argument("query")
+    p.add_argument("--scope", help="one scope, or '*' for all (default: this project + global)")
+    p.add_argument("--kind", help="only records of this kind")
+    p.add_argument("-k", type=_positive, default=8, help="hits to return (default 8, max 100)")
+    p.add_argument("--max-tokens", type=_positive, help="trim the hits to this token budget")
+    p.add_argument("--include-superseded", action="store_true", help="show corrected records too")
+
+    p = add("get", cmd_get, "records by id, verbatim from the log")
+    p.add_argument("ids", nargs="+", metavar="ID")
+
+    p = add("list", cmd_list, "browse records newest first")
+    p.add_argument("--scope", help="one scope, or '*' for all (default: this project + global)")
+    p.add_argument("--kind", help="only records of this kind")
+    p.add_argument("--limit", type=_positive, default=20, help="records to return (default 20, max 500)")
+    p.add_argument("--before-seq", type=_positive, metavar="N", help="page: only records older than seq N")
+    p.add_argument("--include-superseded", action="store_true", help="show corrected records too")
+
+    add("verify", cmd_verify, "recompute the hash chain and reconcile the index with the log")
+    add("reindex", cmd_reindex, "rebuild the search index from the log")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    args.dir = getattr(args, "dir", None)
+    args.json = getattr(args, "json", False)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return args.func(args)
+    except RetainedError as e:
+        _err(f"error: {e.message}" + (f" (hint: {e.hint})" if e.hint else ""))
+        return e.exit_code
+    except KeyboardInterrupt:
+        _err("interrupted")
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as e:  # noqa: BLE001 - the last line of defence: one line, never a traceback
+        if os.environ.get("RETAINED_DEBUG"):
+            raise
+        _err(f"error: internal error: {type(e).__name__}: {e} (hint: set RETAINED_DEBUG=1 for a traceback and report it)")
+        return EXIT_BUG

@@ -1,0 +1,395 @@
+"""The SQLite FTS5 index: derived from the log, caught up on every use, rebuildable at any time.
+
+It stores where each record sits in the log (line, offset, length), the columns searches filter
+on, the supersede links, and the problems (corrupt lines, chain breaks) it met while reading the
+log. It never holds anything the log does not: delete it and it is rebuilt from the log.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from .errors import StoreError
+from .log import ChainState, Line, Log, Problem
+from .records import GENESIS, GLOBAL_SCOPE
+
+INDEX_NAME = "index.sqlite3"
+_BATCH = 2000
+
+
+def _run_script(db: sqlite3.Connection, script: str) -> None:
+    # Not executescript(): it commits first, which would break the migration's transaction.
+    for statement in script.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
+def _m001_initial(db: sqlite3.Connection) -> None:
+    _run_script(
+        db,
+        """
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE records (
+            line INTEGER PRIMARY KEY,      -- physical line number in log.jsonl (stable: the log only grows)
+            seq INTEGER NOT NULL,
+            id TEXT NOT NULL,
+            offset INTEGER NOT NULL,
+            length INTEGER NOT NULL,       -- bytes including the newline
+            ts TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            source TEXT,
+            supersedes TEXT,
+            superseded_by TEXT,
+            head INTEGER NOT NULL,         -- line of the current record of this supersede chain
+            client_op_id TEXT,
+            session TEXT,
+            sha256 TEXT NOT NULL,
+            text TEXT NOT NULL
+        );
+        CREATE UNIQUE INDEX records_id ON records(id);
+        CREATE INDEX records_op ON records(client_op_id) WHERE client_op_id IS NOT NULL;
+        CREATE INDEX records_head ON records(head);
+        CREATE INDEX records_seq ON records(seq);
+        CREATE INDEX records_scope ON records(scope, line);
+        CREATE TABLE problems (
+            line INTEGER PRIMARY KEY, offset INTEGER NOT NULL, seq INTEGER,
+            kind TEXT NOT NULL, reason TEXT NOT NULL
+        );
+        CREATE VIRTUAL TABLE fts USING fts5(
+            text, content='records', content_rowid='line',
+            tokenize="porter unicode61 remove_diacritics 2"
+        );
+        """
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001_initial]
+
+_STATE_KEYS = ("offset", "line", "seq", "sha256", "after_bad", "last_line_offset", "log_ino")
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def quote_query(query: str) -> str | None:
+    """Turn any user string into a safe FTS5 query: each word quoted, joined with OR.
+
+    FTS5 operators and punctuation in the input are treated as plain text, so no query raises a
+    syntax error. Returns None when the string holds no searchable word.
+    """
+    words = _WORD.findall(query)
+    if not words:
+        return None
+    seen: dict[str, None] = {}
+    for w in words[:64]:
+        seen.setdefault(w.lower(), None)
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in seen)
+
+
+class Index:
+    """One connection, guarded by a lock so that server worker threads can share it."""
+
+    def __init__(self, directory: Path, log: Log) -> None:
+        self.path = directory / INDEX_NAME
+        self.log = log
+        self._lock = threading.RLock()
+        self._db: sqlite3.Connection | None = None
+        self._ino: int | None = None
+
+    # -- connection ---------------------------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        if not self.path.exists():
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            # The index is derived: losing its last transactions to a power cut costs a catch-up, not data.
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA busy_timeout=30000")
+            self._migrate(db)
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
+        return db
+
+    def _migrate(self, db: sqlite3.Connection) -> None:
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        if version >= len(MIGRATIONS):
+            return
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            for i, migration in enumerate(MIGRATIONS[version:], start=version + 1):
+                migration(db)
+                db.execute(f"PRAGMA user_version={i}")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def db(self) -> sqlite3.Connection:
+        """The connection, reopened when the index file was deleted or replaced underneath us."""
+        try:
+            ino = os.stat(self.path).st_ino
+        except FileNotFoundError:
+            ino = None
+        if self._db is None or ino != self._ino:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+            try:
+                self._db = self._connect()
+            except sqlite3.DatabaseError:
+                # Not a database (or damaged beyond use): it is derived, so start it afresh.
+                self._discard_files()
+                self._db = self._connect()
+            self._ino = os.stat(self.path).st_ino
+        return self._db
+
+    def _discard_files(self) -> None:
+        for suffix in ("", "-wal", "-shm"):
+            try:
+                os.unlink(str(self.path) + suffix)
+            except FileNotFoundError:
+                pass
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    # -- catching up with the log -------------------------------------------------------------
+    def _state(self, db: sqlite3.Connection) -> dict[str, Any]:
+        rows = dict(db.execute("SELECT key, value FROM meta").fetchall())
+        return {
+            "offset": int(rows.get("offset", 0)),
+            "line": int(rows.get("line", 0)),
+            "seq": int(rows.get("seq", 0)),
+            "sha256": rows.get("sha256", GENESIS),
+            "after_bad": rows.get("after_bad", "0") == "1",
+            "last_line_offset": int(rows.get("last_line_offset", -1)),
+            "last_line_sha": rows.get("last_line_sha", ""),
+            "log_ino": int(rows.get("log_ino", 0)),
+        }
+
+    def catch_up(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Index every complete log line not yet indexed. Returns how many lines were read.
+
+        Cheap when there is nothing new: one stat and one small query.
+        """
+        with self._lock:
+            db = self.db()
+            try:
+                st = os.stat(self.log.path)
+                size, ino = st.st_size, st.st_ino
+            except FileNotFoundError:
+                size, ino = 0, 0
+            state = self._state(db)
+            if size == state["offset"] and (ino == state["log_ino"] or state["offset"] == 0):
+                return 0
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                state = self._state(db)  # another process may have caught up meanwhile
+                if not self._still_same_log(state, size, ino):
+                    self._clear(db)
+                    state = self._state(db)
+                n = self._index_from(db, state, progress, size)
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('log_ino', ?)", (str(ino),))
+                db.execute("COMMIT")
+                return n
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    def _still_same_log(self, state: dict[str, Any], size: int, ino: int) -> bool:
+        if state["offset"] == 0:
+            return True
+        if size < state["offset"] or (state["log_ino"] and ino != state["log_ino"]):
+            return False
+        start = state["last_line_offset"]
+        if start < 0:
+            return False
+        import hashlib
+
+        raw = self.log.read_at(start, state["offset"] - start)
+        return hashlib.sha256(raw).hexdigest() == state["last_line_sha"]
+
+    def _clear(self, db: sqlite3.Connection) -> None:
+        db.execute("INSERT INTO fts(fts) VALUES('delete-all')")
+        db.execute("DELETE FROM records")
+        db.execute("DELETE FROM problems")
+        db.execute("DELETE FROM meta")
+
+    def _index_from(
+        self,
+        db: sqlite3.Connection,
+        state: dict[str, Any],
+        progress: Callable[[int, int], None] | None,
+        size: int,
+    ) -> int:
+        import hashlib
+
+        chain = ChainState(state["seq"], state["sha256"], state["after_bad"])
+        last: Line | None = None
+        rows: list[tuple[Any, ...]] = []
+        n = 0
+        for line in self.log.lines(state["offset"], state["line"]):
+            rec, problem = chain.feed(line)
+            if problem is not None:
+                self._add_problem(db, problem)
+            if rec is not None:
+                rows.append(self._row(rec, line))
+                if rec.get("supersedes") or len(rows) >= _BATCH:
+                    self._flush(db, rows)
+                    rows = []
+            last = line
+            n += 1
+            if progress is not None and n % 5000 == 0:
+                progress(line.end, size)
+        self._flush(db, rows)
+        if last is not None:
+            meta = {
+                "offset": last.end,
+                "line": last.number,
+                "seq": chain.seq,
+                "sha256": chain.sha256,
+                "after_bad": "1" if chain.after_bad else "0",
+                "last_line_offset": last.offset,
+                "last_line_sha": hashlib.sha256(last.raw + b"\n").hexdigest(),
+            }
+            db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [(k, str(v)) for k, v in meta.items()])
+        if progress is not None:
+            progress(size, size)
+        return n
+
+    @staticmethod
+    def _row(rec: dict[str, Any], line: Line) -> tuple[Any, ...]:
+        scope = rec.get("scope")
+        session = rec.get("session_id")
+        return (
+            line.number,
+            rec["seq"],
+            rec["id"],
+            line.offset,
+            len(line.raw) + 1,
+            rec["ts"],
+            rec["kind"],
+            scope if isinstance(scope, str) and scope else GLOBAL_SCOPE,
+            rec.get("source") if isinstance(rec.get("source"), str) else None,
+            rec.get("supersedes") if isinstance(rec.get("supersedes"), str) else None,
+            rec.get("client_op_id") if isinstance(rec.get("client_op_id"), str) else None,
+            session if isinstance(session, str) else None,
+            rec["sha256"],
+            rec["text"],
+        )
+
+    def _flush(self, db: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
+        for row in rows:
+            line, rid, supersedes = row[0], row[2], row[9]
+            try:
+                db.execute(
+                    "INSERT INTO records (line, seq, id, offset, length, ts, kind, scope, source, supersedes,"
+                    " client_op_id, session, sha256, text, head) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    row + (line,),
+                )
+            except sqlite3.IntegrityError:
+                self._add_problem(db, Problem(line, row[3], row[1], "duplicate", f"id {rid} already used by an earlier record"))
+                continue
+            db.execute("INSERT INTO fts(rowid, text) VALUES (?, ?)", (line, row[13]))
+            if supersedes:
+                target = db.execute("SELECT head FROM records WHERE id = ? AND line < ?", (supersedes, line)).fetchone()
+                if target is not None:
+                    old_head = target[0]
+                    db.execute("UPDATE records SET superseded_by = ? WHERE line = ?", (rid, old_head))
+                    db.execute("UPDATE records SET head = ? WHERE head = ?", (line, old_head))
+
+    @staticmethod
+    def _add_problem(db: sqlite3.Connection, p: Problem) -> None:
+        db.execute("INSERT OR REPLACE INTO problems VALUES (?,?,?,?,?)", (p.line, p.offset, p.seq, p.kind, p.reason))
+
+    def rebuild(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Drop everything and index the whole log again."""
+        with self._lock:
+            db = self.db()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                self._clear(db)
+                n = self._index_from(db, self._state(db), progress, self.log.size())
+                try:
+                    ino = os.stat(self.log.path).st_ino
+                except FileNotFoundError:
+                    ino = 0
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('log_ino', ?)", (str(ino),))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("INSERT INTO fts(fts) VALUES('optimize')")
+            return n
+
+    # -- queries ------------------------------------------------------------------------------
+    def query(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            db = self.db()
+            cur = db.execute(sql, params)
+            cols = [d[0] for d in cur.description]
+            return [dict(zip(cols, row)) for row in cur.fetchall()]  # type: ignore[misc]
+
+    def by_id(self, rid: str) -> dict[str, Any] | None:
+        rows = self.query("SELECT * FROM records WHERE id = ?", (rid,))
+        return rows[0] if rows else None
+
+    def by_op(self, op: str) -> dict[str, Any] | None:
+        rows = self.query("SELECT * FROM records WHERE client_op_id = ? ORDER BY line LIMIT 1", (op,))
+        return rows[0] if rows else None
+
+    def head_of(self, rid: str) -> dict[str, Any] | None:
+        rows = self.query("SELECT h.* FROM records r JOIN records h ON h.line = r.head WHERE r.id = ?", (rid,))
+        return rows[0] if rows else None
+
+    def problems(self) -> list[dict[str, Any]]:
+        return self.query("SELECT * FROM problems ORDER BY line")
+
+    def counts(self) -> dict[str, int]:
+        row = self.query(
+            "SELECT (SELECT COUNT(*) FROM records) AS records,"
+            " (SELECT COUNT(*) FROM problems WHERE kind != 'break') AS corrupt,"
+            " (SELECT COUNT(*) FROM problems WHERE kind = 'break') AS breaks"
+        )[0]
+        return {k: int(v) for k, v in row.items()}
+
+    def iter_offsets(self) -> Iterator[tuple[int, str]]:
+        """(offset, sha256) of every indexed record in log order, streamed for verify's merge."""
+        with self._lock:
+            db = self.db()
+            cur = db.execute("SELECT offset, sha256 FROM records ORDER BY line")
+            while True:
+                batch = cur.fetchmany(5000)
+                if not batch:
+                    return
+                yield from batch
+
+
+def scope_clause(scopes: list[str] | None, column: str) -> tuple[str, list[Any]]:
+    if not scopes:
+        return "", []
+    return f" AND {column} IN ({','.join('?' * len(scopes))})", list(scopes)
+
+
+def check_integrity(path: Path) -> None:
+    """Raise StoreError when the index file is present but unusable (for doctor)."""
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            db.execute("PRAGMA quick_check").fetchone()
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as e:
+        raise StoreError(f"index {path} is damaged: {e}", hint="run `retained reindex`") from None

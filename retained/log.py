@@ -1,0 +1,335 @@
+"""The append-only, hash-chained JSONL log: the store's single source of truth.
+
+Nothing here rewrites a record. The only bytes ever removed are a torn last line (an append that
+crashed before it was acknowledged), and those are copied to `quarantine/` first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import fsutil, records
+from .errors import StoreError
+
+LOG_NAME = "log.jsonl"
+LOCK_NAME = "log.lock"
+QUARANTINE = "quarantine"
+_CHUNK = 1 << 16
+
+
+@dataclass
+class Line:
+    """One complete line of the log as read from disk."""
+
+    number: int  # 1-based physical line number
+    offset: int  # byte offset of its first byte
+    raw: bytes  # without the trailing newline
+
+    @property
+    def end(self) -> int:
+        return self.offset + len(self.raw) + 1
+
+
+@dataclass
+class Problem:
+    """A line that breaks the promise of the format, as named by verify."""
+
+    line: int
+    offset: int
+    seq: int | None  # the record's seq, or the seq expected at this place when unreadable
+    kind: str  # "corrupt" (not a valid record) or "break" (valid record, wrong link)
+    reason: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"line": self.line, "offset": self.offset, "seq": self.seq, "kind": self.kind, "reason": self.reason}
+
+
+@dataclass
+class ChainState:
+    """What the chain walk remembers between lines; persisted by the index so it can resume."""
+
+    seq: int = 0
+    sha256: str = records.GENESIS
+    after_bad: bool = False
+
+    def feed(self, line: Line) -> tuple[dict[str, Any] | None, Problem | None]:
+        """Check one line against the chain so far. Returns (record or None, problem or None)."""
+        try:
+            rec = records.parse_line(line.raw)
+        except records.BadLine as bad:
+            seen = bad.record.get("seq") if isinstance(bad.record, dict) else None
+            guess = seen if isinstance(seen, int) and not isinstance(seen, bool) else self.seq + 1
+            self.seq = max(self.seq, guess)
+            self.after_bad = True
+            return None, Problem(line.number, line.offset, guess, "corrupt", bad.reason)
+        problem = None
+        if self.after_bad:
+            # The record before this one is unreadable, so its link cannot be checked; a valid record
+            # re-anchors the chain. Only a seq that jumps backwards is named.
+            if rec["seq"] <= self.seq - 1:
+                problem = Problem(line.number, line.offset, rec["seq"], "break", "seq goes backwards")
+        elif rec["prev"] != self.sha256:
+            problem = Problem(line.number, line.offset, rec["seq"], "break", "prev does not match the previous record's sha256")
+        elif rec["seq"] != self.seq + 1:
+            problem = Problem(line.number, line.offset, rec["seq"], "break", f"seq {rec['seq']} follows seq {self.seq}")
+        self.seq, self.sha256, self.after_bad = rec["seq"], rec["sha256"], False
+        return rec, problem
+
+
+@dataclass
+class Tail:
+    """The end of the log as the next append must see it."""
+
+    seq: int  # highest seq seen at the end (next is seq + 1)
+    sha256: str  # sha256 of the last valid record (the next record's prev)
+    end: int  # byte size of the log's complete lines
+    warnings: list[str] = field(default_factory=list)
+
+
+class Log:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.path = directory / LOG_NAME
+        self.lock_path = directory / LOCK_NAME
+
+    # -- safety -----------------------------------------------------------------------------
+    def check_safe(self) -> None:
+        """Refuse a log that is a symlink, hard-linked elsewhere, or outside the store."""
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            return
+        if stat.S_ISLNK(st.st_mode):
+            raise StoreError(
+                f"{self.path} is a symbolic link; retained will not write through it",
+                hint="replace the link with the real file, or point --dir at the directory that holds it",
+            )
+        if not stat.S_ISREG(st.st_mode):
+            raise StoreError(f"{self.path} is not a regular file", hint="move it aside and retry")
+        if st.st_nlink > 1:
+            raise StoreError(
+                f"{self.path} has {st.st_nlink} hard links; another name could change it behind retained's back",
+                hint="copy it to a file of its own (cp, then mv over the link)",
+            )
+        real = self.path.resolve()
+        if real.parent != self.directory.resolve():
+            raise StoreError(f"{self.path} resolves outside the store directory", hint="use the real directory as --dir")
+
+    def lock(self):  # noqa: ANN201 - a context manager
+        return fsutil.locked(self.lock_path)
+
+    def size(self) -> int:
+        try:
+            return os.stat(self.path).st_size
+        except FileNotFoundError:
+            return 0
+
+    # -- reading ----------------------------------------------------------------------------
+    def lines(self, offset: int = 0, number: int = 0) -> Iterator[Line]:
+        """Stream the complete lines from `offset` (line `number` + 1 on). A torn tail is not yielded."""
+        try:
+            f = open(self.path, "rb")
+        except FileNotFoundError:
+            return
+        with f:
+            f.seek(offset)
+            for raw in f:
+                if not raw.endswith(b"\n"):
+                    return  # torn tail: an append still under way or one that crashed
+                number += 1
+                yield Line(number, offset, raw[:-1])
+                offset += len(raw)
+
+    def torn_tail(self) -> tuple[int, int] | None:
+        """(offset, length) of bytes after the last newline, or None when the log ends cleanly."""
+        try:
+            with open(self.path, "rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                if size == 0:
+                    return None
+                f.seek(size - 1)
+                if f.read(1) == b"\n":
+                    return None
+                start = _last_newline_end(f, size)
+                return start, size - start
+        except FileNotFoundError:
+            return None
+
+    def read_at(self, offset: int, length: int) -> bytes:
+        with open(self.path, "rb") as f:
+            f.seek(offset)
+            return f.read(length)
+
+    # -- the tail, for appending --------------------------------------------------------------
+    def tail(self) -> Tail:
+        """Find the last valid record by reading backwards; quarantine a torn fragment.
+
+        Must be called with the lock held. Cost is proportional to the bytes at the end that are
+        not a valid record (normally one record), never to the size of the log.
+        """
+        warnings: list[str] = []
+        torn = self.torn_tail()
+        if torn is not None:
+            warnings.append(self._quarantine(*torn))
+        end = self.size()
+        max_seq = 0
+        skipped = 0
+        with open(self.path, "ab+") as f:
+            for offset, raw in _lines_backwards(f, end):
+                try:
+                    rec = records.parse_line(raw)
+                except records.BadLine as bad:
+                    skipped += 1
+                    seen = bad.record.get("seq") if isinstance(bad.record, dict) else None
+                    if isinstance(seen, int) and not isinstance(seen, bool):
+                        max_seq = max(max_seq, seen)
+                    continue
+                if skipped:
+                    warnings.append(
+                        f"{skipped} line(s) at the end of the log are not valid records; "
+                        f"the new record links to seq {rec['seq']} (run `retained verify`)"
+                    )
+                return Tail(max(max_seq, rec["seq"]), rec["sha256"], end, warnings)
+        if skipped:
+            warnings.append(f"the log holds {skipped} line(s) and none is a valid record (run `retained verify`)")
+        return Tail(max_seq, records.GENESIS, end, warnings)
+
+    def _quarantine(self, offset: int, length: int) -> str:
+        qdir = self.directory / QUARANTINE
+        qdir.mkdir(mode=0o700, exist_ok=True)
+        fragment = self.read_at(offset, length)
+        digest = hashlib.sha256(fragment).hexdigest()[:12]
+        target = qdir / f"torn-{offset}-{digest}.part"
+        if not target.exists():
+            fsutil.write_new_file(target, fragment)
+        fd = os.open(self.path, os.O_WRONLY)
+        try:
+            os.ftruncate(fd, offset)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return (
+            f"the log ended in a torn line ({length} bytes from a write that was never acknowledged); "
+            f"moved it to {QUARANTINE}/{target.name} so the next record does not glue onto it"
+        )
+
+    # -- appending ----------------------------------------------------------------------------
+    def append(self, record: dict[str, Any], tail: Tail) -> dict[str, Any]:
+        """Append one sealed record and prove it. Must be called with the lock held.
+
+        Returns {"offset", "line_bytes", "checks", "reasons"}; every check must be True for the
+        write to count as durable.
+        """
+        line = records.format_line(record)
+        checks = {"append": False, "fsync": False, "readback_match": False, "chain": False}
+        reasons: list[str] = []
+        created = not self.path.exists()
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            offset = os.fstat(fd).st_size
+            try:
+                view = memoryview(line)
+                while view:
+                    view = view[os.write(fd, view):]
+            except OSError as e:
+                # Never leave a partial line behind for the next writer to glue onto.
+                try:
+                    os.ftruncate(fd, offset)
+                    os.fsync(fd)
+                except OSError:
+                    pass
+                raise StoreError(f"could not append to {self.path}: {e.strerror or e}", hint="free disk space or fix permissions, then retry") from None
+            checks["append"] = True
+            try:
+                os.fsync(fd)
+                if created:
+                    fsutil.fsync_dir(self.directory)
+                checks["fsync"] = True
+            except OSError as e:
+                reasons.append(f"fsync failed: {e.strerror or e}")
+        finally:
+            os.close(fd)
+
+        back = self._read_back(offset, len(line))
+        if back == line:
+            checks["readback_match"] = True
+        else:
+            reasons.append(f"the bytes read back at offset {offset} differ from the bytes written")
+        if offset != tail.end:
+            reasons.append(f"another program appended without the lock (expected offset {tail.end}, got {offset})")
+        try:
+            again = records.parse_line(back[:-1])
+            linked = again["prev"] == tail.sha256 and again["seq"] == tail.seq + 1 and again["sha256"] == record["sha256"]
+            checks["chain"] = linked and offset == tail.end
+            if not linked:
+                reasons.append("the record read back does not link to the previous record")
+        except records.BadLine as bad:
+            reasons.append(f"the record read back is not valid: {bad.reason}")
+        return {"offset": offset, "line_bytes": len(line), "checks": checks, "reasons": reasons}
+
+    def _read_back(self, offset: int, length: int) -> bytes:
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            if hasattr(os, "posix_fadvise"):
+                # The pages are clean after fsync: dropping them makes the read come from the device,
+                # not from the copy in memory we just wrote.
+                os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+            chunks = []
+            while length:
+                chunk = os.pread(fd, length, offset)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                offset += len(chunk)
+                length -= len(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
+
+
+def _last_newline_end(f: Any, size: int) -> int:
+    """Offset just past the last b"\\n" before `size` (0 if there is none)."""
+    pos = size
+    while pos > 0:
+        start = max(0, pos - _CHUNK)
+        f.seek(start)
+        chunk = f.read(pos - start)
+        i = chunk.rfind(b"\n")
+        if i >= 0:
+            return start + i + 1
+        pos = start
+    return 0
+
+
+def _lines_backwards(f: Any, end: int) -> Iterator[tuple[int, bytes]]:
+    """Yield (offset, line without newline) for the complete lines before `end`, last first."""
+    buf = b""
+    if end == 0:
+        return
+    # `end` sits just after a newline; drop it so every split piece is a whole line.
+    f.seek(end - 1)
+    if f.read(1) != b"\n":
+        raise StoreError("internal: log does not end at a line boundary")
+    pos = end - 1
+    buf_start = pos
+    while True:
+        i = buf.rfind(b"\n")
+        while i >= 0:
+            line = buf[i + 1 :]
+            yield buf_start + i + 1, line
+            buf = buf[:i]
+            i = buf.rfind(b"\n")
+        if pos == 0:
+            yield 0, buf
+            return
+        start = max(0, pos - _CHUNK)
+        f.seek(start)
+        buf = f.read(pos - start) + buf
+        buf_start = start
+        pos = start

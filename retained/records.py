@@ -1,0 +1,174 @@
+"""The bytes of the log: canonical JSON, the hash chain, one record per line. Pure; no I/O.
+
+The format is specified in docs/FORMAT.md; this module is its reference implementation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+from .errors import UsageError
+
+GENESIS = "0" * 64
+
+#: Top-level keys retained gives meaning to. Anything else on a record is kept verbatim.
+CORE_KEYS = ("seq", "id", "ts", "kind", "text", "prev", "sha256")
+OPTIONAL_KEYS = ("scope", "source", "supersedes", "client_op_id")
+RESERVED_KEYS = frozenset(CORE_KEYS + OPTIONAL_KEYS + ("fields",))
+
+_HEX64 = re.compile(r"[0-9a-f]{64}\Z")
+_KIND = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+MAX_TEXT_BYTES = 16 * 1024 * 1024
+MAX_SCOPE_CHARS = 512
+GLOBAL_SCOPE = "global"
+
+
+def canonical_json(obj: dict[str, Any]) -> bytes:
+    """The one serialisation the hash is computed over (and the one retained writes)."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def compute_sha256(record: dict[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of the record without its own `sha256` field."""
+    body = {k: v for k, v in record.items() if k != "sha256"}
+    return hashlib.sha256(canonical_json(body)).hexdigest()
+
+
+def seal(record: dict[str, Any]) -> dict[str, Any]:
+    """Return the record with its `sha256` filled in."""
+    sealed = dict(record)
+    sealed.pop("sha256", None)
+    sealed["sha256"] = compute_sha256(sealed)
+    return sealed
+
+
+def format_line(record: dict[str, Any]) -> bytes:
+    """One sealed record as one physical line. json escapes every newline inside strings."""
+    line = canonical_json(record) + b"\n"
+    # Defensive: a raw newline inside the line would split one record into two.
+    assert line.count(b"\n") == 1
+    return line
+
+
+class BadLine(ValueError):
+    """A line of the log that is not a valid record; `reason` says why in a few words."""
+
+    def __init__(self, reason: str, record: dict[str, Any] | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.record = record
+
+
+def parse_line(line: bytes) -> dict[str, Any]:
+    """Parse and self-check one line (without its newline). Raises BadLine.
+
+    Checks the record's own hash and the types of the core fields; the chain link (`prev`)
+    is the caller's business because it needs the previous record.
+    """
+    try:
+        record = json.loads(line.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise BadLine("not UTF-8") from None
+    except ValueError:
+        raise BadLine("not JSON") from None
+    if not isinstance(record, dict):
+        raise BadLine("not a JSON object")
+    for key in CORE_KEYS:
+        if key not in record:
+            raise BadLine(f"missing field {key!r}", record)
+    seq = record["seq"]
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
+        raise BadLine("seq is not a positive integer", record)
+    for key in ("id", "ts", "kind", "text", "prev", "sha256"):
+        if not isinstance(record[key], str):
+            raise BadLine(f"{key} is not a string", record)
+    if not _HEX64.match(record["sha256"]) or not _HEX64.match(record["prev"]):
+        raise BadLine("sha256/prev is not 64 lowercase hex digits", record)
+    if compute_sha256(record) != record["sha256"]:
+        raise BadLine("sha256 does not match the record's content", record)
+    return record
+
+
+def now_rfc3339() -> str:
+    """Current UTC time, RFC 3339 with microseconds and a Z suffix."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def new_id() -> str:
+    """A ULID-style id: 48 bits of milliseconds then 80 random bits, Crockford base32."""
+    n = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")
+    chars = []
+    for _ in range(26):
+        chars.append(_CROCKFORD[n & 31])
+        n >>= 5
+    return "mem_" + "".join(reversed(chars))
+
+
+def check_kind(kind: str) -> str:
+    if not isinstance(kind, str) or not _KIND.match(kind):
+        raise UsageError(
+            f"invalid kind {kind!r}",
+            hint="use 1-64 letters, digits, '_', '-' or '.', e.g. note, decision, checkpoint",
+        )
+    return kind
+
+
+def check_scope(scope: str) -> str:
+    """A scope is a label (often a project path). Refuse what would be a trap downstream."""
+    if not isinstance(scope, str) or not scope.strip():
+        raise UsageError("scope must be a non-empty string", hint="omit it to use the default scope")
+    if len(scope) > MAX_SCOPE_CHARS:
+        raise UsageError(f"scope is longer than {MAX_SCOPE_CHARS} characters")
+    if any(ord(c) < 32 or ord(c) == 127 for c in scope):
+        raise UsageError("scope contains a control character (NUL, newline, ...)", hint="use printable text")
+    parts = re.split(r"[\\/]", scope)
+    if ".." in parts:
+        raise UsageError("scope must not contain a '..' path segment", hint="name the project by its real path")
+    if scope != scope.strip():
+        raise UsageError("scope must not start or end with white space")
+    return scope
+
+
+def check_text(text: str, what: str = "text") -> str:
+    if not isinstance(text, str):
+        raise UsageError(f"{what} must be a string")
+    if not text.strip():
+        raise UsageError(f"{what} is empty", hint="write something worth remembering")
+    if len(text) * 4 > MAX_TEXT_BYTES and len(text.encode("utf-8", "surrogatepass")) > MAX_TEXT_BYTES:
+        raise UsageError(f"{what} is larger than {MAX_TEXT_BYTES // (1024 * 1024)} MiB", hint="store a summary")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError(f"{what} contains a lone surrogate and is not valid Unicode") from None
+    return text
+
+
+def check_fields(fields: dict[str, Any] | None) -> dict[str, Any]:
+    """Extra top-level fields: any JSON value under a name retained does not reserve."""
+    if fields is None:
+        return {}
+    if not isinstance(fields, dict):
+        raise UsageError("fields must be a JSON object")
+    for key in fields:
+        if not isinstance(key, str) or not key:
+            raise UsageError("field names must be non-empty strings")
+        if key in RESERVED_KEYS:
+            raise UsageError(
+                f"field {key!r} is reserved",
+                hint=f"reserved names: {', '.join(sorted(RESERVED_KEYS))}; pick another name",
+            )
+    try:
+        canonical_json(fields)
+    except (TypeError, ValueError) as e:
+        raise UsageError(f"fields are not JSON-serialisable: {e}") from None
+    except UnicodeEncodeError:
+        raise UsageError("fields contain a lone surrogate and are not valid Unicode") from None
+    return fields

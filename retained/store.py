@@ -1,0 +1,424 @@
+"""The store: the one thing the edges (CLI, server, hooks) call for memory operations.
+
+The log is written first and is the truth; the index is brought up to date from the log afterwards
+and before every read, so records appended by another process or another program show up without
+a restart.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from . import records, redact
+from .errors import NotFound, StoreError, UsageError
+from .index import Index, quote_query, scope_clause
+from .log import ChainState, Log
+from .tokens import estimate_tokens
+
+MAX_K = 100
+DEFAULT_K = 8
+MAX_LIST = 500
+ALL_SCOPES = "*"
+
+
+def _redaction_enabled() -> bool:
+    return os.environ.get("RETAINED_REDACT", "on").strip().lower() not in ("off", "0", "false", "no")
+
+
+class Store:
+    """A store directory: log.jsonl (truth), index.sqlite3 (derived), quarantine/ (torn fragments)."""
+
+    def __init__(self, directory: str | os.PathLike[str], *, create: bool = True) -> None:
+        self.directory = Path(directory).expanduser().absolute()
+        if not self.directory.exists():
+            if not create:
+                raise StoreError(f"no store at {self.directory}", hint="write a record first, or pass the right --dir")
+            try:
+                self.directory.mkdir(mode=0o700, parents=True)
+            except OSError as e:
+                raise StoreError(f"cannot create store directory {self.directory}: {e.strerror or e}",
+                                 hint="pass --dir or set RETAINED_DIR to a writable place") from None
+        elif not self.directory.is_dir():
+            raise StoreError(f"{self.directory} is not a directory", hint="pass --dir pointing at a directory")
+        self.log = Log(self.directory)
+        self.log.check_safe()
+        self.index = Index(self.directory, self.log)
+        self._write_lock = threading.Lock()
+
+    def close(self) -> None:
+        self.index.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _fresh(self) -> list[str]:
+        """Bring the index up to date; a broken index degrades to a warning, never to a failure."""
+        try:
+            self.index.catch_up()
+            return []
+        except (OSError, Exception) as e:  # noqa: BLE001 - the index is derived; report and carry on
+            return [f"index could not catch up with the log ({e}); run `retained reindex`"]
+
+    # -- writing ------------------------------------------------------------------------------
+    def write(
+        self,
+        text: str,
+        *,
+        kind: str = "note",
+        scope: str | None = None,
+        source: str | None = None,
+        supersedes: str | None = None,
+        client_op_id: str | None = None,
+        fields: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Append one record and prove it (I1). Returns the receipt."""
+        records.check_text(text)
+        records.check_kind(kind)
+        if scope is not None:
+            records.check_scope(scope)
+        if source is not None:
+            records.check_text(source, "source")
+        if client_op_id is not None:
+            records.check_text(client_op_id, "client_op_id")
+        if supersedes is not None and (not isinstance(supersedes, str) or not supersedes.strip()):
+            raise UsageError("supersedes must be a record id", hint="find it with search or list")
+        extra = records.check_fields(fields)
+
+        found: Counter[str] = Counter()
+        if _redaction_enabled():
+            text = redact.redact_value(text, found)
+            if source is not None:
+                source = redact.redact_value(source, found)
+            extra = redact.redact_value(extra, found)
+
+        self.log.check_safe()
+        with self._write_lock, self.log.lock():
+            tail = self.log.tail()
+            warnings = list(tail.warnings)
+            warnings += self._fresh()
+            if client_op_id is not None:
+                prior = self.index.by_op(client_op_id)
+                if prior is not None:
+                    return self._dedup_receipt(prior, warnings)
+            if supersedes is not None:
+                target = self.index.by_id(supersedes)
+                if target is None:
+                    raise NotFound(f"supersedes names {supersedes!r}, which is not a record in this store",
+                                   hint="copy the id from `search` or `list`")
+                head = self.index.head_of(supersedes) or target
+                if head["id"] != supersedes:
+                    warnings.append(f"{supersedes} was already superseded; linked to the current record {head['id']}")
+                supersedes = head["id"]
+            record: dict[str, Any] = dict(extra)
+            record.update(seq=tail.seq + 1, id=records.new_id(), ts=records.now_rfc3339(), kind=kind,
+                          text=text, prev=tail.sha256)
+            for key, value in (("scope", scope), ("source", source), ("supersedes", supersedes),
+                               ("client_op_id", client_op_id)):
+                if value is not None:
+                    record[key] = value
+            record = records.seal(record)
+            result = self.log.append(record, tail)
+        warnings += self._fresh()
+        if found:
+            warnings.append(redact.describe(found))
+        durable = all(result["checks"].values())
+        if not durable:
+            warnings = result["reasons"] + warnings
+        return {
+            "id": record["id"],
+            "seq": record["seq"],
+            "sha256": record["sha256"],
+            "durable": durable,
+            "checks": result["checks"],
+            "warnings": warnings,
+            "deduplicated": False,
+        }
+
+    def _dedup_receipt(self, prior: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+        raw = self.log.read_at(prior["offset"], prior["length"])
+        ok = raw.endswith(b"\n")
+        try:
+            rec = records.parse_line(raw[:-1])
+            ok = ok and rec["sha256"] == prior["sha256"]
+        except records.BadLine:
+            ok = False
+        checks = {"append": ok, "fsync": ok, "readback_match": ok, "chain": ok}
+        if not ok:
+            warnings.append("the first write with this client_op_id no longer reads back intact; run `retained verify`")
+        warnings.append(f"client_op_id already used by {prior['id']}; nothing new was written")
+        return {"id": prior["id"], "seq": prior["seq"], "sha256": prior["sha256"], "durable": ok,
+                "checks": checks, "warnings": warnings, "deduplicated": True}
+
+    def checkpoint(self, label: str, summary: str | None = None, *, scope: str | None = None,
+                   fields: dict[str, Any] | None = None, client_op_id: str | None = None) -> dict[str, Any]:
+        """A checkpoint is a record of kind `checkpoint`: the label, then the summary."""
+        records.check_text(label, "label")
+        if "\n" in label.strip():
+            raise UsageError("label must be one line", hint="put the details in the summary")
+        text = label.strip() if not summary or not summary.strip() else f"{label.strip()}\n\n{summary.strip()}"
+        extra = dict(fields or {})
+        return self.write(text, kind="checkpoint", scope=scope, fields=extra, client_op_id=client_op_id)
+
+    # -- reading ------------------------------------------------------------------------------
+    @staticmethod
+    def _hit(row: dict[str, Any], score: float | None = None) -> dict[str, Any]:
+        hit = {"id": row["id"], "seq": row["seq"], "ts": row["ts"], "kind": row["kind"], "scope": row["scope"],
+               "text": row["text"]}
+        if score is not None:
+            hit["score"] = round(score, 4)
+        if row.get("supersedes"):
+            hit["supersedes"] = row["supersedes"]
+        if row.get("superseded_by"):
+            hit["superseded_by"] = row["superseded_by"]
+        return hit
+
+    def search(
+        self,
+        query: str,
+        *,
+        scopes: list[str] | None = None,
+        kind: str | None = None,
+        k: int = DEFAULT_K,
+        max_tokens: int | None = None,
+        include_superseded: bool = False,
+    ) -> dict[str, Any]:
+        """Full-text search, best first (bm25, newer first on ties). Says what it did not return (I2).
+
+        By default each match resolves to the current record of its supersede chain, so a
+        corrected fact is never served as current; `include_superseded` shows the history.
+        """
+        if not isinstance(query, str):
+            raise UsageError("query must be a string")
+        k = _check_int(k, "k", 1, MAX_K)
+        if max_tokens is not None:
+            max_tokens = _check_int(max_tokens, "max_tokens", 1, 1_000_000)
+        warnings = self._fresh()
+        match = quote_query(query)
+        empty = {"hits": [], "total_matched": 0, "returned": 0, "truncated": False, "warnings": warnings}
+        if match is None:
+            warnings.append("the query holds no searchable words")
+            return empty
+        target = "r" if include_superseded else "h"
+        where, params = scope_clause(scopes, f"{target}.scope")
+        if kind is not None:
+            where += f" AND {target}.kind = ?"
+            params.append(records.check_kind(kind))
+        if include_superseded:
+            base = ("FROM fts JOIN records r ON r.line = fts.rowid WHERE fts MATCH ?" + where)
+            total = self.index.query("SELECT COUNT(*) AS n " + base, [match, *params])[0]["n"]
+            rows = self.index.query(
+                "SELECT r.*, bm25(fts) AS rank " + base + " ORDER BY rank, r.seq DESC LIMIT ?",
+                [match, *params, k])
+        else:
+            # bm25() cannot sit inside an aggregate, so rank the matches first, then fold each
+            # supersede chain onto its head.
+            base = ("WITH m AS MATERIALIZED (SELECT rowid AS line, bm25(fts) AS rank FROM fts WHERE fts MATCH ?)"
+                    " SELECT {cols} FROM m JOIN records r ON r.line = m.line JOIN records h ON h.line = r.head"
+                    " WHERE 1=1" + where)
+            total = self.index.query(base.format(cols="COUNT(DISTINCT r.head) AS n"), [match, *params])[0]["n"]
+            rows = self.index.query(
+                base.format(cols="h.*, MIN(m.rank) AS rank") + " GROUP BY r.head ORDER BY rank, h.seq DESC LIMIT ?",
+                [match, *params, k])
+        hits = [self._hit(row, -row["rank"]) for row in rows]
+        truncated = total > len(hits)
+        if max_tokens is not None:
+            hits, cut = _fit_tokens(hits, max_tokens)
+            if cut:
+                truncated = True
+                warnings.append(f"max_tokens={max_tokens} left out {cut} hit(s) or part of one")
+        return {"hits": hits, "total_matched": total, "returned": len(hits), "truncated": truncated,
+                "warnings": warnings}
+
+    def get(self, ids: list[str] | None = None, *, limit: int = 20) -> dict[str, Any]:
+        """Records exactly as they stand in the log (unknown fields included), read from the log itself."""
+        warnings = self._fresh()
+        out: list[dict[str, Any]] = []
+        missing: list[str] = []
+        if ids is None:
+            limit = _check_int(limit, "limit", 1, MAX_LIST)
+            rows = self.index.query("SELECT id, offset, length, sha256 FROM records ORDER BY line DESC LIMIT ?", (limit,))
+        else:
+            if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+                raise UsageError("ids must be a list of record ids")
+            if len(ids) > MAX_LIST:
+                raise UsageError(f"at most {MAX_LIST} ids per call")
+            rows = []
+            for rid in dict.fromkeys(ids):
+                row = self.index.by_id(rid)
+                if row is None:
+                    missing.append(rid)
+                else:
+                    rows.append(row)
+        damaged = 0
+        for row in rows:
+            raw = self.log.read_at(row["offset"], row["length"])
+            try:
+                rec = records.parse_line(raw[:-1])
+                if rec["sha256"] != row["sha256"]:
+                    raise records.BadLine("the log no longer holds the record the index points at")
+            except records.BadLine as bad:
+                missing.append(row["id"])
+                damaged += 1
+                warnings.append(f"{row['id']}: its line in the log is damaged ({bad.reason}); run `retained verify`")
+                continue
+            out.append(rec)
+        counts = self.index.counts()
+        return {"records": out, "missing": missing, "corrupt_lines": counts["corrupt"] + damaged,
+                "chain_ok": counts["corrupt"] == 0 and counts["breaks"] == 0 and damaged == 0,
+                "warnings": warnings}
+
+    def list(
+        self,
+        *,
+        scopes: list[str] | None = None,
+        kind: str | None = None,
+        limit: int = 20,
+        before_seq: int | None = None,
+        include_superseded: bool = False,
+    ) -> dict[str, Any]:
+        """Browse newest first. `total` counts every record the filters select; `returned` what came back."""
+        limit = _check_int(limit, "limit", 1, MAX_LIST)
+        warnings = self._fresh()
+        where, params = scope_clause(scopes, "scope")
+        if kind is not None:
+            where += " AND kind = ?"
+            params.append(records.check_kind(kind))
+        if not include_superseded:
+            where += " AND superseded_by IS NULL"
+        total = self.index.query("SELECT COUNT(*) AS n FROM records WHERE 1=1" + where, params)[0]["n"]
+        page = where
+        page_params = list(params)
+        if before_seq is not None:
+            before_seq = _check_int(before_seq, "before_seq", 1, 2**62)
+            page += " AND seq < ?"
+            page_params.append(before_seq)
+        rows = self.index.query(f"SELECT * FROM records WHERE 1=1{page} ORDER BY line DESC LIMIT ?",
+                                [*page_params, limit])
+        hits = [self._hit(row) for row in rows]
+        returned_through = len(hits)
+        if before_seq is not None:
+            newer = self.index.query("SELECT COUNT(*) AS n FROM records WHERE 1=1" + where + " AND seq >= ?",
+                                     [*params, before_seq])[0]["n"]
+            returned_through += newer
+        return {"records": hits, "total": total, "returned": len(hits), "truncated": returned_through < total,
+                "warnings": warnings}
+
+    # -- integrity ------------------------------------------------------------------------------
+    def verify(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """Recompute the whole chain (streaming, constant memory) and reconcile it with the index."""
+        warnings = self._fresh()
+        size = self.log.size()
+        chain = ChainState()
+        corrupt: list[dict[str, Any]] = []
+        breaks: list[dict[str, Any]] = []
+        first_break: dict[str, Any] | None = None
+        valid = 0
+        missing_from_index = 0
+        index_only = 0
+        idx = self.index.iter_offsets()
+        pending = next(idx, None)
+        for n, line in enumerate(self.log.lines(), 1):
+            rec, problem = chain.feed(line)
+            if problem is not None:
+                item = problem.as_dict()
+                (corrupt if problem.kind == "corrupt" else breaks).append(item)
+                if first_break is None:
+                    first_break = {"seq": problem.seq, "line": problem.line, "reason": problem.reason}
+            while pending is not None and pending[0] < line.offset:
+                index_only += 1
+                pending = next(idx, None)
+            if rec is not None:
+                valid += 1
+                if pending is not None and pending[0] == line.offset:
+                    if pending[1] != rec["sha256"]:
+                        missing_from_index += 1
+                        index_only += 1
+                    pending = next(idx, None)
+                else:
+                    missing_from_index += 1
+            elif pending is not None and pending[0] == line.offset:
+                index_only += 1
+                pending = next(idx, None)
+            if progress is not None and n % 5000 == 0:
+                progress(line.end, size)
+        while pending is not None:
+            index_only += 1
+            pending = next(idx, None)
+        if progress is not None:
+            progress(size, size)
+        torn = self.log.torn_tail()
+        chain_ok = not corrupt and not breaks
+        coverage = 1.0 if valid == 0 else round((valid - missing_from_index) / valid, 6)
+        intact = chain_ok and torn is None and missing_from_index == 0 and index_only == 0
+        return {
+            "records": valid,
+            "chain_ok": chain_ok,
+            "corrupt_lines": corrupt[:100],
+            "corrupt_count": len(corrupt),
+            "chain_breaks": breaks[:100],
+            "torn_tail": None if torn is None else {"offset": torn[0], "bytes": torn[1]},
+            "missing_from_index": missing_from_index,
+            "index_only": index_only,
+            "coverage": coverage,
+            "intact": intact,
+            "first_break": first_break,
+            "last_seq": chain.seq,
+            "warnings": warnings,
+        }
+
+    def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """Rebuild the index from the log."""
+        lines = self.index.rebuild(progress)
+        counts = self.index.counts()
+        return {"lines_read": lines, "records": counts["records"], "corrupt_lines": counts["corrupt"],
+                "chain_breaks": counts["breaks"]}
+
+
+def _check_int(value: Any, name: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UsageError(f"{name} must be a whole number from {lo} to {hi}")
+    if not lo <= value <= hi:
+        raise UsageError(f"{name} must be from {lo} to {hi} (got {value})")
+    return value
+
+
+def _fit_tokens(hits: list[dict[str, Any]], budget: int) -> tuple[list[dict[str, Any]], int]:
+    """Keep hits, best first, while their text fits the budget; trim the first if it alone is too big."""
+    kept: list[dict[str, Any]] = []
+    used = 0
+    for i, hit in enumerate(hits):
+        cost = estimate_tokens(hit["text"]) + 12  # ids, scope and punctuation around the text
+        if used + cost <= budget:
+            kept.append(hit)
+            used += cost
+            continue
+        if not kept:
+            trimmed = dict(hit)
+            trimmed["text"] = trim_to_tokens(hit["text"], max(budget - 12, 1))
+            trimmed["text_truncated"] = True
+            return [trimmed], len(hits) - 1 + 1
+        return kept, len(hits) - i
+    return kept, 0
+
+
+def trim_to_tokens(text: str, budget: int, marker: str = " […trimmed]") -> str:
+    """The longest prefix of `text` (plus the marker) whose estimate fits `budget`."""
+    if estimate_tokens(text) <= budget:
+        return text
+    room = max(budget - estimate_tokens(marker), 0)
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if estimate_tokens(text[:mid]) <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo].rstrip() + marker

@@ -1,0 +1,74 @@
+"""Every test runs with HOME, XDG dirs, host config dirs and the store pointed into tmp_path."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ISOLATED_VARS = (
+    "HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "APPDATA", "LOCALAPPDATA",
+    "CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "RETAINED_DIR",
+)
+LEAKY_VARS = (
+    "CLAUDE_PROJECT_DIR", "CLAUDECODE", "CLAUDE_CODE_SESSION_ID", "CODEX_THREAD_ID", "CURSOR_VERSION",
+    "RETAINED_REDACT", "RETAINED_DEBUG", "RETAINED_HOOK_STOP",
+)
+
+
+@pytest.fixture(autouse=True)
+def isolate_home(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    for var in ISOLATED_VARS:
+        monkeypatch.delenv(var, raising=False)
+    for var in LEAKY_VARS:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
+    monkeypatch.setenv("RETAINED_DIR", str(tmp_path / "store"))
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)  # not a git repository: default scopes are global / every scope
+    yield home
+
+
+@pytest.fixture
+def store_dir(tmp_path) -> Path:
+    return tmp_path / "store"
+
+
+@pytest.fixture
+def store(store_dir):
+    from retained.store import Store
+
+    s = Store(store_dir)
+    yield s
+    s.close()
+
+
+def run_cli(*args: str, input: str | None = None, env: dict[str, str] | None = None, cwd: str | None = None,
+            timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """The real console entry point in a fresh interpreter."""
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    return subprocess.run([sys.executable, "-m", "retained", *args], input=input, capture_output=True, text=True,
+                          env=full_env, cwd=cwd, timeout=timeout)
+
+
+def cli_json(*args: str, **kw) -> dict:
+    proc = run_cli(*args, "--json", **kw)
+    assert proc.stdout, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def log_lines(store_dir: Path) -> list[bytes]:
+    return (store_dir / "log.jsonl").read_bytes().splitlines(keepends=True)

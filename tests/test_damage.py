@@ -1,0 +1,144 @@
+"""Crashes and damage never brick the store: each is reported, nothing acknowledged is lost, writes go on."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from retained.store import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _fill(store, n=5):
+    return [store.write(f"record number {i} about widgets") for i in range(1, n + 1)]
+
+
+def _all_readable(store, receipts, skip=()):
+    ids = [r["id"] for r in receipts if r["seq"] not in skip]
+    got = store.get(ids)
+    assert got["missing"] == [], got
+    return got
+
+
+def test_torn_last_line_is_reported_then_quarantined_and_writes_continue(store, store_dir):
+    receipts = _fill(store, 3)
+    fragment = b'{"id":"mem_half","kind":"note","prev":"' + b"a" * 20  # a crash mid-append, never acknowledged
+    with open(store_dir / "log.jsonl", "ab") as f:
+        f.write(fragment)
+    report = store.verify()
+    assert report["torn_tail"] == {"offset": (store_dir / "log.jsonl").stat().st_size - len(fragment),
+                                   "bytes": len(fragment)}
+    assert report["intact"] is False and report["chain_ok"] is True
+    _all_readable(store, receipts)
+
+    receipt = store.write("after the crash")
+    assert receipt["durable"] and receipt["seq"] == 4
+    assert any("torn line" in w and "quarantine" in w for w in receipt["warnings"])
+    parked = list((store_dir / "quarantine").iterdir())
+    assert len(parked) == 1 and parked[0].read_bytes() == fragment
+    assert store.verify()["intact"] is True
+
+
+@pytest.mark.parametrize("where", ["inside the text", "the opening brace"])
+def test_flipped_byte_in_record_3_is_named_by_verify(store, store_dir, where):
+    receipts = _fill(store, 5)
+    path = store_dir / "log.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    target = bytearray(lines[2])
+    pos = target.index(b"widgets") if where == "inside the text" else 0
+    target[pos] ^= 0x01
+    lines[2] = bytes(target)
+    path.write_bytes(b"\n".join(lines))
+
+    fresh = Store(store_dir)  # a new process's view, as well as the open one
+    for s in (store, fresh):
+        report = s.verify()
+        assert report["first_break"]["seq"] == 3 and report["first_break"]["line"] == 3
+        assert report["chain_ok"] is False and report["intact"] is False
+        assert [p["line"] for p in report["corrupt_lines"]] == [3]
+        _all_readable(s, receipts, skip={3})
+        assert s.get([receipts[2]["id"]])["chain_ok"] is False
+
+    receipt = fresh.write("written after the damage")
+    assert receipt["durable"] and receipt["seq"] == 6
+    assert fresh.search("damage")["hits"][0]["id"] == receipt["id"]
+    assert fresh.verify()["corrupt_count"] == 1  # still named, never hidden
+    fresh.close()
+
+
+def test_deleted_index_is_rebuilt_from_the_log(store, store_dir):
+    receipts = _fill(store, 4)
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(store_dir / "index.sqlite3") + suffix).unlink(missing_ok=True)
+    # The already-open store notices the file is gone; a new one starts from scratch. Both find everything.
+    assert store.search("widgets")["total_matched"] == 4
+    with Store(store_dir) as other:
+        assert other.search("widgets")["total_matched"] == 4
+        assert other.verify()["intact"] is True
+    _all_readable(store, receipts)
+
+
+def test_deleted_index_row_is_reported_and_reindex_repairs_it(store, store_dir):
+    receipts = _fill(store, 4)
+    db = sqlite3.connect(store_dir / "index.sqlite3")
+    db.execute("DELETE FROM records WHERE seq = 2")
+    db.commit()
+    db.close()
+    report = store.verify()
+    assert report["missing_from_index"] == 1 and report["index_only"] == 0
+    assert report["coverage"] == 0.75 and report["intact"] is False
+    assert store.reindex()["records"] == 4
+    assert store.verify()["intact"] is True
+    _all_readable(store, receipts)
+
+
+def _format_md_snippet(name):
+    text = (ROOT / "docs" / "FORMAT.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    return next(b for b in blocks if f"def {name}(" in b)
+
+
+def test_foreign_record_appended_per_format_md_is_read_without_restart(store, store_dir):
+    _fill(store, 2)
+    # Another program, using only the documented recipe, appends a record with an extra field.
+    program = _format_md_snippet("append") + (
+        "\nimport sys\nrec = append(sys.argv[1], 'a foreign gadget note', origin={'tool': 'ext', 'n': 1})\n"
+        "print(rec['id'])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", program, str(store_dir)], capture_output=True, text=True, check=True)
+    foreign_id = out.stdout.strip()
+
+    hits = store.search("gadget")["hits"]
+    assert [h["id"] for h in hits] == [foreign_id]
+    rec = store.get([foreign_id])["records"][0]
+    assert rec["origin"] == {"tool": "ext", "n": 1} and rec["seq"] == 3
+    assert store.verify()["intact"] is True
+    # The documented verifier agrees with retained.
+    check = _format_md_snippet("verify") + "\nimport sys\nprint(verify(sys.argv[1]))\n"
+    out = subprocess.run([sys.executable, "-c", check, str(store_dir / "log.jsonl")], capture_output=True, text=True)
+    assert out.stdout.strip() == "intact: 3 records"
+    assert store.write("ours again")["seq"] == 4
+
+
+def test_garbage_line_from_another_program_is_named_and_skipped(store, store_dir):
+    receipts = _fill(store, 3)
+    with open(store_dir / "log.jsonl", "ab") as f:
+        f.write(b"this is not json at all\n")
+    report = store.verify()
+    assert report["corrupt_lines"][0]["line"] == 4 and report["corrupt_lines"][0]["reason"] == "not JSON"
+    assert report["intact"] is False
+    receipt = store.write("next write links past the garbage")
+    assert receipt["durable"] is True and receipt["seq"] == 4
+    assert any("not valid records" in w for w in receipt["warnings"])
+    lines = (store_dir / "log.jsonl").read_bytes().split(b"\n")
+    assert json.loads(lines[4])["prev"] == receipts[-1]["sha256"]
+    _all_readable(store, receipts + [receipt])
+    report = store.verify()
+    assert report["records"] == 4 and report["corrupt_count"] == 1 and not report["chain_breaks"]
