@@ -7,6 +7,8 @@ log. It never holds anything the log does not: delete it and it is rebuilt from 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import sqlite3
@@ -72,24 +74,36 @@ def _m001_initial(db: sqlite3.Connection) -> None:
 
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001_initial]
 
-_STATE_KEYS = ("offset", "line", "seq", "sha256", "after_bad", "last_line_offset", "log_ino")
+# Where the index stands in the log, saved as one JSON row so a catch-up costs one write.
+_EMPTY_STATE: dict[str, Any] = {"offset": 0, "line": 0, "seq": 0, "sha256": GENESIS, "after_bad": False,
+                                "last_line_offset": -1, "last_line_sha": "", "log_ino": 0}
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
-def quote_query(query: str) -> str | None:
-    """Turn any user string into a safe FTS5 query: each word quoted, joined with OR.
+# Words too common to narrow a search; dropped from a query unless it holds nothing else.
+STOPWORDS = frozenset(
+    "a an and are as at be but by for from had has have i if in into is it its of on or so than that the their "
+    "then there these they this to was we were what when where which while who will with you your".split()
+)
 
-    FTS5 operators and punctuation in the input are treated as plain text, so no query raises a
-    syntax error. Returns None when the string holds no searchable word.
+
+def query_terms(query: str) -> list[str]:
+    """The searchable words of any user string, lower-cased, deduplicated, stopwords dropped."""
+    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(query)))[:64]
+    content = [w for w in words if w not in STOPWORDS]
+    return content or words
+
+
+def quote_query(terms: list[str], *, any_word: bool = False) -> str | None:
+    """A safe FTS5 query: each word quoted, so FTS5 operators in user input are plain text.
+
+    All words must match (implicit AND) unless `any_word`. None when there is no word.
     """
-    words = _WORD.findall(query)
-    if not words:
+    if not terms:
         return None
-    seen: dict[str, None] = {}
-    for w in words[:64]:
-        seen.setdefault(w.lower(), None)
-    return " OR ".join('"' + w.replace('"', '""') + '"' for w in seen)
+    quoted = ['"' + w.replace('"', '""') + '"' for w in terms]
+    return (" OR " if any_word else " ").join(quoted)
 
 
 class Index:
@@ -101,6 +115,7 @@ class Index:
         self._lock = threading.RLock()
         self._db: sqlite3.Connection | None = None
         self._ino: int | None = None
+        self._known: tuple[int, int, int | None] | None = None  # (log size, log inode, index inode) last caught up
 
     # -- connection ---------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -150,6 +165,7 @@ class Index:
                 self._discard_files()
                 self._db = self._connect()
             self._ino = os.stat(self.path).st_ino
+            self._known = None  # a new file may reuse the old inode number
         return self._db
 
     def _discard_files(self) -> None:
@@ -167,22 +183,20 @@ class Index:
 
     # -- catching up with the log -------------------------------------------------------------
     def _state(self, db: sqlite3.Connection) -> dict[str, Any]:
-        rows = dict(db.execute("SELECT key, value FROM meta").fetchall())
-        return {
-            "offset": int(rows.get("offset", 0)),
-            "line": int(rows.get("line", 0)),
-            "seq": int(rows.get("seq", 0)),
-            "sha256": rows.get("sha256", GENESIS),
-            "after_bad": rows.get("after_bad", "0") == "1",
-            "last_line_offset": int(rows.get("last_line_offset", -1)),
-            "last_line_sha": rows.get("last_line_sha", ""),
-            "log_ino": int(rows.get("log_ino", 0)),
-        }
+        row = db.execute("SELECT value FROM meta WHERE key = 'state'").fetchone()
+        state = dict(_EMPTY_STATE)
+        if row is not None:
+            state.update(json.loads(row[0]))
+        return state
+
+    @staticmethod
+    def _save_state(db: sqlite3.Connection, state: dict[str, Any]) -> None:
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('state', ?)", (json.dumps(state, sort_keys=True),))
 
     def catch_up(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Index every complete log line not yet indexed. Returns how many lines were read.
 
-        Cheap when there is nothing new: one stat and one small query.
+        Cheap when there is nothing new: two stats, and no query when this process indexed last.
         """
         with self._lock:
             db = self.db()
@@ -191,33 +205,38 @@ class Index:
                 size, ino = st.st_size, st.st_ino
             except FileNotFoundError:
                 size, ino = 0, 0
+            if self._known == (size, ino, self._ino):
+                return 0
             state = self._state(db)
-            if size == state["offset"] and (ino == state["log_ino"] or state["offset"] == 0):
+            if size == state["offset"] and ino == state["log_ino"]:
+                self._known = (size, ino, self._ino)
                 return 0
             db.execute("BEGIN IMMEDIATE")
             try:
                 state = self._state(db)  # another process may have caught up meanwhile
                 if not self._still_same_log(state, size, ino):
                     self._clear(db)
-                    state = self._state(db)
+                    state = dict(_EMPTY_STATE)
                 n = self._index_from(db, state, progress, size)
-                db.execute("INSERT OR REPLACE INTO meta VALUES ('log_ino', ?)", (str(ino),))
+                state["log_ino"] = ino
+                self._save_state(db, state)
                 db.execute("COMMIT")
-                return n
             except BaseException:
+                self._known = None
                 db.execute("ROLLBACK")
                 raise
+            if state["offset"] == size:
+                self._known = (size, ino, self._ino)
+            return n
 
     def _still_same_log(self, state: dict[str, Any], size: int, ino: int) -> bool:
         if state["offset"] == 0:
             return True
-        if size < state["offset"] or (state["log_ino"] and ino != state["log_ino"]):
+        if size < state["offset"] or ino != state["log_ino"]:
             return False
         start = state["last_line_offset"]
         if start < 0:
             return False
-        import hashlib
-
         raw = self.log.read_at(start, state["offset"] - start)
         return hashlib.sha256(raw).hexdigest() == state["last_line_sha"]
 
@@ -226,6 +245,7 @@ class Index:
         db.execute("DELETE FROM records")
         db.execute("DELETE FROM problems")
         db.execute("DELETE FROM meta")
+        self._known = None
 
     def _index_from(
         self,
@@ -234,8 +254,6 @@ class Index:
         progress: Callable[[int, int], None] | None,
         size: int,
     ) -> int:
-        import hashlib
-
         chain = ChainState(state["seq"], state["sha256"], state["after_bad"])
         last: Line | None = None
         rows: list[tuple[Any, ...]] = []
@@ -255,16 +273,9 @@ class Index:
                 progress(line.end, size)
         self._flush(db, rows)
         if last is not None:
-            meta = {
-                "offset": last.end,
-                "line": last.number,
-                "seq": chain.seq,
-                "sha256": chain.sha256,
-                "after_bad": "1" if chain.after_bad else "0",
-                "last_line_offset": last.offset,
-                "last_line_sha": hashlib.sha256(last.raw + b"\n").hexdigest(),
-            }
-            db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", [(k, str(v)) for k, v in meta.items()])
+            state.update(offset=last.end, line=last.number, seq=chain.seq, sha256=chain.sha256,
+                         after_bad=chain.after_bad, last_line_offset=last.offset,
+                         last_line_sha=hashlib.sha256(last.raw + b"\n").hexdigest())
         if progress is not None:
             progress(size, size)
         return n
@@ -321,12 +332,14 @@ class Index:
             db.execute("BEGIN IMMEDIATE")
             try:
                 self._clear(db)
-                n = self._index_from(db, self._state(db), progress, self.log.size())
                 try:
                     ino = os.stat(self.log.path).st_ino
                 except FileNotFoundError:
                     ino = 0
-                db.execute("INSERT OR REPLACE INTO meta VALUES ('log_ino', ?)", (str(ino),))
+                state = dict(_EMPTY_STATE)
+                n = self._index_from(db, state, progress, self.log.size())
+                state["log_ino"] = ino
+                self._save_state(db, state)
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -371,7 +384,7 @@ class Index:
             db = self.db()
             cur = db.execute("SELECT offset, sha256 FROM records ORDER BY line")
             while True:
-                batch = cur.fetchmany(5000)
+                batch = cur.fetchmany(1000)
                 if not batch:
                     return
                 yield from batch

@@ -68,6 +68,10 @@ class ChainState:
             self.seq = max(self.seq, guess)
             self.after_bad = True
             return None, Problem(line.number, line.offset, guess, "corrupt", bad.reason)
+        return rec, self.link(rec, line)
+
+    def link(self, rec: dict[str, Any], line: Line) -> Problem | None:
+        """Advance the chain over a record already known to be valid on its own."""
         problem = None
         if self.after_bad:
             # The record before this one is unreadable, so its link cannot be checked; a valid record
@@ -79,7 +83,7 @@ class ChainState:
         elif rec["seq"] != self.seq + 1:
             problem = Problem(line.number, line.offset, rec["seq"], "break", f"seq {rec['seq']} follows seq {self.seq}")
         self.seq, self.sha256, self.after_bad = rec["seq"], rec["sha256"], False
-        return rec, problem
+        return problem
 
 
 @dataclass
@@ -117,9 +121,8 @@ class Log:
                 f"{self.path} has {st.st_nlink} hard links; another name could change it behind retained's back",
                 hint="copy it to a file of its own (cp, then mv over the link)",
             )
-        real = self.path.resolve()
-        if real.parent != self.directory.resolve():
-            raise StoreError(f"{self.path} resolves outside the store directory", hint="use the real directory as --dir")
+        # Not a link and a regular file, so it lies in the store directory itself: the only way for
+        # log.jsonl to resolve elsewhere is a symbolic link in its last component, refused above.
 
     def lock(self):  # noqa: ANN201 - a context manager
         return fsutil.locked(self.lock_path)
@@ -174,13 +177,18 @@ class Log:
         not a valid record (normally one record), never to the size of the log.
         """
         warnings: list[str] = []
-        torn = self.torn_tail()
-        if torn is not None:
-            warnings.append(self._quarantine(*torn))
-        end = self.size()
         max_seq = 0
         skipped = 0
-        with open(self.path, "ab+") as f:
+        try:
+            f = open(self.path, "rb")
+        except FileNotFoundError:
+            return Tail(0, records.GENESIS, 0, warnings)
+        with f:
+            end = f.seek(0, os.SEEK_END)
+            if end and _last_byte(f, end) != b"\n":
+                start = _last_newline_end(f, end)
+                warnings.append(self._quarantine(start, end - start))
+                end = start
             for offset, raw in _lines_backwards(f, end):
                 try:
                     rec = records.parse_line(raw)
@@ -271,7 +279,7 @@ class Log:
                 reasons.append("the record read back does not link to the previous record")
         except records.BadLine as bad:
             reasons.append(f"the record read back is not valid: {bad.reason}")
-        return {"offset": offset, "line_bytes": len(line), "checks": checks, "reasons": reasons}
+        return {"offset": offset, "line": line, "checks": checks, "reasons": reasons}
 
     def _read_back(self, offset: int, length: int) -> bytes:
         fd = os.open(self.path, os.O_RDONLY)
@@ -291,6 +299,11 @@ class Log:
             return b"".join(chunks)
         finally:
             os.close(fd)
+
+
+def _last_byte(f: Any, size: int) -> bytes:
+    f.seek(size - 1)
+    return f.read(1)
 
 
 def _last_newline_end(f: Any, size: int) -> int:
@@ -315,9 +328,10 @@ def _lines_backwards(f: Any, end: int) -> Iterator[tuple[int, bytes]]:
     # `end` sits just after a newline; drop it so every split piece is a whole line.
     f.seek(end - 1)
     if f.read(1) != b"\n":
-        raise StoreError("internal: log does not end at a line boundary")
+        raise StoreError("internal: log does not end at a line boundary", hint="run `retained verify` and report it")
     pos = end - 1
     buf_start = pos
+    chunk = 4096  # most records are small: start small, grow for big ones
     while True:
         i = buf.rfind(b"\n")
         while i >= 0:
@@ -328,8 +342,9 @@ def _lines_backwards(f: Any, end: int) -> Iterator[tuple[int, bytes]]:
         if pos == 0:
             yield 0, buf
             return
-        start = max(0, pos - _CHUNK)
+        start = max(0, pos - chunk)
         f.seek(start)
         buf = f.read(pos - start) + buf
         buf_start = start
         pos = start
+        chunk = min(chunk * 4, _CHUNK)

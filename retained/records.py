@@ -126,20 +126,20 @@ def check_scope(scope: str) -> str:
     if not isinstance(scope, str) or not scope.strip():
         raise UsageError("scope must be a non-empty string", hint="omit it to use the default scope")
     if len(scope) > MAX_SCOPE_CHARS:
-        raise UsageError(f"scope is longer than {MAX_SCOPE_CHARS} characters")
+        raise UsageError(f"scope is longer than {MAX_SCOPE_CHARS} characters", hint="use a shorter label")
     if any(ord(c) < 32 or ord(c) == 127 for c in scope):
         raise UsageError("scope contains a control character (NUL, newline, ...)", hint="use printable text")
     parts = re.split(r"[\\/]", scope)
     if ".." in parts:
         raise UsageError("scope must not contain a '..' path segment", hint="name the project by its real path")
     if scope != scope.strip():
-        raise UsageError("scope must not start or end with white space")
+        raise UsageError("scope must not start or end with white space", hint="strip the spaces")
     return scope
 
 
 def check_text(text: str, what: str = "text") -> str:
     if not isinstance(text, str):
-        raise UsageError(f"{what} must be a string")
+        raise UsageError(f"{what} must be a string", hint=f"pass {what} as text")
     if not text.strip():
         raise UsageError(f"{what} is empty", hint="write something worth remembering")
     if len(text) * 4 > MAX_TEXT_BYTES and len(text.encode("utf-8", "surrogatepass")) > MAX_TEXT_BYTES:
@@ -147,7 +147,7 @@ def check_text(text: str, what: str = "text") -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise UsageError(f"{what} contains a lone surrogate and is not valid Unicode") from None
+        raise UsageError(f"{what} contains a lone surrogate and is not valid Unicode", hint="send well-formed UTF-8 text") from None
     return text
 
 
@@ -156,10 +156,10 @@ def check_fields(fields: dict[str, Any] | None) -> dict[str, Any]:
     if fields is None:
         return {}
     if not isinstance(fields, dict):
-        raise UsageError("fields must be a JSON object")
+        raise UsageError("fields must be a JSON object", hint='e.g. {"ticket": "ABC-1"}')
     for key in fields:
         if not isinstance(key, str) or not key:
-            raise UsageError("field names must be non-empty strings")
+            raise UsageError("field names must be non-empty strings", hint='e.g. {"ticket": "ABC-1"}')
         if key in RESERVED_KEYS:
             raise UsageError(
                 f"field {key!r} is reserved",
@@ -168,7 +168,7 @@ def check_fields(fields: dict[str, Any] | None) -> dict[str, Any]:
     try:
         canonical_json(fields)
     except (TypeError, ValueError) as e:
-        raise UsageError(f"fields are not JSON-serialisable: {e}") from None
+        raise UsageError(f"fields are not JSON-serialisable: {e}", hint="use strings, numbers, booleans, null, lists and objects") from None
     except UnicodeEncodeError:
-        raise UsageError("fields contain a lone surrogate and are not valid Unicode") from None
+        raise UsageError("fields contain a lone surrogate and are not valid Unicode", hint="send well-formed UTF-8 text") from None
     return fields

@@ -1,8 +1,8 @@
 """The store: the one thing the edges (CLI, server, hooks) call for memory operations.
 
-The log is written first and is the truth; the index is brought up to date from the log afterwards
-and before every read, so records appended by another process or another program show up without
-a restart.
+The log is written first and is the truth; the index is brought up to date from the log before
+every read (and before a write that needs it), so records appended by this process, another process
+or another program show up without a restart, and a write costs no index transaction.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 from . import records, redact
 from .errors import NotFound, StoreError, UsageError
-from .index import Index, quote_query, scope_clause
+from .index import Index, query_terms, quote_query, scope_clause
 from .log import ChainState, Log
 from .tokens import estimate_tokens
 
@@ -103,7 +103,8 @@ class Store:
         with self._write_lock, self.log.lock():
             tail = self.log.tail()
             warnings = list(tail.warnings)
-            warnings += self._fresh()
+            if client_op_id is not None or supersedes is not None:
+                warnings += self._fresh()
             if client_op_id is not None:
                 prior = self.index.by_op(client_op_id)
                 if prior is not None:
@@ -126,7 +127,8 @@ class Store:
                     record[key] = value
             record = records.seal(record)
             result = self.log.append(record, tail)
-        warnings += self._fresh()
+        # No index work here: the index catches up from the log before the next read, and before
+        # the next write that needs it (client_op_id, supersedes), many records per transaction.
         if found:
             warnings.append(redact.describe(found))
         durable = all(result["checks"].values())
@@ -196,37 +198,27 @@ class Store:
         corrected fact is never served as current; `include_superseded` shows the history.
         """
         if not isinstance(query, str):
-            raise UsageError("query must be a string")
+            raise UsageError("query must be a string", hint="pass the words to look for")
         k = _check_int(k, "k", 1, MAX_K)
         if max_tokens is not None:
             max_tokens = _check_int(max_tokens, "max_tokens", 1, 1_000_000)
         warnings = self._fresh()
-        match = quote_query(query)
-        empty = {"hits": [], "total_matched": 0, "returned": 0, "truncated": False, "warnings": warnings}
-        if match is None:
+        terms = query_terms(query)
+        if not terms:
             warnings.append("the query holds no searchable words")
-            return empty
+            return {"hits": [], "total_matched": 0, "returned": 0, "truncated": False, "match": "all",
+                    "warnings": warnings}
         target = "r" if include_superseded else "h"
         where, params = scope_clause(scopes, f"{target}.scope")
         if kind is not None:
             where += f" AND {target}.kind = ?"
             params.append(records.check_kind(kind))
-        if include_superseded:
-            base = ("FROM fts JOIN records r ON r.line = fts.rowid WHERE fts MATCH ?" + where)
-            total = self.index.query("SELECT COUNT(*) AS n " + base, [match, *params])[0]["n"]
-            rows = self.index.query(
-                "SELECT r.*, bm25(fts) AS rank " + base + " ORDER BY rank, r.seq DESC LIMIT ?",
-                [match, *params, k])
-        else:
-            # bm25() cannot sit inside an aggregate, so rank the matches first, then fold each
-            # supersede chain onto its head.
-            base = ("WITH m AS MATERIALIZED (SELECT rowid AS line, bm25(fts) AS rank FROM fts WHERE fts MATCH ?)"
-                    " SELECT {cols} FROM m JOIN records r ON r.line = m.line JOIN records h ON h.line = r.head"
-                    " WHERE 1=1" + where)
-            total = self.index.query(base.format(cols="COUNT(DISTINCT r.head) AS n"), [match, *params])[0]["n"]
-            rows = self.index.query(
-                base.format(cols="h.*, MIN(m.rank) AS rank") + " GROUP BY r.head ORDER BY rank, h.seq DESC LIMIT ?",
-                [match, *params, k])
+        mode = "all"
+        total, rows = self._ranked(quote_query(terms), where, params, k, include_superseded)
+        if total == 0 and len(terms) > 1:
+            # No record holds every word: fall back to records holding any of them, and say so.
+            mode = "any"
+            total, rows = self._ranked(quote_query(terms, any_word=True), where, params, k, include_superseded)
         hits = [self._hit(row, -row["rank"]) for row in rows]
         truncated = total > len(hits)
         if max_tokens is not None:
@@ -235,7 +227,28 @@ class Store:
                 truncated = True
                 warnings.append(f"max_tokens={max_tokens} left out {cut} hit(s) or part of one")
         return {"hits": hits, "total_matched": total, "returned": len(hits), "truncated": truncated,
-                "warnings": warnings}
+                "match": mode, "warnings": warnings}
+
+    def _ranked(self, match: str | None, where: str, params: list[Any], k: int,
+                include_superseded: bool) -> tuple[int, list[dict[str, Any]]]:
+        if include_superseded:
+            base = "FROM fts JOIN records r ON r.line = fts.rowid WHERE fts MATCH ?" + where
+            total = self.index.query("SELECT COUNT(*) AS n " + base, [match, *params])[0]["n"]
+            rows = self.index.query("SELECT r.*, bm25(fts) AS rank " + base + " ORDER BY rank, r.seq DESC LIMIT ?",
+                                    [match, *params, k])
+            return total, rows
+        # bm25() cannot sit inside an aggregate, so rank the matches first, then fold each
+        # supersede chain onto its current record (its head).
+        base = ("WITH m AS MATERIALIZED (SELECT rowid AS line, bm25(fts) AS rank FROM fts WHERE fts MATCH ?)"
+                " SELECT {cols} FROM m JOIN records r ON r.line = m.line JOIN records h ON h.line = r.head"
+                " WHERE 1=1" + where)
+        total = self.index.query(base.format(cols="COUNT(DISTINCT r.head) AS n"), [match, *params])[0]["n"]
+        if total == 0:
+            return 0, []
+        rows = self.index.query(
+            base.format(cols="h.*, MIN(m.rank) AS rank") + " GROUP BY r.head ORDER BY rank, h.seq DESC LIMIT ?",
+            [match, *params, k])
+        return total, rows
 
     def get(self, ids: list[str] | None = None, *, limit: int = 20) -> dict[str, Any]:
         """Records exactly as they stand in the log (unknown fields included), read from the log itself."""
@@ -247,9 +260,9 @@ class Store:
             rows = self.index.query("SELECT id, offset, length, sha256 FROM records ORDER BY line DESC LIMIT ?", (limit,))
         else:
             if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-                raise UsageError("ids must be a list of record ids")
+                raise UsageError("ids must be a list of record ids", hint='e.g. ["mem_01J..."]')
             if len(ids) > MAX_LIST:
-                raise UsageError(f"at most {MAX_LIST} ids per call")
+                raise UsageError(f"at most {MAX_LIST} ids per call", hint="split the ids over several calls")
             rows = []
             for rid in dict.fromkeys(ids):
                 row = self.index.by_id(rid)
@@ -384,9 +397,9 @@ class Store:
 
 def _check_int(value: Any, name: str, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise UsageError(f"{name} must be a whole number from {lo} to {hi}")
+        raise UsageError(f"{name} must be a whole number from {lo} to {hi}", hint=f"pass an integer, or omit {name} for the default")
     if not lo <= value <= hi:
-        raise UsageError(f"{name} must be from {lo} to {hi} (got {value})")
+        raise UsageError(f"{name} must be from {lo} to {hi} (got {value})", hint=f"pass an integer from {lo} to {hi}")
     return value
 
 

@@ -87,6 +87,7 @@ def test_deleted_index_is_rebuilt_from_the_log(store, store_dir):
 
 def test_deleted_index_row_is_reported_and_reindex_repairs_it(store, store_dir):
     receipts = _fill(store, 4)
+    assert store.verify()["intact"] is True  # indexed
     db = sqlite3.connect(store_dir / "index.sqlite3")
     db.execute("DELETE FROM records WHERE seq = 2")
     db.commit()

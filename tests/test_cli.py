@@ -1,0 +1,121 @@
+"""The CLI through the real entry point: flags mirror the tools, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import cli_json, run_cli
+
+COMMANDS = ["write", "search", "get", "list", "verify", "reindex", "checkpoint"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help(command):
+    proc = run_cli(command, "--help")
+    assert proc.returncode == 0 and "--json" in proc.stdout and "--dir" in proc.stdout
+
+
+def test_write_search_get_list_round_trip_with_json(store_dir):
+    w = cli_json("write", "the build uses tox", "--kind", "decision", "--scope", "/repo/x", "--source", "README",
+                 "--client-op-id", "op-7", "--field", "ticket=\"T-1\"", "--field", "n=3")
+    assert w["durable"] is True and w["seq"] == 1
+    assert set(w["checks"]) == {"append", "fsync", "readback_match", "chain"} and all(w["checks"].values())
+    again = cli_json("write", "the build uses tox", "--client-op-id", "op-7")
+    assert again["deduplicated"] is True and again["id"] == w["id"]
+
+    s = cli_json("search", "tox", "--scope", "/repo/x", "-k", "5")
+    assert s["returned"] == 1 and s["hits"][0]["id"] == w["id"] and s["hits"][0]["scope"] == "/repo/x"
+    g = cli_json("get", w["id"])
+    rec = g["records"][0]
+    assert (rec["ticket"], rec["n"], rec["source"], rec["kind"]) == ("T-1", 3, "README", "decision")
+    lst = cli_json("list", "--scope", "*")
+    assert lst["total"] == 1 and lst["records"][0]["id"] == w["id"]
+
+    fix = cli_json("write", "the build uses nox now", "--supersedes", w["id"], "--scope", "/repo/x")
+    assert cli_json("search", "build", "--scope", "*")["hits"][0]["id"] == fix["id"]
+    hist = cli_json("search", "build", "--scope", "*", "--include-superseded")
+    assert hist["total_matched"] == 2
+
+
+def test_human_output_is_readable(store_dir):
+    out = run_cli("write", "remember the milk")
+    assert out.returncode == 0 and out.stdout.startswith("wrote mem_") and "durable=true" in out.stdout
+    out = run_cli("search", "milk")
+    assert out.stdout.splitlines()[0] == "1 of 1 matching records" and "remember the milk" in out.stdout
+    out = run_cli("verify")
+    assert out.returncode == 0 and out.stdout.startswith("intact: 1 records") and out.stderr == ""
+
+
+def test_checkpoint_writes_a_checkpoint_record(store_dir):
+    c = cli_json("checkpoint", "auth refactor half done", "--summary", "tokens moved; next: tests")
+    rec = cli_json("get", c["id"])["records"][0]
+    assert rec["kind"] == "checkpoint" and rec["text"].startswith("auth refactor half done")
+
+
+def test_exit_codes(store_dir):
+    assert run_cli("get", "mem_MISSING").returncode == 1
+    assert run_cli("search", "nothing-here").returncode == 1
+    assert run_cli("write").returncode == 2
+    assert run_cli("search", "x", "-k", "0").returncode == 2
+    assert run_cli("bogus").returncode == 2
+    (store_dir / "log.jsonl").write_bytes(b"garbage\n")
+    v = run_cli("verify")
+    assert v.returncode == 1 and "NOT INTACT" in v.stdout and "corrupt line 1" in v.stdout
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["write", "x", "--field", "nojson"], "not KEY=JSON"),
+    (["write", "x", "--field", "k=notjson"], "is not JSON"),
+    (["write", "x", "--field", "seq=1"], "reserved"),
+    (["write", "x", "--supersedes", "mem_NOPE"], "not a record"),
+    (["write", "x", "--scope", "../up"], "'..'"),
+    (["write", "x", "--kind", "bad kind!"], "invalid kind"),
+    (["search", "x", "-k", "101"], "from 1 to 100"),
+])
+def test_errors_are_one_line_with_a_hint_and_no_traceback(store_dir, args, needle):
+    proc = run_cli(*args)
+    assert proc.returncode in (1, 2)
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "hint" in lines[0]
+
+
+def test_unusable_store_dir_is_a_clear_error(tmp_path):
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    proc = run_cli("--dir", str(blocker), "write", "x")
+    assert proc.returncode == 1 and "not a directory" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_dir_flag_and_env_precedence(tmp_path):
+    flag_dir = tmp_path / "flagged"
+    run_cli("write", "in the env store")
+    run_cli("--dir", str(flag_dir), "write", "in the flag store")
+    assert (flag_dir / "log.jsonl").read_bytes().count(b"\n") == 1
+    assert json.loads(run_cli("list", "--json").stdout)["records"][0]["text"] == "in the env store"
+
+
+def test_project_scope_defaults_follow_the_git_root(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "sub").mkdir()
+    w = cli_json("write", "project fact", cwd=str(repo / "sub"))
+    cli_json("write", "other project fact", "--scope", "/somewhere/else")
+    rec = cli_json("get", w["id"])["records"][0]
+    assert rec["scope"] == str(repo.resolve())
+    seen = cli_json("search", "fact", cwd=str(repo))
+    assert [h["id"] for h in seen["hits"]] == [w["id"]]
+    assert cli_json("search", "fact", "--scope", "*", cwd=str(repo))["total_matched"] == 2
+
+
+def test_reindex_reports_counts(store_dir):
+    run_cli("write", "one")
+    r = cli_json("reindex")
+    assert r["records"] == 1 and r["lines_read"] == 1
+
+
+def test_python_dash_m_and_version():
+    proc = run_cli("--version")
+    assert proc.returncode == 0 and proc.stdout.startswith("retained ")

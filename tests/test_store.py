@@ -1,0 +1,277 @@
+"""The store's promises: supersede (I3), honest reads (I2), idempotency, fields, secrets, safety."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from retained import records
+from retained.errors import NotFound, StoreError, UsageError
+from retained.store import Store
+
+
+# -- supersede (I3) -------------------------------------------------------------------------------
+def test_supersede_never_rewrites_and_search_serves_the_head(store, store_dir):
+    old = store.write("the database is postgres 14")
+    before = (store_dir / "log.jsonl").read_bytes()
+    new = store.write("the database is sqlite, we dropped postgres", supersedes=old["id"])
+    assert (store_dir / "log.jsonl").read_bytes().startswith(before)  # appended, never rewritten
+
+    hits = store.search("postgres")["hits"]
+    assert [h["id"] for h in hits] == [new["id"]]
+    assert hits[0]["supersedes"] == old["id"]
+    history = store.search("postgres", include_superseded=True)["hits"]
+    assert {h["id"] for h in history} == {old["id"], new["id"]}
+    assert next(h for h in history if h["id"] == old["id"])["superseded_by"] == new["id"]
+    # A query that only matches the old wording still resolves to the current record.
+    assert [h["id"] for h in store.search("14")["hits"]] == [new["id"]]
+
+
+def test_superseding_an_already_superseded_record_links_to_the_head(store):
+    a = store.write("deploy on fridays")
+    b = store.write("never deploy on fridays", supersedes=a["id"])
+    c = store.write("deploy on fridays before noon", supersedes=a["id"])
+    assert any(b["id"] in w for w in c["warnings"])
+    rec = store.get([c["id"]])["records"][0]
+    assert rec["supersedes"] == b["id"]
+    assert [h["id"] for h in store.search("fridays")["hits"]] == [c["id"]]
+    assert store.list()["total"] == 1
+
+
+def test_supersedes_must_name_an_existing_record(store):
+    with pytest.raises(NotFound, match="not a record"):
+        store.write("x", supersedes="mem_DOESNOTEXIST")
+    assert store.verify()["records"] == 0
+
+
+# -- idempotency --------------------------------------------------------------------------------
+def test_repeated_client_op_id_returns_the_first_receipt(store):
+    first = store.write("once", client_op_id="op-1")
+    again = store.write("twice?", client_op_id="op-1")
+    assert again["deduplicated"] is True and first["deduplicated"] is False
+    assert (again["id"], again["seq"], again["sha256"]) == (first["id"], first["seq"], first["sha256"])
+    assert store.verify()["records"] == 1
+
+
+# -- fields -------------------------------------------------------------------------------------
+def test_fields_are_stored_verbatim_at_top_level(store):
+    fields = {"ticket": "ABC-12", "nested": {"list": [1, "two", None, True], "ü": "ß"}, "pr": 42}
+    r = store.write("with fields", fields=fields)
+    rec = store.get([r["id"]])["records"][0]
+    for k, v in fields.items():
+        assert rec[k] == v
+
+
+@pytest.mark.parametrize("key", sorted(records.RESERVED_KEYS))
+def test_reserved_field_names_are_a_clear_error(store, key):
+    with pytest.raises(UsageError, match="reserved"):
+        store.write("x", fields={key: 1})
+    assert store.verify()["records"] == 0
+
+
+# -- reads say what they left out (I2) ----------------------------------------------------------
+def test_search_counts_what_it_did_not_return(store):
+    for i in range(12):
+        store.write(f"alpha fact {i}")
+    res = store.search("alpha")
+    assert (res["returned"], res["total_matched"], res["truncated"]) == (8, 12, True)
+    res = store.search("alpha", k=100)
+    assert (res["returned"], res["truncated"]) == (12, False)
+
+
+def test_max_tokens_trims_and_says_so(store):
+    for i in range(5):
+        store.write(f"beta {i} " + "words " * 50)
+    res = store.search("beta", max_tokens=100)
+    assert res["truncated"] is True and res["returned"] < 5
+    assert any("max_tokens" in w for w in res["warnings"])
+    tiny = store.search("beta", max_tokens=20)
+    assert tiny["returned"] == 1 and tiny["hits"][0]["text_truncated"] is True
+    assert tiny["hits"][0]["text"].endswith("[…trimmed]")
+
+
+@pytest.mark.parametrize("query", ['"unbalanced', "AND", "OR NOT", "a:b", "*", "NEAR(x y)", "(((", "col:val^",
+                                   "-minus", "'; DROP TABLE records; --", "\x00", "", "   ", "ünïcödé 日本"])
+def test_any_string_is_a_valid_query(store, query):
+    store.write("plain text ünïcödé 日本 about a:b and minus")
+    res = store.search(query)
+    assert set(res) >= {"hits", "total_matched", "returned", "truncated"}
+
+
+def test_bm25_ranking_with_recency_tie_break(store):
+    store.write("cache cache cache invalidation rules")
+    store.write("a note that mentions cache once among many other unrelated words here")
+    tie_old = store.write("identical tie text")
+    tie_new = store.write("identical tie text")
+    assert store.search("cache")["hits"][0]["text"].startswith("cache cache")
+    assert [h["id"] for h in store.search("identical tie")["hits"]] == [tie_new["id"], tie_old["id"]]
+
+
+def test_scope_and_kind_filters(store):
+    a = store.write("shared word", scope="/proj/a", kind="decision")
+    b = store.write("shared word", scope="/proj/b")
+    g = store.write("shared word")
+    ids = lambda res: {h["id"] for h in res["hits"]}  # noqa: E731
+    assert ids(store.search("shared", scopes=["/proj/a", "global"])) == {a["id"], g["id"]}
+    assert ids(store.search("shared", kind="decision")) == {a["id"]}
+    assert ids(store.search("shared")) == {a["id"], b["id"], g["id"]}
+    assert {h["scope"] for h in store.search("shared")["hits"]} == {"/proj/a", "/proj/b", "global"}
+    assert store.list(scopes=["/proj/b"])["records"][0]["id"] == b["id"]
+
+
+@pytest.mark.parametrize("scope", ["a\x00b", "../etc", "x/../y", "", "line\nbreak", " padded "])
+def test_unsafe_scopes_are_refused(store, scope):
+    with pytest.raises(UsageError):
+        store.write("x", scope=scope)
+
+
+def test_list_is_newest_first_and_pages_with_before_seq(store):
+    receipts = [store.write(f"item {i}") for i in range(7)]
+    page = store.list(limit=3)
+    assert [r["seq"] for r in page["records"]] == [7, 6, 5]
+    assert (page["total"], page["returned"], page["truncated"]) == (7, 3, True)
+    page2 = store.list(limit=3, before_seq=5)
+    assert [r["seq"] for r in page2["records"]] == [4, 3, 2] and page2["truncated"] is True
+    last = store.list(limit=3, before_seq=2)
+    assert [r["seq"] for r in last["records"]] == [1] and last["truncated"] is False
+    assert receipts[0]["id"] == last["records"][0]["id"]
+
+
+def test_get_reports_missing_and_counts(store):
+    r = store.write("present")
+    res = store.get([r["id"], "mem_NOPE"])
+    assert [x["id"] for x in res["records"]] == [r["id"]]
+    assert res["missing"] == ["mem_NOPE"] and res["corrupt_lines"] == 0 and res["chain_ok"] is True
+
+
+# -- round trips --------------------------------------------------------------------------------
+UNICODE_SAMPLES = [
+    "plain ascii",
+    "Grüße, café, naïve, Ångström",
+    "日本語のテキスト 中文 한국어",
+    "emoji 🧠💾✅ and flags 🇩🇪 and ZWJ 👩‍💻",
+    "combining e\u0301 and Hangul jamo \u1100\u1161",
+    "rtl עברית العربية",
+    "line\nbreaks\r\nand\ttabs",
+    "separators \u2028 and \u2029 and \u0085 NEL",
+    "NUL \x00 and BEL \x07 and DEL \x7f",
+    "zero width \u200b\u200c\u200d\ufeff BOM",
+    "astral 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 𓀀 \U0010fffd",
+    "quotes \" ' ` and backslash \\ and slash /",
+]
+
+
+@pytest.mark.parametrize("text", UNICODE_SAMPLES)
+def test_unicode_round_trips_byte_exact(store, store_dir, text):
+    r = store.write(text)
+    rec = store.get([r["id"]])["records"][0]
+    assert rec["text"] == text
+    assert store.verify()["intact"] is True
+    assert (store_dir / "log.jsonl").read_bytes().count(b"\n") == 1
+
+
+def test_four_mib_record_round_trips_byte_exact(store):
+    chunk = "".join(UNICODE_SAMPLES)
+    text = (chunk * (4 * 1024 * 1024 // len(chunk.encode()) + 1))
+    assert len(text.encode()) >= 4 * 1024 * 1024
+    r = store.write(text)
+    assert r["durable"] is True
+    assert store.get([r["id"]])["records"][0]["text"] == text
+
+
+def test_lone_surrogate_is_refused(store):
+    with pytest.raises(UsageError, match="surrogate"):
+        store.write("bad \ud800 text")
+
+
+# -- secrets -----------------------------------------------------------------------------------
+SECRETS = {
+    "aws_access_key_id": "AKIAQWERTYUIOPASDFGH",
+    "aws_secret_access_key": "aws_secret_access_key=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",
+    "github_token": "ghp_R4nd0mT0k3nV4lu3ThatIsLongEnough12345",
+    "gitlab_token": "glpat-Xy12Zw34Vu56Ts78Rq90",
+    "slack_token": "xoxb-2048-4096-AbCdEfGhIjKlMnOp",
+    "openai_api_key": "sk-proj-Qq1Ww2Ee3Rr4Tt5Yy6Uu7Ii8Oo9Pp0",
+    "anthropic_api_key": "sk-ant-api03-Zz9Xx8Cc7Vv6Bb5Nn4Mm3",
+    "private_key_block": "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----",
+    "url_password": "postgres://admin:S3cretPassw0rd@db.internal:5432/app",
+    "password_assignment": "password=Tr0ub4dor&3xyz",
+}
+SECRET_VALUES = ["AKIAQWERTYUIOPASDFGH", "Zx8Kp2Lm9Qw3Er7Ty1Ui5Op0As4Df6Gh8Jk2Lz9X", "ghp_R4nd0mT0k3nV4lu3",
+                 "glpat-Xy12Zw34", "xoxb-2048-4096", "sk-proj-Qq1Ww2", "sk-ant-api03-Zz9", "b3BlbnNzaC1rZXktdjEA",
+                 "S3cretPassw0rd", "Tr0ub4dor"]
+
+
+def test_planted_secrets_reach_neither_the_log_nor_the_index(store, store_dir):
+    text = "config notes: " + " ; ".join(SECRETS.values())
+    r = store.write(text, source="https://bob:hunter2hunter2@example.com/x",
+                    fields={"env": {"GITHUB_TOKEN": SECRETS["github_token"]}})
+    assert r["durable"]
+    named = " ".join(r["warnings"])
+    for kind in SECRETS:
+        assert kind in named
+    store.search("config notes")
+    store.reindex()
+    blobs = b"".join(p.read_bytes() for p in store_dir.rglob("*") if p.is_file())
+    for value in SECRET_VALUES + ["hunter2hunter2"]:
+        assert value.encode() not in blobs, value
+    assert b"[REDACTED:github_token]" in (store_dir / "log.jsonl").read_bytes()
+
+
+def test_redaction_opt_out(store, store_dir, monkeypatch):
+    monkeypatch.setenv("RETAINED_REDACT", "off")
+    store.write("token ghp_R4nd0mT0k3nV4lu3ThatIsLongEnough12345")
+    assert b"ghp_R4nd0mT0k3nV4lu3" in (store_dir / "log.jsonl").read_bytes()
+
+
+def test_ordinary_prose_and_code_survive_redaction(store):
+    text = "we set the token budget: 800 tokens; def login(password): check(password=password, token=self.token)"
+    r = store.write(text)
+    assert store.get([r["id"]])["records"][0]["text"] == text and r["warnings"] == []
+
+
+# -- the store directory --------------------------------------------------------------------------
+def test_store_dir_is_private(store, store_dir):
+    store.write("x")
+    store.search("x")  # the index file is made on first read
+    assert stat.S_IMODE(store_dir.stat().st_mode) == 0o700
+    for name in ("log.jsonl", "index.sqlite3", "log.lock"):
+        assert stat.S_IMODE((store_dir / name).stat().st_mode) == 0o600, name
+
+
+def test_symlinked_log_is_refused(tmp_path):
+    d = tmp_path / "s"
+    d.mkdir()
+    real = tmp_path / "elsewhere.jsonl"
+    real.write_bytes(b"")
+    (d / "log.jsonl").symlink_to(real)
+    with pytest.raises(StoreError, match="symbolic link"):
+        Store(d)
+
+
+def test_hard_linked_log_is_refused(tmp_path):
+    d = tmp_path / "s"
+    Store(d).write("x")
+    os.link(d / "log.jsonl", tmp_path / "other-name")
+    with pytest.raises(StoreError, match="hard links"):
+        Store(d)
+
+
+def test_default_dir_matches_platformdirs(monkeypatch, tmp_path):
+    import platformdirs
+
+    from retained.paths import default_data_dir, store_dir
+
+    monkeypatch.delenv("RETAINED_DIR")
+    for xdg in (str(tmp_path / "xdg"), None):
+        if xdg:
+            monkeypatch.setenv("XDG_DATA_HOME", xdg)
+        else:
+            monkeypatch.delenv("XDG_DATA_HOME")
+        assert default_data_dir() == platformdirs.user_data_path("retained", appauthor=False)
+    assert store_dir() == default_data_dir()
+    monkeypatch.setenv("RETAINED_DIR", str(tmp_path / "env"))
+    assert store_dir() == tmp_path / "env"
+    assert store_dir(tmp_path / "flag") == tmp_path / "flag"
