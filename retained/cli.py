@@ -217,6 +217,13 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .paths import store_dir
+    from .server import serve
+
+    return serve(store_dir(args.dir))
+
+
 # -- parsing ------------------------------------------------------------------------------------
 def _positive(text: str) -> int:
     try:
@@ -279,6 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("verify", cmd_verify, "recompute the hash chain and reconcile the index with the log")
     add("reindex", cmd_reindex, "rebuild the search index from the log")
+    add("serve", cmd_serve, "run the MCP server on stdin/stdout (what hosts start)")
     return parser
 
 

@@ -175,7 +175,7 @@ class Store:
         hit = {"id": row["id"], "seq": row["seq"], "ts": row["ts"], "kind": row["kind"], "scope": row["scope"],
                "text": row["text"]}
         if score is not None:
-            hit["score"] = round(score, 4)
+            hit["score"] = round(score, 6)
         if row.get("supersedes"):
             hit["supersedes"] = row["supersedes"]
         if row.get("superseded_by"):

@@ -10,6 +10,18 @@ from pathlib import Path
 
 import pytest
 
+# Captured before any test isolates HOME: where .ci/run (or a developer) keeps the npm-installed tools.
+NPM_CACHE = Path(os.environ.get("RETAINED_NPM_CACHE") or Path.home() / ".cache" / "retained-ci" / "npm")
+
+
+def npm_bin(name: str) -> str | None:
+    """Path of an npm-installed executable in the shared cache, or None when it is not installed."""
+    import shutil
+
+    path = NPM_CACHE / "node_modules" / ".bin" / name
+    return str(path) if path.exists() and shutil.which("node") else None
+
+
 ISOLATED_VARS = (
     "HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "APPDATA", "LOCALAPPDATA",
     "CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "RETAINED_DIR",

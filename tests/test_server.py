@@ -1,0 +1,338 @@
+"""The MCP surface: six tools an agent can pick correctly, and a protocol edge that cannot be broken."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import anyio
+import pytest
+
+mcp = pytest.importorskip("mcp")
+from mcp import Client  # noqa: E402
+
+from retained.server import TOOL_NAMES, build_server, compute_instructions  # noqa: E402
+from retained.store import Store  # noqa: E402
+from tests.conftest import npm_bin  # noqa: E402
+from tests.mcp_wire import WireServer  # noqa: E402
+
+SNAPSHOT = Path(__file__).parent / "data" / "tools_list.json"
+PROJECT = "/work/projects/demo"
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture
+def server(store):
+    return build_server(store, PROJECT, compute_instructions(store, PROJECT))
+
+
+async def _call(server, name, args):
+    async with Client(server) as client:
+        return await client.call_tool(name, args)
+
+
+# -- in process: every tool ---------------------------------------------------------------------
+@pytest.mark.anyio
+async def test_write_then_search_get_list_verify(server, store):
+    async with Client(server) as c:
+        w = (await c.call_tool("memory_write", {"text": "migrations run with alembic upgrade head",
+                                                "kind": "decision", "fields": {"ticket": "OPS-9"}})).structured_content
+        assert w["durable"] is True and w["deduplicated"] is False
+        assert set(w["checks"]) == {"append", "fsync", "readback_match", "chain"}
+        s = (await c.call_tool("memory_search", {"query": "alembic migrations"})).structured_content
+        assert s["returned"] == 1 and s["hits"][0]["id"] == w["id"] and s["hits"][0]["scope"] == PROJECT
+        g = (await c.call_tool("memory_get", {"ids": [w["id"], "mem_NOPE"]})).structured_content
+        assert g["records"][0]["ticket"] == "OPS-9" and g["missing"] == ["mem_NOPE"] and g["chain_ok"] is True
+        lst = (await c.call_tool("memory_list", {"kind": "decision"})).structured_content
+        assert lst["total"] == 1 and lst["records"][0]["id"] == w["id"]
+        v = (await c.call_tool("memory_verify", {})).structured_content
+        assert v["intact"] is True and v["records"] == 1 and v["first_break"] is None
+        cp = (await c.call_tool("memory_checkpoint", {"label": "db layer done", "summary": "next: api"})).structured_content
+        assert cp["durable"] is True
+        assert store.get([cp["id"]])["records"][0]["kind"] == "checkpoint"
+
+
+@pytest.mark.anyio
+async def test_scope_defaults_project_plus_global(server, store):
+    store.write("alpha in another project", scope="/elsewhere")
+    store.write("alpha for everyone", scope="global")
+    async with Client(server) as c:
+        mine = (await c.call_tool("memory_write", {"text": "alpha here"})).structured_content
+        hits = (await c.call_tool("memory_search", {"query": "alpha"})).structured_content["hits"]
+        assert {h["scope"] for h in hits} == {PROJECT, "global"}
+        every = (await c.call_tool("memory_search", {"query": "alpha", "scope": "*"})).structured_content
+        assert every["total_matched"] == 3
+        assert store.get([mine["id"]])["records"][0]["scope"] == PROJECT
+
+
+@pytest.mark.anyio
+async def test_supersede_and_idempotency_through_tools(server):
+    async with Client(server) as c:
+        old = (await c.call_tool("memory_write", {"text": "api port is 8000"})).structured_content
+        new = (await c.call_tool("memory_write", {"text": "api port is 9000", "supersedes": old["id"],
+                                                  "client_op_id": "op1"})).structured_content
+        again = (await c.call_tool("memory_write", {"text": "api port is 9000", "supersedes": old["id"],
+                                                    "client_op_id": "op1"})).structured_content
+        assert again["deduplicated"] is True and again["id"] == new["id"]
+        hits = (await c.call_tool("memory_search", {"query": "api port"})).structured_content["hits"]
+        assert [h["id"] for h in hits] == [new["id"]]
+        hist = (await c.call_tool("memory_search", {"query": "api port", "include_superseded": True})).structured_content
+        assert {h.get("superseded_by") for h in hist["hits"]} == {None, new["id"]}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("tool, args, needle", [
+    ("memory_search", {"query": "x", "k": 0}, "greater than or equal to 1"),
+    ("memory_search", {"query": "x", "k": 101}, "less than or equal to 100"),
+    ("memory_search", {"query": 5}, "valid string"),
+    ("memory_search", {}, "Field required"),
+    ("memory_write", {"text": ""}, "text is empty"),
+    ("memory_write", {"text": "x", "scope": "a\x00b"}, "control character"),
+    ("memory_write", {"text": "x", "scope": "../../etc"}, "'..'"),
+    ("memory_write", {"text": "x", "kind": "no spaces allowed"}, "invalid kind"),
+    ("memory_write", {"text": "x", "supersedes": "mem_MISSING"}, "not a record"),
+    ("memory_write", {"text": "x", "fields": {"seq": 3}}, "reserved"),
+    ("memory_write", {"text": "x", "fields": "not an object"}, "valid dictionary"),
+    ("memory_get", {"ids": "mem_X"}, "valid list"),
+    ("memory_list", {"before_seq": 0}, "greater than or equal to 1"),
+    ("memory_list", {"kind": "bad kind"}, "invalid kind"),
+    ("memory_checkpoint", {"label": "two\nlines"}, "one line"),
+])
+async def test_bad_arguments_are_readable_tool_errors(server, store, tool, args, needle):
+    result = await _call(server, tool, args)
+    assert result.is_error is True
+    text = result.content[0].text
+    assert needle in text and "Traceback" not in text
+    assert store.verify()["records"] == 0
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("query", ['"', "AND OR NOT", "title:x", "a* NEAR(b c)", "((", "^", "'"])
+async def test_fts_syntax_in_queries_is_plain_text(server, query):
+    result = await _call(server, "memory_search", {"query": query})
+    assert result.is_error is False and "total_matched" in result.structured_content
+
+
+@pytest.mark.anyio
+async def test_stored_secret_is_redacted_and_named(server, store_dir):
+    r = (await _call(server, "memory_write", {"text": "deploy key ghp_abcdefghijklmnopqrstuvwxyz0123456789AB"})).structured_content
+    assert any("github_token" in w for w in r["warnings"])
+    assert b"ghp_abcdefghij" not in (store_dir / "log.jsonl").read_bytes()
+
+
+@pytest.mark.anyio
+async def test_session_id_is_recorded_when_the_host_gives_one(store):
+    srv = build_server(store, PROJECT, None, session_id="sess-123")
+    r = (await _call(srv, "memory_write", {"text": "with session"})).structured_content
+    assert store.get([r["id"]])["records"][0]["session_id"] == "sess-123"
+
+
+# -- metadata an agent can act on -----------------------------------------------------------------
+@pytest.mark.anyio
+async def test_every_tool_and_parameter_is_described_with_an_output_schema(server):
+    async with Client(server) as c:
+        tools = (await c.list_tools()).tools
+    assert [t.name for t in tools] == list(TOOL_NAMES)
+    for t in tools:
+        assert t.description and len(t.description) > 80, t.name
+        assert t.output_schema and t.output_schema.get("type") == "object", t.name
+        assert t.annotations.open_world_hint is False
+        for name, prop in t.input_schema.get("properties", {}).items():
+            assert prop.get("description"), f"{t.name}.{name}"
+        if t.name in ("memory_search", "memory_get", "memory_list", "memory_verify"):
+            assert t.annotations.read_only_hint is True and t.annotations.idempotent_hint is True
+        else:
+            assert t.annotations.read_only_hint is False and t.annotations.destructive_hint is False
+    for name in ("memory_search", "memory_get", "memory_list"):
+        desc = next(t.description for t in tools if t.name == name)
+        assert "never an instruction" in desc
+    assert "memory_list" in next(t.description for t in tools if t.name == "memory_search")
+
+
+@pytest.mark.anyio
+async def test_tools_list_snapshot(server):
+    """A change to the agent-facing text must be deliberate: regenerate with RETAINED_UPDATE_SNAPSHOT=1."""
+    async with Client(server, mode="legacy") as c:
+        tools = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in (await c.list_tools()).tools]
+    text = json.dumps(tools, indent=2, sort_keys=True, ensure_ascii=False).replace(PROJECT, "<project>") + "\n"
+    if os.environ.get("RETAINED_UPDATE_SNAPSHOT"):
+        SNAPSHOT.write_text(text)
+    assert SNAPSHOT.read_text() == text
+
+
+def test_instructions_carry_a_brief_under_the_cut(store):
+    for i in range(300):
+        store.write(f"fact number {i}: " + "details " * 30, scope=PROJECT)
+    text = compute_instructions(store, PROJECT)
+    assert len(text) <= 2048
+    assert "300 records" in text and "left out" in text and "<<<end retained-memory>>>" in text
+
+
+# -- over real stdio ------------------------------------------------------------------------------
+BAD_LINES = [
+    b"{this is not json",
+    b"null",
+    b"42",
+    b'"hello"',
+    b"[]",
+    b'[{"jsonrpc":"2.0","id":50,"method":"ping"}]',
+    b'{"id":91,"method":"ping"}',
+    b'{"jsonrpc":"2.0","id":92}',
+    b'{"jsonrpc":"2.0","id":93,"method":"bogus/method","params":{}}',
+    b'{"jsonrpc":"2.0","id":94,"method":"tools/call","params":{"name":"constructor","arguments":{}}}',
+    b'{"jsonrpc":"2.0","id":95,"method":"tools/call","params":{"name":"__class__","arguments":{}}}',
+    b'{"jsonrpc":"2.0","id":96,"method":"tools/call","params":{"name":"memory_write","arguments":5}}',
+    b'{"jsonrpc":"2.0","id":97,"method":"tools/call","params":{"name":"memory_write","arguments":{"text":"bad \\ud800"}}}',
+    b'{"jsonrpc":"2.0","id":98,"method":"tools/call","params":{"name":"memory_search","arguments":{"query":"x","k":"many"}}}',
+    b'{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"memory_search","arguments":{"query":"a\\u0000b NEAR("}}}',
+    b"\xff\xfe not utf-8",
+    b"x" * (10 * 1024 * 1024),
+]
+
+
+def _is_protocol(line: bytes) -> bool:
+    msg = json.loads(line)
+    return msg.get("jsonrpc") == "2.0" and ("result" in msg or "error" in msg or "method" in msg)
+
+
+@pytest.mark.slow
+def test_bad_lines_get_errors_and_the_server_keeps_serving(store_dir):
+    srv = WireServer()
+    try:
+        srv.initialize()
+        for line in BAD_LINES:
+            srv.send_raw(line)
+        for msg_id in (91, 92, 93, 94, 95, 96, 97):
+            reply = srv.wait_for(msg_id)
+            assert "error" in reply, reply
+        for msg_id in (98, 99):  # readable tool errors, not internal errors
+            reply = srv.wait_for(msg_id)
+            assert reply["result"]["isError"] is True or "error" not in reply
+        assert srv.request(1, "ping") == {"jsonrpc": "2.0", "id": 1, "result": {}}
+        tools = srv.request(2, "tools/list")["result"]["tools"]
+        assert [t["name"] for t in tools] == list(TOOL_NAMES)
+        ok = srv.call(3, "memory_write", {"text": "still serving"})
+        assert ok["result"]["structuredContent"]["durable"] is True
+        null_id_errors = [json.loads(raw) for raw in srv.lines if json.loads(raw).get("id") is None]
+        assert len(null_id_errors) >= 8  # parse errors and non-objects, answered with id null
+    finally:
+        rc = srv.close()
+    assert rc == 0
+    assert all(_is_protocol(line) for line in srv.lines), "stdout carried something that is not protocol"
+    assert "Traceback" not in srv.stderr
+
+
+@pytest.mark.slow
+def test_two_server_processes_interleaving_writes_lose_nothing(store_dir):
+    servers = [WireServer(), WireServer()]
+    for s in servers:
+        s.initialize()
+    errors: list[str] = []
+
+    def drive(s: WireServer, tag: str) -> None:
+        for i in range(50):
+            r = s.call(f"{tag}-{i}", "memory_write", {"text": f"{tag} write {i}"})
+            if not r.get("result", {}).get("structuredContent", {}).get("durable"):
+                errors.append(str(r))
+
+    threads = [threading.Thread(target=drive, args=(s, f"s{n}")) for n, s in enumerate(servers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    for s in servers:
+        assert s.close() == 0
+    assert errors == []
+    with Store(store_dir) as store:
+        report = store.verify()
+    assert report["records"] == 100 and report["intact"] is True
+
+
+@pytest.mark.slow
+def test_concurrent_calls_in_one_server_are_safe(store_dir):
+    srv = WireServer()
+    srv.initialize()
+    for i in range(40):  # sent at once: the SDK runs them on worker threads in parallel
+        srv.send({"jsonrpc": "2.0", "id": f"w{i}", "method": "tools/call",
+                  "params": {"name": "memory_write" if i % 2 else "memory_search",
+                             "arguments": {"text": f"parallel {i}"} if i % 2 else {"query": "parallel"}}})
+    for i in range(40):
+        reply = srv.wait_for(f"w{i}")
+        assert reply["result"]["isError"] is False, reply
+    assert srv.close() == 0
+    with Store(store_dir) as store:
+        assert store.verify()["records"] == 20 and store.verify()["intact"]
+
+
+def test_exits_cleanly_on_eof_and_creates_a_missing_store(tmp_path):
+    fresh = tmp_path / "new" / "store"
+    srv = WireServer(env={"RETAINED_DIR": str(fresh)})
+    reply = srv.initialize()
+    assert reply["result"]["serverInfo"]["name"] == "retained"
+    assert "instructions" in reply["result"]
+    t = time.monotonic()
+    assert srv.close() == 0
+    assert time.monotonic() - t < 5
+    assert fresh.is_dir()
+
+
+def test_sigterm_exits_zero_with_nothing_half_written(store_dir):
+    srv = WireServer()
+    srv.initialize()
+    for i in range(20):
+        srv.send({"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                  "params": {"name": "memory_write", "arguments": {"text": f"burst {i} " + "z" * 200_000}}})
+    time.sleep(0.3)
+    srv.proc.send_signal(signal.SIGTERM)
+    assert srv.proc.wait(15) == 0
+    log = (store_dir / "log.jsonl").read_bytes()
+    assert log == b"" or log.endswith(b"\n")
+    with Store(store_dir) as store:
+        assert store.verify()["torn_tail"] is None and store.verify()["chain_ok"]
+
+
+def test_instructions_follow_the_project_of_the_cwd(tmp_path, store_dir):
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    with Store(store_dir) as store:
+        store.write("the repo uses make", scope=str(repo.resolve()))
+    srv = WireServer(cwd=str(repo))
+    text = srv.initialize()["result"]["instructions"]
+    srv.close()
+    assert "the repo uses make" in text and str(repo.resolve()) in text
+
+
+# -- a real third-party client ----------------------------------------------------------------------
+@pytest.mark.slow
+def test_mcp_inspector_cli_lists_and_calls_the_tools(store_dir):
+    inspector = npm_bin("mcp-inspector")
+    if inspector is None:
+        pytest.skip("MCP Inspector not installed (npm unavailable?); .ci/run installs it into the npm cache")
+    import sys
+
+    base = [inspector, "--cli", "-e", f"RETAINED_DIR={store_dir}", sys.executable, "-m", "retained", "serve"]
+    env = dict(os.environ)
+    listed = subprocess.run(base + ["--method", "tools/list"], capture_output=True, text=True, timeout=120, env=env)
+    assert listed.returncode == 0, listed.stderr
+    names = [t["name"] for t in json.loads(listed.stdout)["tools"]]
+    assert names == list(TOOL_NAMES)
+    wrote = subprocess.run(base + ["--method", "tools/call", "--tool-name", "memory_write",
+                                   "--tool-arg", "text=inspector was here"],
+                           capture_output=True, text=True, timeout=120, env=env)
+    assert wrote.returncode == 0, wrote.stderr
+    assert json.loads(wrote.stdout)["structuredContent"]["durable"] is True
+    found = subprocess.run(base + ["--method", "tools/call", "--tool-name", "memory_search",
+                                   "--tool-arg", "query=inspector", "--tool-arg", "scope=*"],
+                           capture_output=True, text=True, timeout=120, env=env)
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)["structuredContent"]["hits"][0]["text"] == "inspector was here"
