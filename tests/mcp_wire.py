@@ -37,7 +37,7 @@ class WireServer:
     def send(self, msg: dict) -> None:
         self.send_raw(json.dumps(msg).encode())
 
-    def wait_for(self, msg_id, timeout: float = 30) -> dict:
+    def wait_for(self, msg_id, timeout: float = 90) -> dict:
         def find():
             for raw in self.lines:
                 m = json.loads(raw)
@@ -52,7 +52,7 @@ class WireServer:
             raise TimeoutError(f"no reply to id {msg_id!r}; stderr: {b''.join(self._stderr)[-2000:]!r}")
         return result
 
-    def request(self, msg_id, method: str, params: dict | None = None, timeout: float = 30) -> dict:
+    def request(self, msg_id, method: str, params: dict | None = None, timeout: float = 90) -> dict:
         msg = {"jsonrpc": "2.0", "id": msg_id, "method": method}
         if params is not None:
             msg["params"] = params
@@ -65,7 +65,7 @@ class WireServer:
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         return reply
 
-    def call(self, msg_id, tool: str, arguments: dict, timeout: float = 60) -> dict:
+    def call(self, msg_id, tool: str, arguments: dict, timeout: float = 90) -> dict:
         return self.request(msg_id, "tools/call", {"name": tool, "arguments": arguments}, timeout)
 
     def close(self, timeout: float = 20) -> int:
