@@ -10,12 +10,16 @@ import threading
 
 
 class WireServer:
-    def __init__(self, env: dict[str, str] | None = None, cwd: str | None = None) -> None:
+    """`retained serve` by default; any stdio MCP server with `cmd` (the benchmark drives the reference one)."""
+
+    def __init__(self, env: dict[str, str] | None = None, cwd: str | None = None, cmd: list[str] | None = None) -> None:
         full_env = dict(os.environ)
         full_env.update(env or {})
-        self.proc = subprocess.Popen([sys.executable, "-m", "retained", "serve"], stdin=subprocess.PIPE,
+        cmd = cmd or [sys.executable, "-m", "retained", "serve"]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full_env, cwd=cwd)
         self.lines: list[bytes] = []
+        self.replies: dict = {}
         self._cond = threading.Condition()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -24,8 +28,15 @@ class WireServer:
 
     def _read(self) -> None:
         for line in self.proc.stdout:
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                msg = None
             with self._cond:
                 self.lines.append(line)
+                if isinstance(msg, dict) and ("result" in msg or "error" in msg):
+                    key = msg.get("id")
+                    self.replies[json.dumps(key)] = msg
                 self._cond.notify_all()
         with self._cond:
             self._cond.notify_all()
@@ -38,17 +49,11 @@ class WireServer:
         self.send_raw(json.dumps(msg).encode())
 
     def wait_for(self, msg_id, timeout: float = 90) -> dict:
-        def find():
-            for raw in self.lines:
-                m = json.loads(raw)
-                if m.get("id") == msg_id and ("result" in m or "error" in m):
-                    return m
-            return None
-
+        key = json.dumps(msg_id)
         with self._cond:
-            found = self._cond.wait_for(lambda: find() is not None or self.proc.poll() is not None, timeout)
-            result = find()
-        if not found or result is None:
+            self._cond.wait_for(lambda: key in self.replies or self.proc.poll() is not None, timeout)
+            result = self.replies.get(key)
+        if result is None:
             raise TimeoutError(f"no reply to id {msg_id!r}; stderr: {b''.join(self._stderr)[-2000:]!r}")
         return result
 
