@@ -19,7 +19,7 @@ END = "<<<end retained-memory>>>"
 
 
 def _line(row: dict[str, Any], project: str | None) -> str:
-    text = " ".join(row["text"].split())
+    text = " / ".join(" ".join(part.split()) for part in row["text"].splitlines() if part.strip())
     # Stored text must never be able to close the block early or open a fake one.
     text = text.replace("<<<", "‹‹‹").replace(">>>", "›››")
     if len(text) > LINE_CHARS:

@@ -217,6 +217,38 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_brief(args: argparse.Namespace) -> int:
+    from .brief import make_brief, render
+    from .log import LOG_NAME
+    from .paths import store_dir
+    from .store import Store
+
+    project = _project()
+    directory = store_dir(args.dir)
+    if not (directory / LOG_NAME).exists():
+        result = render([], 0, project=project, budget=args.budget, scope_label=args.scope)
+    else:
+        with Store(directory, create=False) as store:
+            result = make_brief(store, project, budget=args.budget, scope=args.scope)
+    if args.json:
+        _print_json(result)
+    else:
+        _out(result["text"])
+    return EXIT_OK
+
+
+def cmd_hook(args: argparse.Namespace) -> int:
+    from .hook import run
+    from .paths import store_dir
+
+    try:
+        directory = store_dir(args.dir)
+    except Exception as e:  # noqa: BLE001 - fail open, even when no store can be named
+        _err(f"retained hook: skipped ({e})")
+        return EXIT_OK
+    return run(args.event, args.host, directory, args.budget)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from .paths import store_dir
     from .server import serve
@@ -287,6 +319,16 @@ def build_parser() -> argparse.ArgumentParser:
     add("verify", cmd_verify, "recompute the hash chain and reconcile the index with the log")
     add("reindex", cmd_reindex, "rebuild the search index from the log")
     add("serve", cmd_serve, "run the MCP server on stdin/stdout (what hosts start)")
+
+    p = add("brief", cmd_brief, "the budgeted digest of this project's memory that sessions start with")
+    p.add_argument("--budget", type=_positive, default=800, help="token budget (default 800)")
+    p.add_argument("--scope", help="one scope, or '*' for all (default: this project + global)")
+
+    p = add("hook", cmd_hook, "what agent hosts run at session start and stop (always exits 0)")
+    p.add_argument("event", choices=["session-start", "stop"])
+    p.add_argument("--host", choices=["claude", "codex", "gemini", "vscode", "cursor"],
+                   help="the calling host (default: worked out from the input and the environment)")
+    p.add_argument("--budget", type=_positive, default=800, help="brief token budget (default 800)")
     return parser
 
 

@@ -21,16 +21,30 @@ def find_root(start: str | os.PathLike[str]) -> Path | None:
 
 
 def project_dir(cwd: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None) -> Path | None:
-    """CLAUDE_PROJECT_DIR when the host says so, else the git root of `cwd` (default: the process cwd)."""
+    """The project a call belongs to, the same rule for the CLI, the server and the hooks.
+
+    The git root of CLAUDE_PROJECT_DIR (when a host sets it) or of `cwd` (default: the process cwd);
+    without a git root, CLAUDE_PROJECT_DIR itself; else no project.
+    """
     env = os.environ if env is None else env
-    explicit = env.get("CLAUDE_PROJECT_DIR", "").strip()
-    if explicit and os.path.isdir(explicit):
-        return Path(explicit).resolve()
-    try:
-        start = cwd if cwd is not None else os.getcwd()
-    except OSError:
-        return None
-    return find_root(start)
+    hinted = env.get("CLAUDE_PROJECT_DIR", "").strip()
+    starts: list[str] = []
+    if hinted and os.path.isdir(hinted):
+        starts.append(hinted)
+    if cwd is not None:
+        starts.insert(0, str(cwd))
+    else:
+        try:
+            starts.append(os.getcwd())
+        except OSError:
+            pass
+    for start in starts:
+        root = find_root(start)
+        if root is not None:
+            return root
+    if hinted and os.path.isdir(hinted):
+        return Path(hinted).resolve()
+    return None
 
 
 def project_scope(cwd: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None) -> str | None:

@@ -39,7 +39,8 @@ class Store:
             if not create:
                 raise StoreError(f"no store at {self.directory}", hint="write a record first, or pass the right --dir")
             try:
-                self.directory.mkdir(mode=0o700, parents=True)
+                # exist_ok: two processes (Claude Code and Codex starting their servers) may race here.
+                self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             except OSError as e:
                 raise StoreError(f"cannot create store directory {self.directory}: {e.strerror or e}",
                                  hint="pass --dir or set RETAINED_DIR to a writable place") from None

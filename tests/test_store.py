@@ -275,3 +275,17 @@ def test_default_dir_matches_platformdirs(monkeypatch, tmp_path):
     monkeypatch.setenv("RETAINED_DIR", str(tmp_path / "env"))
     assert store_dir() == tmp_path / "env"
     assert store_dir(tmp_path / "flag") == tmp_path / "flag"
+
+
+def test_processes_racing_to_create_the_store_both_succeed(tmp_path):
+    import subprocess
+    import sys
+
+    target = tmp_path / "racy" / "store"
+    code = "import sys; from retained.store import Store; Store(sys.argv[1]).write('hi'); print('ok')"
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(target)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(6)]
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert [o[0].strip() for o in outs] == ["ok"] * 6, outs
+    with Store(target) as s:
+        assert s.verify()["records"] == 6
