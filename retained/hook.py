@@ -178,27 +178,29 @@ def session_start(data: dict[str, Any], env: dict[str, str], host: str, store_di
     project = project_of(data, env)
     sid = session_id(data, env)
     now = time.time()
-    if not (store_dir / LOG_NAME).exists():
-        # No store yet: say so, but do not create one from a hook.
-        return session_start_output(host, render([], 0, project=project, budget=budget)["text"])
-
-    from .store import Store
-
     state_path = _session_file(store_dir, sid) if sid else None
     if state_path is not None:
         prior = _load(state_path)
         if prior and now - prior.get("started", 0) < DUPLICATE_WINDOW_S and prior.get("source") == data.get("source"):
             return None  # the same session start, reported by a second copy of the hook
-    with Store(store_dir, create=False) as store:
-        brief = _fit_for_host(host, store, project, budget)
-        if state_path is not None:
-            try:
-                last = store.index.query("SELECT COALESCE(MAX(seq), 0) AS n FROM records")[0]["n"]
-                _save(state_path, {"session_id": sid, "host": host, "project": project, "started": now,
-                                   "source": data.get("source"), "start_seq": last, "asked": False})
-                _prune(store_dir, now)
-            except OSError as e:
-                sys.stderr.write(f"retained hook: could not note the session start ({e})\n")
+    start_seq = 0
+    if not (store_dir / LOG_NAME).exists():
+        # No memory yet: say so, without creating a log from a hook.
+        brief = render([], 0, project=project, budget=budget)
+    else:
+        from .store import Store
+
+        with Store(store_dir, create=False) as store:
+            brief = _fit_for_host(host, store, project, budget)
+            start_seq = store.index.query("SELECT COALESCE(MAX(seq), 0) AS n FROM records")[0]["n"]
+    if state_path is not None:
+        try:
+            store_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _save(state_path, {"session_id": sid, "host": host, "project": project, "started": now,
+                               "source": data.get("source"), "start_seq": start_seq, "asked": False})
+            _prune(store_dir, now)
+        except OSError as e:
+            sys.stderr.write(f"retained hook: could not note the session start ({e})\n")
     return session_start_output(host, brief["text"])
 
 

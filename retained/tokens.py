@@ -2,7 +2,8 @@
 
 Budgets (the brief, search's max_tokens) are promises about what lands in a model's context, so the
 estimate must not come in low. It counts pieces the way BPE vocabularies tend to cut text: a run of
-letters costs one token per six letters (common words are one token), digits one per three, a run of
+letters costs one token per six letters (common words are one token; runs with two or more capitals,
+like ids, one per two), digits one per three, a run of
 punctuation one per two marks, a line break with its indentation one, other white space one per four
 characters beyond a single space, and any other character one token (two above U+07FF, three outside the BMP).
 
@@ -26,7 +27,12 @@ def estimate_tokens(text: str) -> int:
         piece = m.group(0)
         c = piece[0]
         if c.isascii() and c.isalpha():
-            n += (len(piece) + 5) // 6
+            # Lower-case and Capitalised words are cheap; ALL-CAPS and mixed-case runs (ids, hashes,
+            # base32) split into pieces of about two letters.
+            if sum(1 for ch in piece if ch.isupper()) >= 2:
+                n += (len(piece) + 1) // 2
+            else:
+                n += (len(piece) + 5) // 6
         elif c.isascii() and c.isdigit():
             n += (len(piece) + 2) // 3
         elif c == "\n":
