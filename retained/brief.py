@@ -6,7 +6,10 @@ hooks run it at every session start.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the hook path imports no more than it runs
+    from typing import Any
 
 from .records import GLOBAL_SCOPE
 from .tokens import estimate_tokens
@@ -81,17 +84,10 @@ def render(rows: list[dict[str, Any]], total: int, *, project: str | None, budge
 def brief_rows(store: Any, scopes: list[str] | None, limit: int) -> tuple[list[dict[str, Any]], int]:
     """Current records in brief order (checkpoints first, then newest first), and how many exist."""
     store.index.catch_up()
-    where, params = "superseded_by IS NULL", []
-    if scopes:
-        where += f" AND scope IN ({','.join('?' * len(scopes))})"
-        params = list(scopes)
-    total = store.index.query(f"SELECT COUNT(*) AS n FROM records WHERE {where}", params)[0]["n"]
-    rows = store.index.query(
-        f"SELECT id, seq, ts, kind, scope, text FROM records WHERE {where}"
-        " ORDER BY kind = 'checkpoint' DESC, line DESC LIMIT ?",
-        [*params, limit],
-    )
-    return rows, total
+    total = store.index.current_count(scopes)
+    checkpoints = store.index.newest_current(scopes, limit, kind="checkpoint")
+    others = [r for r in store.index.newest_current(scopes, limit + len(checkpoints)) if r["kind"] != "checkpoint"]
+    return (checkpoints + others)[:limit], total
 
 
 def make_brief(store: Any, project: str | None, *, budget: int = DEFAULT_BUDGET,

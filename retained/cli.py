@@ -6,22 +6,22 @@ exit 0 ok, 1 not intact / not found / failed, 2 usage.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the hook path imports no more than it runs
+    from typing import Any
 
 from . import __version__
 from .errors import RetainedError, UsageError
 
+if TYPE_CHECKING:
+    import argparse
+
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 3
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # one line plus a pointer to help, exit 2
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (hint: `{self.prog} --help`)\n")
 
 
 def _out(text: str = "") -> None:
@@ -258,6 +258,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 # -- parsing ------------------------------------------------------------------------------------
 def _positive(text: str) -> int:
+    import argparse
+
     try:
         value = int(text)
     except ValueError:
@@ -268,6 +270,12 @@ def _positive(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse  # not at module level: the hook path never needs it
+
+    class _Parser(argparse.ArgumentParser):
+        def error(self, message: str) -> Any:  # one line plus a pointer to help, exit 2
+            self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (hint: `{self.prog} --help`)\n")
+
     common = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: `retained --json verify` and `retained verify --json` both work, neither resets the other.
     common.add_argument("--dir", metavar="DIR", default=argparse.SUPPRESS,
@@ -332,7 +340,46 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _fast_hook(argv: list[str]) -> int | None:
+    """`retained [--dir D] hook EVENT [--host H] [--budget N] [--dir D]` without argparse.
+
+    Hosts run this at every session start; argparse alone costs more than the brief. Anything this
+    does not recognise returns None, and the full parser takes over (and reports usage errors).
+    """
+    args = list(argv)
+    opts: dict[str, str] = {}
+    if len(args) >= 2 and args[0] == "--dir":
+        opts["--dir"] = args[1]
+        args = args[2:]
+    if len(args) < 2 or args[0] != "hook" or args[1] not in ("session-start", "stop"):
+        return None
+    event, rest = args[1], args[2:]
+    while rest:
+        if len(rest) < 2 or rest[0] not in ("--host", "--budget", "--dir"):
+            return None
+        opts[rest[0]] = rest[1]
+        rest = rest[2:]
+    host = opts.get("--host")
+    if host is not None and host not in ("claude", "codex", "gemini", "vscode", "cursor"):
+        return None
+    budget = opts.get("--budget", "800")
+    if not budget.isdigit() or int(budget) < 1:
+        return None
+    from .hook import run
+    from .paths import store_dir
+
+    try:
+        directory = store_dir(opts.get("--dir"))
+    except Exception as e:  # noqa: BLE001 - fail open, even when no store can be named
+        _err(f"retained hook: skipped ({e})")
+        return EXIT_OK
+    return run(event, host, directory, int(budget))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    fast = _fast_hook(list(sys.argv[1:] if argv is None else argv))
+    if fast is not None:
+        return fast
     parser = build_parser()
     args = parser.parse_args(argv)
     args.dir = getattr(args, "dir", None)

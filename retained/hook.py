@@ -13,7 +13,10 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the hook path imports no more than it runs
+    from typing import Any
 
 HOSTS = ("claude", "codex", "gemini", "vscode", "cursor")
 CLAUDE_MAX_CHARS = 9_000  # Claude Code persists hook output over 10,000 characters and shows a 2 KB preview

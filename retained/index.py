@@ -15,7 +15,10 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the hook path imports no more than it runs
+    from typing import Any
 
 from .errors import StoreError
 from .log import ChainState, Line, Log, Problem
@@ -72,7 +75,20 @@ def _m001_initial(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001_initial]
+def _m002_scope_counts(db: sqlite3.Connection) -> None:
+    """Current (not superseded) records per scope, kept up to date on insert, so the brief's and the
+    list's totals cost a lookup instead of a count over the table."""
+    _run_script(
+        db,
+        """
+        CREATE TABLE scope_counts (scope TEXT PRIMARY KEY, current INTEGER NOT NULL);
+        INSERT INTO scope_counts SELECT scope, COUNT(*) FROM records WHERE superseded_by IS NULL GROUP BY scope;
+        CREATE INDEX records_kind ON records(kind, line)
+        """,
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001_initial, _m002_scope_counts]
 
 # Where the index stands in the log, saved as one JSON row so a catch-up costs one write.
 _EMPTY_STATE: dict[str, Any] = {"offset": 0, "line": 0, "seq": 0, "sha256": GENESIS, "after_bad": False,
@@ -244,6 +260,7 @@ class Index:
         db.execute("INSERT INTO fts(fts) VALUES('delete-all')")
         db.execute("DELETE FROM records")
         db.execute("DELETE FROM problems")
+        db.execute("DELETE FROM scope_counts")
         db.execute("DELETE FROM meta")
         self._known = None
 
@@ -314,12 +331,22 @@ class Index:
                 self._add_problem(db, Problem(line, row[3], row[1], "duplicate", f"id {rid} already used by an earlier record"))
                 continue
             db.execute("INSERT INTO fts(rowid, text) VALUES (?, ?)", (line, row[13]))
+            self._count(db, row[7], +1)
             if supersedes:
                 target = db.execute("SELECT head FROM records WHERE id = ? AND line < ?", (supersedes, line)).fetchone()
                 if target is not None:
                     old_head = target[0]
+                    old_scope = db.execute("SELECT scope FROM records WHERE line = ?", (old_head,)).fetchone()[0]
                     db.execute("UPDATE records SET superseded_by = ? WHERE line = ?", (rid, old_head))
                     db.execute("UPDATE records SET head = ? WHERE head = ?", (line, old_head))
+                    self._count(db, old_scope, -1)
+
+    @staticmethod
+    def _count(db: sqlite3.Connection, scope: str, delta: int) -> None:
+        db.execute(
+            "INSERT INTO scope_counts VALUES (?, ?) ON CONFLICT(scope) DO UPDATE SET current = current + ?",
+            (scope, delta, delta),
+        )
 
     @staticmethod
     def _add_problem(db: sqlite3.Connection, p: Problem) -> None:
@@ -366,6 +393,31 @@ class Index:
     def head_of(self, rid: str) -> dict[str, Any] | None:
         rows = self.query("SELECT h.* FROM records r JOIN records h ON h.line = r.head WHERE r.id = ?", (rid,))
         return rows[0] if rows else None
+
+    def current_count(self, scopes: list[str] | None) -> int:
+        """How many current (not superseded) records the scopes hold (every scope when None)."""
+        if scopes:
+            sql, params = f"SELECT SUM(current) AS n FROM scope_counts WHERE scope IN ({','.join('?' * len(scopes))})", scopes
+        else:
+            sql, params = "SELECT SUM(current) AS n FROM scope_counts", []
+        return int(self.query(sql, params)[0]["n"] or 0)
+
+    def newest_current(self, scopes: list[str] | None, limit: int, kind: str | None = None) -> list[dict[str, Any]]:
+        """The newest current records in the scopes, walking the table backwards and stopping at `limit`.
+
+        The unary + keeps SQLite from sorting every record of the scope: records of the project and
+        global scopes are common, so the walk ends early.
+        """
+        where, params = "superseded_by IS NULL", []
+        if scopes:
+            where += f" AND +scope IN ({','.join('?' * len(scopes))})"
+            params += scopes
+        if kind is not None:
+            where += " AND kind = ?"
+            params.append(kind)
+        order = "ORDER BY kind, line DESC" if kind is not None else "ORDER BY line DESC"
+        return self.query(f"SELECT id, seq, ts, kind, scope, text FROM records WHERE {where} {order} LIMIT ?",
+                          [*params, limit])
 
     def problems(self) -> list[dict[str, Any]]:
         return self.query("SELECT * FROM problems ORDER BY line")

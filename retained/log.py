@@ -10,9 +10,11 @@ import hashlib
 import os
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the hook path imports no more than it runs
+    from typing import Any
 
 from . import fsutil, records
 from .errors import StoreError
@@ -23,40 +25,46 @@ QUARANTINE = "quarantine"
 _CHUNK = 1 << 16
 
 
-@dataclass
 class Line:
     """One complete line of the log as read from disk."""
 
-    number: int  # 1-based physical line number
-    offset: int  # byte offset of its first byte
-    raw: bytes  # without the trailing newline
+    __slots__ = ("number", "offset", "raw")
+
+    def __init__(self, number: int, offset: int, raw: bytes) -> None:
+        self.number = number  # 1-based physical line number
+        self.offset = offset  # byte offset of its first byte
+        self.raw = raw  # without the trailing newline
 
     @property
     def end(self) -> int:
         return self.offset + len(self.raw) + 1
 
 
-@dataclass
 class Problem:
     """A line that breaks the promise of the format, as named by verify."""
 
-    line: int
-    offset: int
-    seq: int | None  # the record's seq, or the seq expected at this place when unreadable
-    kind: str  # "corrupt" (not a valid record) or "break" (valid record, wrong link)
-    reason: str
+    __slots__ = ("line", "offset", "seq", "kind", "reason")
+
+    def __init__(self, line: int, offset: int, seq: int | None, kind: str, reason: str) -> None:
+        self.line = line
+        self.offset = offset
+        self.seq = seq  # the record's seq, or the seq expected at this place when unreadable
+        self.kind = kind  # "corrupt" (not a valid record) or "break" (valid record, wrong link)
+        self.reason = reason
 
     def as_dict(self) -> dict[str, Any]:
         return {"line": self.line, "offset": self.offset, "seq": self.seq, "kind": self.kind, "reason": self.reason}
 
 
-@dataclass
 class ChainState:
     """What the chain walk remembers between lines; persisted by the index so it can resume."""
 
-    seq: int = 0
-    sha256: str = records.GENESIS
-    after_bad: bool = False
+    __slots__ = ("seq", "sha256", "after_bad")
+
+    def __init__(self, seq: int = 0, sha256: str = records.GENESIS, after_bad: bool = False) -> None:
+        self.seq = seq
+        self.sha256 = sha256
+        self.after_bad = after_bad
 
     def feed(self, line: Line) -> tuple[dict[str, Any] | None, Problem | None]:
         """Check one line against the chain so far. Returns (record or None, problem or None)."""
@@ -86,14 +94,16 @@ class ChainState:
         return problem
 
 
-@dataclass
 class Tail:
     """The end of the log as the next append must see it."""
 
-    seq: int  # highest seq seen at the end (next is seq + 1)
-    sha256: str  # sha256 of the last valid record (the next record's prev)
-    end: int  # byte size of the log's complete lines
-    warnings: list[str] = field(default_factory=list)
+    __slots__ = ("seq", "sha256", "end", "warnings")
+
+    def __init__(self, seq: int, sha256: str, end: int, warnings: list[str] | None = None) -> None:
+        self.seq = seq  # highest seq seen at the end (next is seq + 1)
+        self.sha256 = sha256  # sha256 of the last valid record (the next record's prev)
+        self.end = end  # byte size of the log's complete lines
+        self.warnings = warnings if warnings is not None else []
 
 
 class Log:

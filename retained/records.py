@@ -10,8 +10,10 @@ import json
 import os
 import re
 import time
-from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the hook path imports no more than it runs
+    from typing import Any
 
 from .errors import UsageError
 
@@ -99,6 +101,8 @@ def parse_line(line: bytes) -> dict[str, Any]:
 
 def now_rfc3339() -> str:
     """Current UTC time, RFC 3339 with microseconds and a Z suffix."""
+    from datetime import datetime, timezone
+
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 

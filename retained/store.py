@@ -12,9 +12,12 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from . import records, redact
+if TYPE_CHECKING:  # the hook path imports no more than it runs
+    from typing import Any
+
+from . import records
 from .errors import NotFound, StoreError, UsageError
 from .index import Index, query_terms, quote_query, scope_clause
 from .log import ChainState, Log
@@ -92,6 +95,8 @@ class Store:
         if supersedes is not None and (not isinstance(supersedes, str) or not supersedes.strip()):
             raise UsageError("supersedes must be a record id", hint="find it with search or list")
         extra = records.check_fields(fields)
+
+        from . import redact  # compiled patterns: paid by writes only, not by the hook path
 
         found: Counter[str] = Counter()
         if _redaction_enabled():
