@@ -249,6 +249,27 @@ def cmd_hook(args: argparse.Namespace) -> int:
     return run(args.event, args.host, directory, args.budget)
 
 
+def cmd_install(args: argparse.Namespace, uninstalling: bool = False) -> int:
+    from .installers.commands import install
+    from .paths import store_dir
+
+    return install(host_names=args.host, scope=args.scope, dry_run=args.dry_run,
+                   hooks=not getattr(args, "no_hooks", False), approve=not getattr(args, "no_approve", False),
+                   stop=not getattr(args, "no_stop_hook", False), yes=args.yes,
+                   store=store_dir(args.dir).absolute(), out=_out, err=_err, uninstalling=uninstalling)
+
+
+def cmd_uninstall(args: argparse.Namespace) -> int:
+    return cmd_install(args, uninstalling=True)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from .installers.commands import doctor
+    from .paths import store_dir
+
+    return doctor(host_names=args.host, store=store_dir(args.dir).absolute(), as_json=args.json, out=_out)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from .paths import store_dir
     from .server import serve
@@ -331,6 +352,23 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("brief", cmd_brief, "the budgeted digest of this project's memory that sessions start with")
     p.add_argument("--budget", type=_positive, default=800, help="token budget (default 800)")
     p.add_argument("--scope", help="one scope, or '*' for all (default: this project + global)")
+
+    hosts_help = "claude, codex, cursor, vscode or gemini; repeat for several (default: every host found)"
+    for name, func, text in (("install", cmd_install, "wire retained into agent hosts, safely"),
+                             ("uninstall", cmd_uninstall, "remove retained's entries and hooks, nothing else")):
+        p = add(name, func, text)
+        p.add_argument("--host", action="append", metavar="H", help=hosts_help)
+        p.add_argument("--scope", choices=["user", "project"], default="user",
+                       help="user config (default) or the current project's files")
+        p.add_argument("--dry-run", action="store_true", help="print a unified diff; write nothing")
+        p.add_argument("--yes", action="store_true", help="do not ask before changing files")
+        if name == "install":
+            p.add_argument("--no-hooks", action="store_true", help="only the server entry, no hooks")
+            p.add_argument("--no-approve", action="store_true",
+                           help="do not pre-approve retained's own tools (the host then asks each time)")
+            p.add_argument("--no-stop-hook", action="store_true", help="no Stop hook asking for a checkpoint")
+    p = add("doctor", cmd_doctor, "prove the wiring works: configs, server start, hooks, store (read-only)")
+    p.add_argument("--host", action="append", metavar="H", help=hosts_help)
 
     p = add("hook", cmd_hook, "what agent hosts run at session start and stop (always exits 0)")
     p.add_argument("event", choices=["session-start", "stop"])
