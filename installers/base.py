@@ -115,9 +115,21 @@ class FilePlan:
                 out.append(f"{'.'.join(e['at'])} += {e['value'].get('command') or e['value']['hooks'][0]['command']}")
         return out
 
+    def original(self) -> Any:
+        """The document as it was before retained first changed it (from the backup), if known."""
+        backup = Path(os.path.realpath(self.path))
+        backup = backup.with_name(backup.name + safe_file.BACKUP_SUFFIX)
+        try:
+            return self.editor.load(self.path, backup.read_text("utf-8"))
+        except (OSError, UnicodeDecodeError, Exception):  # noqa: BLE001 - no usable backup: prune freely
+            return None
+
     def change(self, install: bool) -> Any:
+        original = None if install else self.original()
+
         def run(text: str) -> str:
-            return self.editor.apply(self.path, text, self.edits, install=install, defaults=self.defaults)
+            return self.editor.apply(self.path, text, self.edits, install=install, defaults=self.defaults,
+                                     original=original)
 
         return run
 

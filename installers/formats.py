@@ -63,9 +63,11 @@ def strip_ours(doc: Any, edits: list[dict[str, Any]], defaults: dict[str, Any] |
     for edit in edits:
         at = edit["at"]
         parent = _get(doc, at[:-1]) if len(at) > 1 else doc
-        if not isinstance(parent, dict) or at[-1] not in parent:
+        if not isinstance(parent, dict):
             continue
-        if edit["op"] in ("member", "codex-trust"):
+        if at[-1] not in parent:
+            pass
+        elif edit["op"] in ("member", "codex-trust"):
             if edit["op"] == "member":
                 del parent[at[-1]]
             else:
@@ -80,7 +82,9 @@ def strip_ours(doc: Any, edits: list[dict[str, Any]], defaults: dict[str, Any] |
         for depth in range(len(at), 0, -1):
             holder = _get(doc, at[: depth - 1]) if depth > 1 else doc
             key = at[depth - 1]
-            if isinstance(holder, dict) and key in holder and holder[key] in ({}, []):
+            if not isinstance(holder, dict) or key not in holder:
+                continue  # already gone (the member itself, just deleted)
+            if holder[key] in ({}, []):
                 del holder[key]
             else:
                 break
@@ -88,6 +92,18 @@ def strip_ours(doc: Any, edits: list[dict[str, Any]], defaults: dict[str, Any] |
         if doc.get(key) == value:
             del doc[key]
     return doc
+
+
+def prune_depth(original: Any, path: list[str]) -> int:
+    """How many containers above `path` were absent before retained first wrote (so may go again)."""
+    if original is None:
+        return len(path) - 1
+    n = 0
+    for depth in range(len(path) - 1, 0, -1):
+        if _get(original, path[:depth]) is not None:
+            break
+        n += 1
+    return n
 
 
 class JSONEditor:
@@ -109,7 +125,7 @@ class JSONEditor:
         return doc
 
     def apply(self, path: Path, text: str, edits: list[dict[str, Any]], *, install: bool,
-              defaults: dict[str, Any] | None = None) -> str:
+              defaults: dict[str, Any] | None = None, original: Any = None) -> str:
         self.load(path, text)
         if not text.strip():
             text = "{}\n"
@@ -125,7 +141,7 @@ class JSONEditor:
                 if install:
                     text = jsonc.set_value(text, at, edit["value"], **kw)
                 else:
-                    text = jsonc.remove_key(text, at, prune=len(at) - 1, **kw)
+                    text = jsonc.remove_key(text, at, prune=prune_depth(original, at), **kw)
                 continue
             ours = _ours(edit)
             current = _get(jsonc.loads(text, comments=self.comments), at)
@@ -155,8 +171,9 @@ class JSONEditor:
             else:
                 for i in reversed(mine):
                     text = jsonc.remove_item(text, at, i, **kw)
-            if not install and _get(jsonc.loads(text, comments=self.comments), at) == []:
-                text = jsonc.remove_key(text, at, prune=len(at) - 1, **kw)
+            if not install and _get(jsonc.loads(text, comments=self.comments), at) == [] and (
+                    original is None or _get(original, at) is None):
+                text = jsonc.remove_key(text, at, prune=prune_depth(original, at), **kw)
         return text
 
 
@@ -172,7 +189,7 @@ class TOMLEditor:
             raise describe_parse_error(path, e) from None
 
     def apply(self, path: Path, text: str, edits: list[dict[str, Any]], *, install: bool,
-              defaults: dict[str, Any] | None = None) -> str:
+              defaults: dict[str, Any] | None = None, original: Any = None) -> str:
         import tomlkit
 
         try:
@@ -197,7 +214,7 @@ class TOMLEditor:
                             parent[at[-1]] = table
                     elif at[-1] in parent:
                         del parent[at[-1]]
-                        _prune_toml(doc, at[:-1])
+                        _prune_toml(doc, at[:-1], original)
             elif edit["op"] == "codex-trust":
                 wanted: dict[str, str] = edit.get("entries", {}) if install else {}
                 remove = set(edit.get("keys") or ()) - set(wanted)
@@ -217,7 +234,7 @@ class TOMLEditor:
                         if key not in state or state[key].unwrap() != value:
                             state[key] = _toml_table(value)
                 if not install or remove:
-                    _prune_toml(doc, ["hooks", "state"])
+                    _prune_toml(doc, ["hooks", "state"], original)
         return tomlkit.dumps(doc)
 
 
@@ -233,8 +250,10 @@ def _toml_table(value: dict[str, Any]) -> Any:
     return table
 
 
-def _prune_toml(doc: Any, path: list[str]) -> None:
+def _prune_toml(doc: Any, path: list[str], original: Any = None) -> None:
     for depth in range(len(path), 0, -1):
+        if original is not None and _get(original, path[:depth]) is not None:
+            return  # it was there before retained: keep it, even empty
         holder = doc
         for key in path[: depth - 1]:
             holder = holder.get(key) if holder is not None else None
@@ -265,7 +284,7 @@ class YAMLEditor:
         return doc
 
     def apply(self, path: Path, text: str, edits: list[dict[str, Any]], *, install: bool,
-              defaults: dict[str, Any] | None = None) -> str:
+              defaults: dict[str, Any] | None = None, original: Any = None) -> str:
         import yaml
 
         doc = self.load(path, text)

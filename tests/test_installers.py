@@ -1,0 +1,294 @@
+"""retained install / uninstall: exact bytes, idempotent, reversible, and never harmful to a config."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+
+FIX = Path(__file__).parent / "fixtures" / "installers"
+ALL = ["claude", "codex", "cursor", "vscode", "gemini"]
+
+# (fixture, path under HOME, expected fixture) for each file install edits
+FILES = {
+    "claude": [("claude.json", ".claude.json", "claude.json"),
+               ("claude-settings.json", ".claude/settings.json", "claude-settings.json")],
+    "codex": [("codex.toml", ".codex/config.toml", "codex.toml"), (None, ".codex/hooks.json", "codex-hooks.json")],
+    "cursor": [("cursor-mcp.json", ".cursor/mcp.json", "cursor-mcp.json"), (None, ".cursor/hooks.json", "cursor-hooks.json")],
+    "vscode": [("vscode-mcp.jsonc", ".config/Code/User/mcp.json", "vscode-mcp.jsonc"),
+               ("claude-settings.json", ".claude/settings.json", "vscode-claude-settings.json")],
+    "gemini": [("gemini-settings.json", ".gemini/settings.json", "gemini-settings.json")],
+}
+
+
+def reference_trust_hash(event, matcher, command, timeout):
+    """The algorithm from the hosts reference (3.6), written out independently of installers/codex_trust.py."""
+    label = {"SessionStart": "session_start", "Stop": "stop"}[event]
+    handler = {"type": "command", "command": command, "timeout": timeout, "async": False}
+    ident = {"event_name": label, "hooks": [handler]}
+    if matcher is not None and event != "Stop":
+        ident["matcher"] = matcher
+    blob = json.dumps(ident, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return "sha256:" + hashlib.sha256(blob).hexdigest()
+
+
+def command_path() -> str:
+    script = Path(sys.executable).with_name("retained")
+    return str(script.absolute()) if script.exists() else str(Path(sys.executable).absolute())
+
+
+def expected(name: str, home: Path, store: Path) -> bytes:
+    cmd = command_path()
+    text = (FIX / "expected" / name).read_bytes().decode()
+    hook = cmd if cmd.endswith("retained") else f"{cmd} -m retained"
+    text = text.replace("@CMD@ hook", f"{hook} hook")
+    if not cmd.endswith("retained"):
+        text = text.replace('"args": [\n        "serve"', '"args": [\n        "-m",\n        "retained",\n        "serve"')
+    text = text.replace("@CMD@", cmd).replace("@STORE@", str(store)).replace("@HOME@", str(home))
+    text = text.replace("@HASH_SESSION_START@", reference_trust_hash(
+        "SessionStart", "startup|resume|clear", f"{hook} hook session-start --host codex", 30))
+    text = text.replace("@HASH_STOP@", reference_trust_hash("Stop", None, f"{hook} hook stop --host codex", 30))
+    return text.encode()
+
+
+@pytest.fixture
+def home(isolate_home):
+    return isolate_home
+
+
+def seed(home: Path, hosts=ALL) -> None:
+    for host in hosts:
+        for fixture, rel, _ in FILES[host]:
+            if fixture:
+                target = home / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(FIX / fixture, target)
+
+
+def snapshot(home: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(home)): p.read_bytes() for p in sorted(home.rglob("*")) if p.is_file()}
+
+
+def install(*args):
+    return run_cli("install", "--yes", *args)
+
+
+@pytest.mark.parametrize("host", ALL)
+def test_golden_install_gives_exact_bytes_then_uninstall_restores_meaning(home, store_dir, host):
+    seed(home, [host])
+    originals = {rel: (home / rel).read_bytes() for fx, rel, _ in FILES[host] if fx}
+    proc = install("--host", host)
+    assert proc.returncode == 0, proc.stderr
+    for _, rel, exp in FILES[host]:
+        assert (home / rel).read_bytes() == expected(exp, home, store_dir), rel
+
+    before = snapshot(home)
+    again = install("--host", host)
+    assert again.returncode == 0 and snapshot(home) == before  # idempotent: not one byte changes
+
+    out = run_cli("uninstall", "--yes", "--host", host)
+    assert out.returncode == 0, out.stderr
+    from retained.installers import jsonc
+
+    for rel, original in originals.items():
+        now = (home / rel).read_bytes()
+        if rel.endswith(".toml"):
+            import tomlkit
+
+            assert tomlkit.parse(now.decode()).unwrap() == tomlkit.parse(original.decode()).unwrap()
+            assert b"# comment inside the server table" in now and b"# tui comment" in now
+        else:
+            assert jsonc.loads(now.decode()) == jsonc.loads(original.decode()), rel
+            assert (b"//" in original) == (b"//" in now)  # comments kept
+    after = snapshot(home)
+    assert run_cli("uninstall", "--yes", "--host", host).returncode == 0
+    assert snapshot(home) == after  # a second uninstall changes nothing
+
+
+def test_uninstall_of_pretty_printed_claude_config_is_byte_exact(home):
+    seed(home, ["claude"])
+    original = (home / ".claude.json").read_bytes()
+    install("--host", "claude")
+    run_cli("uninstall", "--yes", "--host", "claude")
+    assert (home / ".claude.json").read_bytes() == original
+
+
+def test_dry_run_prints_a_diff_and_writes_nothing(home):
+    seed(home)
+    before = snapshot(home)
+    proc = run_cli("install", "--dry-run", *sum((["--host", h] for h in ALL), []))
+    assert proc.returncode == 0, proc.stderr
+    assert snapshot(home) == before
+    assert "+++ b/" in proc.stdout and '+    "retained": {' in proc.stdout
+    assert not (home / ".codex" / "hooks.json").exists()
+
+
+def test_unparsable_file_is_left_byte_identical_and_named_while_others_install(home, store_dir):
+    seed(home, ["claude", "codex"])
+    bad = b'{\n  // a comment is not allowed here\n  "numStartups": 1\n}\n'
+    (home / ".claude.json").write_bytes(bad)
+    proc = install("--host", "claude", "--host", "codex")
+    assert proc.returncode == 1
+    assert (home / ".claude.json").read_bytes() == bad
+    assert ".claude.json does not parse at line 2" in proc.stderr
+    assert (home / ".codex" / "config.toml").read_bytes() == expected("codex.toml", home, store_dir)
+
+
+def test_unparsable_toml_is_named_with_its_line(home):
+    (home / ".codex").mkdir()
+    bad = b'model = "x"\n[mcp_servers.a\ncommand = "y"\n'
+    (home / ".codex" / "config.toml").write_bytes(bad)
+    proc = install("--host", "codex")
+    assert proc.returncode == 1 and "config.toml does not parse at line 2" in proc.stderr
+    assert (home / ".codex" / "config.toml").read_bytes() == bad
+
+
+def test_read_only_file_is_refused_even_as_root(home, store_dir):
+    seed(home, ["claude", "cursor"])
+    target = home / ".claude.json"
+    original = target.read_bytes()
+    os.chmod(target, 0o444)
+    try:
+        proc = install("--host", "claude", "--host", "cursor")
+        assert proc.returncode == 1 and "read-only" in proc.stderr and ".claude.json" in proc.stderr
+        assert target.read_bytes() == original and stat.S_IMODE(target.stat().st_mode) == 0o444
+        assert (home / ".cursor" / "mcp.json").read_bytes() == expected("cursor-mcp.json", home, store_dir)
+    finally:
+        os.chmod(target, 0o644)
+
+
+def test_symlinked_dotfile_is_followed_and_the_target_written(home, store_dir, tmp_path):
+    dotfiles = tmp_path / "dotfiles"
+    dotfiles.mkdir()
+    shutil.copyfile(FIX / "claude.json", dotfiles / "claude.json")
+    (home / ".claude.json").symlink_to(dotfiles / "claude.json")
+    assert install("--host", "claude", "--no-hooks").returncode == 0
+    assert (home / ".claude.json").is_symlink()
+    assert (dotfiles / "claude.json").read_bytes() == expected("claude.json", home, store_dir)
+
+
+def test_file_mode_is_kept(home):
+    seed(home, ["claude"])
+    os.chmod(home / ".claude.json", 0o640)
+    install("--host", "claude")
+    assert stat.S_IMODE((home / ".claude.json").stat().st_mode) == 0o640
+    assert (home / ".claude.json.retained-backup").read_bytes() == (FIX / "claude.json").read_bytes()
+
+
+def test_backup_holds_the_original_bytes_only_once(home):
+    seed(home, ["codex"])
+    install("--host", "codex")
+    run_cli("uninstall", "--yes", "--host", "codex")
+    install("--host", "codex")
+    assert (home / ".codex" / "config.toml.retained-backup").read_bytes() == (FIX / "codex.toml").read_bytes()
+
+
+def test_no_hooks_and_no_approve(home):
+    seed(home, ["claude"])
+    install("--host", "claude", "--no-hooks", "--no-approve")
+    settings = json.loads((home / ".claude" / "settings.json").read_text())
+    assert settings == json.loads((FIX / "claude-settings.json").read_text())
+    assert "retained" in json.loads((home / ".claude.json").read_text())["mcpServers"]
+
+
+def test_no_other_permission_is_widened(home):
+    seed(home, ["claude"])
+    install("--host", "claude")
+    allow = json.loads((home / ".claude" / "settings.json").read_text())["permissions"]["allow"]
+    assert [a for a in allow if not a.startswith("mcp__retained__")] == ["Bash(git status)"]
+
+
+def test_codex_trust_is_regenerated_when_the_hook_entry_changes(home, store_dir):
+    seed(home, ["codex"])
+    install("--host", "codex")
+    hooks_path = home / ".codex" / "hooks.json"
+    doc = json.loads(hooks_path.read_text())
+    doc["hooks"]["SessionStart"][0]["hooks"][0]["timeout"] = 99  # an older install, say
+    hooks_path.write_text(json.dumps(doc, indent=2) + "\n")
+    install("--host", "codex")
+    assert (home / ".codex" / "config.toml").read_bytes() == expected("codex.toml", home, store_dir)
+    assert hooks_path.read_bytes() == expected("codex-hooks.json", home, store_dir)
+
+
+def test_claude_config_dir_and_codex_home_are_honoured(home, tmp_path, store_dir):
+    alt = tmp_path / "altcfg"
+    alt.mkdir()
+    ch = tmp_path / "codexhome"
+    ch.mkdir()
+    proc = run_cli("install", "--yes", "--host", "claude", "--host", "codex",
+                   env={"CLAUDE_CONFIG_DIR": str(alt), "CODEX_HOME": str(ch)})
+    assert proc.returncode == 0, proc.stderr
+    assert "retained" in json.loads((alt / ".claude.json").read_text())["mcpServers"]
+    assert (alt / "settings.json").exists() and (ch / "config.toml").exists() and (ch / "hooks.json").exists()
+    assert not (home / ".claude.json").exists()
+    assert f'[hooks.state."{ch}/hooks.json:session_start:0:0"]' in (ch / "config.toml").read_text()
+
+
+def test_concurrent_writer_on_claude_json_loses_nothing(home):
+    """Claude Code rewrites ~/.claude.json constantly; neither its changes nor ours may be lost."""
+    seed(home, ["claude"])
+    path = home / ".claude.json"
+    stop = threading.Event()
+    written = []
+
+    def writer():
+        n = 0
+        while not stop.is_set():
+            doc = json.loads(path.read_text())
+            n += 1
+            doc["counter"] = n
+            tmp = path.with_name(".claude.json.writer")
+            tmp.write_text(json.dumps(doc, indent=2))
+            os.replace(tmp, path)  # atomic, like Claude Code
+            written.append(n)
+            time.sleep(0.002)
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        for _ in range(5):
+            proc = install("--host", "claude", "--no-hooks")
+            assert proc.returncode in (0, 1), proc.stderr
+            if proc.returncode == 0:
+                break
+    finally:
+        time.sleep(0.05)
+        stop.set()
+        t.join()
+    final = json.loads(path.read_text())
+    assert final["counter"] == written[-1]  # the writer's last change is there
+    assert "retained" in final["mcpServers"] and "other" in final["mcpServers"]  # and ours, and the user's
+
+
+def test_unknown_host_is_a_usage_error(home):
+    proc = install("--host", "notepad")
+    assert proc.returncode == 2 and "unknown host notepad" in proc.stderr
+
+
+def test_detects_installed_hosts_from_their_config_dirs(home):
+    (home / ".cursor").mkdir()
+    proc = run_cli("install", "--yes", env={"PATH": "/nonexistent"})
+    assert proc.returncode == 0, proc.stderr
+    assert "Cursor" in proc.stdout and "Codex" not in proc.stdout
+
+
+def test_project_scope_writes_project_files(home, tmp_path):
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    proc = run_cli("install", "--yes", "--scope", "project", "--host", "claude", "--host", "vscode", cwd=str(repo))
+    assert proc.returncode == 0, proc.stderr
+    assert "retained" in json.loads((repo / ".mcp.json").read_text())["mcpServers"]
+    assert (repo / ".claude" / "settings.json").exists()
+    assert "retained" in json.loads((repo / ".vscode" / "mcp.json").read_text())["servers"]
+    assert json.loads((repo / ".github" / "hooks" / "retained.json").read_text())["hooks"]["SessionStart"]
