@@ -221,8 +221,9 @@ def doctor_store(store: Path) -> list[Check]:
     from retained.store import Store
 
     checks: list[Check] = []
+    # An existing store must be a writable directory; a missing one, creatable in its nearest parent.
     where = store if store.exists() else next((p for p in store.parents if p.exists()), store)
-    if os.access(where, os.W_OK | os.X_OK) and (where == store or not store.exists()):
+    if where.is_dir() and os.access(where, os.W_OK | os.X_OK):
         checks.append(Check("store", "store directory is writable", True, str(store)))
     else:
         checks.append(Check("store", "store directory is writable", False, f"{store} is not writable",
