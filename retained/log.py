@@ -71,11 +71,11 @@ class ChainState:
         try:
             rec = records.parse_line(line.raw)
         except records.BadLine as bad:
-            seen = bad.record.get("seq") if isinstance(bad.record, dict) else None
-            guess = seen if isinstance(seen, int) and not isinstance(seen, bool) else self.seq + 1
-            self.seq = max(self.seq, guess)
+            # A damaged line's own seq cannot be trusted (the flipped byte may be in it): name the
+            # seq expected at this place.
+            self.seq += 1
             self.after_bad = True
-            return None, Problem(line.number, line.offset, guess, "corrupt", bad.reason)
+            return None, Problem(line.number, line.offset, self.seq, "corrupt", bad.reason)
         return rec, self.link(rec, line)
 
     def link(self, rec: dict[str, Any], line: Line) -> Problem | None:

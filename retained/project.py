@@ -68,4 +68,6 @@ def read_scopes(scope: str | None, project: str | None) -> list[str] | None:
         return default_read_scopes(project)
     if scope == "*":
         return None
-    return [scope]
+    from .records import check_scope
+
+    return [check_scope(scope)]

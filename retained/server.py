@@ -249,8 +249,8 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
                                                               "corrected (superseded) records too, with "
                                                               "superseded_by.")] = False,
     ) -> SearchResult:
-        return call(store.search, query, scopes=read_scopes(scope, project), k=k, max_tokens=max_tokens,
-                    include_superseded=include_superseded)
+        return call(lambda: store.search(query, scopes=read_scopes(scope, project), k=k, max_tokens=max_tokens,
+                                         include_superseded=include_superseded))
 
     @server.tool(title="Get memories by id", description=DESCRIPTIONS["memory_get"], annotations=RO)
     def memory_get(
@@ -272,7 +272,8 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
                                                             "last seq you got). Default: start at the newest.",
                                                 ge=1)] = None,
     ) -> ListResult:
-        return call(store.list, scopes=read_scopes(scope, project), kind=kind, limit=limit, before_seq=before_seq)
+        return call(lambda: store.list(scopes=read_scopes(scope, project), kind=kind, limit=limit,
+                                       before_seq=before_seq))
 
     @server.tool(title="Verify the memory log", description=DESCRIPTIONS["memory_verify"], annotations=RO)
     def memory_verify() -> VerifyResult:
@@ -463,12 +464,35 @@ def _claim_stdio() -> tuple[int, int]:
     return wire_in, wire_out
 
 
+class _UnusableStore:
+    """Stands in for a store that cannot be opened: every operation raises the same clear error."""
+
+    def __init__(self, error: RetainedError) -> None:
+        self._error = error
+        self._write_lock = threading.Lock()
+
+    def close(self) -> None:
+        pass
+
+    def __getattr__(self, name: str) -> Any:
+        def fail(*args: Any, **kw: Any) -> Any:
+            raise self._error
+
+        return fail
+
+
 def serve(directory: Any) -> int:
     """Run the server on stdin/stdout until EOF or SIGTERM."""
     logging.basicConfig(stream=sys.stderr, level=os.environ.get("RETAINED_LOG_LEVEL", "WARNING"),
                         format="retained: %(levelname)s %(message)s")
     wire_in, wire_out = _claim_stdio()
-    store = Store(directory)
+    try:
+        store: Any = Store(directory)
+    except RetainedError as e:
+        # Serve anyway: every tool answers with the reason, which the agent (and the user) can read,
+        # instead of a server that "failed to connect" with the reason lost in a log.
+        log.error("store unusable: %s", e)
+        store = _UnusableStore(e)
     project = project_scope()
     session_id = os.environ.get("CLAUDE_CODE_SESSION_ID") or None
 

@@ -46,13 +46,14 @@ def test_torn_last_line_is_reported_then_quarantined_and_writes_continue(store, 
     assert store.verify()["intact"] is True
 
 
-@pytest.mark.parametrize("where", ["inside the text", "the opening brace"])
+@pytest.mark.parametrize("where", ["inside the text", "the opening brace", "its seq digit"])
 def test_flipped_byte_in_record_3_is_named_by_verify(store, store_dir, where):
     receipts = _fill(store, 5)
     path = store_dir / "log.jsonl"
     lines = path.read_bytes().split(b"\n")
     target = bytearray(lines[2])
-    pos = target.index(b"widgets") if where == "inside the text" else 0
+    pos = {"inside the text": target.index(b"widgets"), "the opening brace": 0,
+           "its seq digit": target.index(b'"seq":3') + 6}[where]  # 3 -> 2: the line now claims seq 2
     target[pos] ^= 0x01
     lines[2] = bytes(target)
     path.write_bytes(b"\n".join(lines))

@@ -106,6 +106,8 @@ async def test_supersede_and_idempotency_through_tools(server):
     ("memory_get", {"ids": "mem_X"}, "valid list"),
     ("memory_list", {"before_seq": 0}, "greater than or equal to 1"),
     ("memory_list", {"kind": "bad kind"}, "invalid kind"),
+    ("memory_search", {"query": "x", "scope": "../etc"}, "'..'"),
+    ("memory_list", {"scope": "a\x00b"}, "control character"),
     ("memory_checkpoint", {"label": "two\nlines"}, "one line"),
 ])
 async def test_bad_arguments_are_readable_tool_errors(server, store, tool, args, needle):
@@ -336,3 +338,14 @@ def test_mcp_inspector_cli_lists_and_calls_the_tools(store_dir):
                            capture_output=True, text=True, timeout=120, env=env)
     assert found.returncode == 0, found.stderr
     assert json.loads(found.stdout)["structuredContent"]["hits"][0]["text"] == "inspector was here"
+
+
+def test_unusable_store_gives_readable_tool_errors_not_a_dead_server(tmp_path):
+    d = tmp_path / "s"
+    d.mkdir()
+    (d / "log.jsonl").symlink_to(tmp_path / "elsewhere.jsonl")
+    srv = WireServer(env={"RETAINED_DIR": str(d)})
+    srv.initialize()
+    reply = srv.call(1, "memory_search", {"query": "x"})
+    assert reply["result"]["isError"] is True and "symbolic link" in reply["result"]["content"][0]["text"]
+    assert srv.close() == 0
