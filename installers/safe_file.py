@@ -120,7 +120,7 @@ def edit(
         if dry_run:
             old_lines = text.splitlines(keepends=True) if original is not None else []
             diff = "".join(difflib.unified_diff(old_lines, new_text.splitlines(keepends=True),
-                                                f"a/{path}", f"b/{path}"))
+                                                f"{path} (now)", f"{path} (after retained)"))
             return Outcome(path, target, "would update" if original is not None else "would create", diff)
         if target.parent.exists() and not os.access(target.parent, os.W_OK):
             raise ConfigError(f"cannot write in {target.parent}", hint="fix the directory's permissions")

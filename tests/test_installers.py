@@ -130,7 +130,7 @@ def test_dry_run_prints_a_diff_and_writes_nothing(home):
     proc = run_cli("install", "--dry-run", *sum((["--host", h] for h in ALL), []))
     assert proc.returncode == 0, proc.stderr
     assert snapshot(home) == before
-    assert "+++ b/" in proc.stdout and '+    "retained": {' in proc.stdout
+    assert "(after retained)" in proc.stdout and '+    "retained": {' in proc.stdout
     assert not (home / ".codex" / "hooks.json").exists()
 
 
