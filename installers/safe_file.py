@@ -69,7 +69,10 @@ def _atomic_write(target: Path, data: bytes, mode: int) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fchmod(fd, mode)
+        if hasattr(os, "fchmod"):
+            os.fchmod(fd, mode)
+        else:  # pragma: no cover - Windows before Python 3.13
+            os.chmod(tmp, mode)
         os.fsync(fd)
         os.close(fd)
         fd = -1
@@ -129,7 +132,8 @@ def edit(
         if original is not None:
             backup = target.with_name(target.name + BACKUP_SUFFIX)
             if not backup.exists():  # one backup: the bytes from before retained ever touched the file
-                fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL, stat.S_IMODE(st.st_mode) & 0o666 or 0o600)
+                fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
+                             stat.S_IMODE(st.st_mode) & 0o666 or 0o600)
                 with os.fdopen(fd, "wb") as f:
                     f.write(original)
                     f.flush()

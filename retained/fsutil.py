@@ -61,7 +61,7 @@ def fsync_dir(path: Path) -> None:
 
 def write_new_file(path: Path, data: bytes) -> None:
     """Create `path` (0600) with `data`, durably; refuses to overwrite."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600)
     try:
         view = memoryview(data)
         while view:

@@ -23,6 +23,7 @@ LOG_NAME = "log.jsonl"
 LOCK_NAME = "log.lock"
 QUARANTINE = "quarantine"
 _CHUNK = 1 << 16
+_BINARY = getattr(os, "O_BINARY", 0)  # Windows would otherwise turn b"\n" into b"\r\n"
 
 
 class Line:
@@ -226,7 +227,7 @@ class Log:
         target = qdir / f"torn-{offset}-{digest}.part"
         if not target.exists():
             fsutil.write_new_file(target, fragment)
-        fd = os.open(self.path, os.O_WRONLY)
+        fd = os.open(self.path, os.O_WRONLY | _BINARY)
         try:
             os.ftruncate(fd, offset)
             os.fsync(fd)
@@ -248,7 +249,7 @@ class Log:
         checks = {"append": False, "fsync": False, "readback_match": False, "chain": False}
         reasons: list[str] = []
         created = not self.path.exists()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _BINARY, 0o600)
         try:
             offset = os.fstat(fd).st_size
             try:
@@ -292,7 +293,7 @@ class Log:
         return {"offset": offset, "line": line, "checks": checks, "reasons": reasons}
 
     def _read_back(self, offset: int, length: int) -> bytes:
-        fd = os.open(self.path, os.O_RDONLY)
+        fd = os.open(self.path, os.O_RDONLY | _BINARY)
         try:
             if hasattr(os, "posix_fadvise"):
                 # The pages are clean after fsync: dropping them makes the read come from the device,
@@ -300,7 +301,11 @@ class Log:
                 os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
             chunks = []
             while length:
-                chunk = os.pread(fd, length, offset)
+                if hasattr(os, "pread"):
+                    chunk = os.pread(fd, length, offset)
+                else:  # pragma: no cover - Windows
+                    os.lseek(fd, offset, os.SEEK_SET)
+                    chunk = os.read(fd, length)
                 if not chunk:
                     break
                 chunks.append(chunk)
