@@ -212,3 +212,32 @@ class Host:
 
     def finish(self, plans: list[FilePlan], ctx: dict[str, Any], *, install: bool) -> list[FilePlan]:
         return plans
+
+    def server_installed(self, ctx: dict[str, Any], scope: str = "user") -> bool:
+        """Whether this host's config still holds retained's server entry."""
+        for plan in self.plans(ctx, scope=scope, hooks=False, approve=False, stop=False):
+            if plan.role != "server":
+                continue
+            try:
+                doc = plan.editor.load(plan.path, plan.path.read_text("utf-8"))
+            except Exception:  # noqa: BLE001 - unreadable or absent: not installed as far as we can tell
+                continue
+            if any(formats._get(doc, e["at"]) for e in plan.edits if e["op"] == "member"):
+                return True
+        return False
+
+
+def keep_shared_hooks(plans: list[FilePlan], shared_path: str, other: Host, ctx: dict[str, Any],
+                      install: bool) -> list[FilePlan]:
+    """On uninstall, leave the hooks in a file another installed host also reads (~/.claude/settings.json
+    serves Claude Code and VS Code); only retained's other entries there are removed."""
+    if install or other.name in ctx.get("uninstalling", ()) or not other.server_installed(ctx):
+        return plans
+    kept = []
+    for plan in plans:
+        if str(plan.path) == shared_path:
+            plan.edits = [e for e in plan.edits if not e["op"].startswith("hook")]
+            if not plan.edits:
+                continue
+        kept.append(plan)
+    return kept

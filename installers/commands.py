@@ -60,6 +60,8 @@ def install(*, host_names: list[str] | None, scope: str, dry_run: bool, hooks: b
     plans: list[tuple[Host, list[FilePlan]]] = []
     for h in chosen:
         ctx = h.context(store, project)
+        if uninstalling:
+            ctx["uninstalling"] = [c.name for c in chosen]  # hosts leaving together share nothing to keep
         plans.append((h, h.plans(ctx, scope=scope, hooks=hooks, approve=approve, stop=stop,
                                  install=not uninstalling)))
     verb = "remove" if uninstalling else "write"

@@ -292,3 +292,21 @@ def test_project_scope_writes_project_files(home, tmp_path):
     assert (repo / ".claude" / "settings.json").exists()
     assert "retained" in json.loads((repo / ".vscode" / "mcp.json").read_text())["servers"]
     assert json.loads((repo / ".github" / "hooks" / "retained.json").read_text())["hooks"]["SessionStart"]
+
+
+def test_uninstalling_one_host_keeps_hooks_another_installed_host_reads(home):
+    """~/.claude/settings.json serves Claude Code and VS Code: removing VS Code must not unhook Claude."""
+    install("--host", "claude", "--host", "vscode")
+    run_cli("uninstall", "--yes", "--host", "vscode")
+    settings = json.loads((home / ".claude" / "settings.json").read_text())
+    assert any("hook session-start" in h["command"] for g in settings["hooks"]["SessionStart"] for h in g["hooks"])
+    assert "servers" not in json.loads((home / ".config" / "Code" / "User" / "mcp.json").read_text()) or \
+        "retained" not in json.loads((home / ".config" / "Code" / "User" / "mcp.json").read_text())["servers"]
+    run_cli("uninstall", "--yes", "--host", "claude")
+    assert "hooks" not in json.loads((home / ".claude" / "settings.json").read_text())
+
+
+def test_uninstalling_both_hosts_that_share_hooks_removes_them(home):
+    install("--host", "claude", "--host", "vscode")
+    run_cli("uninstall", "--yes", "--host", "claude", "--host", "vscode")
+    assert "hooks" not in json.loads((home / ".claude" / "settings.json").read_text())
