@@ -10,6 +10,7 @@ want=(
   "@modelcontextprotocol/server-memory"
   "@anthropic-ai/claude-code"
   "@openai/codex"
+  "@google/gemini-cli"
 )
 missing=()
 for pkg in "${want[@]}"; do

@@ -40,8 +40,22 @@ class FakeModel:
                 self.end_headers()
 
             def do_POST(self) -> None:  # noqa: N802
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
+                if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+                    raw = b""
+                    while True:
+                        size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                        if size == 0:
+                            self.rfile.readline()
+                            break
+                        raw += self.rfile.read(size)
+                        self.rfile.readline()
+                else:
+                    length = int(self.headers.get("Content-Length") or 0)
+                    raw = self.rfile.read(length) if length else b""
+                if (self.headers.get("Content-Encoding") or "").lower() == "gzip":
+                    import gzip
+
+                    raw = gzip.decompress(raw)
                 try:
                     body = json.loads(raw) if raw else {}
                 except ValueError:
@@ -51,7 +65,15 @@ class FakeModel:
                     model.requests.append((path, body))
                     model._counter += 1
                     n = model._counter
-                if path.endswith("/count_tokens"):
+                if path.endswith(":countTokens"):
+                    self._json(200, {"totalTokens": 10})
+                elif ":streamGenerateContent" in path or ":generateContent" in path:
+                    events = model._gemini(body, n)
+                    if ":streamGenerateContent" in path:
+                        self._sse([(None, e) for e in events])
+                    else:
+                        self._json(200, events[-1])
+                elif path.endswith("/count_tokens"):
                     self._json(200, {"input_tokens": 10})
                 elif path.endswith("/messages"):
                     self._sse(model._anthropic(body, n))
@@ -69,7 +91,8 @@ class FakeModel:
                 self.wfile.write(payload)
 
             def _sse(self, events: list[tuple[str, dict[str, Any]]]) -> None:
-                payload = "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events).encode()
+                payload = "".join((f"event: {name}\n" if name else "") + f"data: {json.dumps(data)}\n\n"
+                                  for name, data in events).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Content-Length", str(len(payload)))
@@ -143,8 +166,20 @@ class FakeModel:
             ("response.completed", {"type": "response.completed", "response": {"id": rid, "usage": usage}}),
         ]
 
+    # -- Gemini generateContent ---------------------------------------------------------------------
+    def _gemini(self, body: dict[str, Any], n: int) -> list[dict[str, Any]]:
+        turn = self.script("gemini", body) if body.get("contents") else ("text", "ok")
+        if turn[0] == "tool":
+            part: dict[str, Any] = {"functionCall": {"name": turn[1], "args": turn[2]}}
+        else:
+            part = {"text": turn[1]}
+        return [{"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+                 "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 1, "totalTokenCount": 11}}]
+
     # -- what the host sent --------------------------------------------------------------------------
     def conversation_requests(self, api: str) -> list[dict[str, Any]]:
+        if api == "gemini":
+            return [b for p, b in self.requests if "generatecontent" in p.lower() and b.get("contents")]
         key = "messages" if api == "anthropic" else "input"
         suffix = "/messages" if api == "anthropic" else "/responses"
         return [b for p, b in self.requests if p.endswith(suffix) and b.get(key)]

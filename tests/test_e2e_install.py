@@ -108,3 +108,31 @@ def test_codex_sees_the_installed_server_and_uses_it(isolate_home, store_dir, pr
     convo = fm.conversation_requests("openai")
     assert MARKER in fm.text_of(convo[0])
     assert "written by codex through retained" in _log_texts(store_dir)
+
+
+@pytest.mark.slow
+def test_gemini_cli_gets_the_brief_and_uses_the_installed_server(isolate_home, store_dir, project):
+    gemini = npm_bin("gemini")
+    if gemini is None:
+        pytest.skip("Gemini CLI not installed (npm unavailable?); .ci/run installs it")
+    _install("gemini", isolate_home, store_dir, project)
+    settings_path = isolate_home / ".gemini" / "settings.json"
+    settings = json.loads(settings_path.read_text())
+    settings["security"] = {"auth": {"selectedType": "gemini-api-key"}}  # offline auth against the fake API
+    settings_path.write_text(json.dumps(settings, indent=2))
+    (isolate_home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(project): "TRUST_FOLDER"}))
+
+    def script(api, body):
+        if "functionResponse" in json.dumps(body.get("contents", [])):
+            return ("text", "saved")
+        return ("tool", "mcp_retained_memory_write", {"text": "written by gemini through retained"})
+
+    with FakeModel(script) as fm:
+        env = _env(isolate_home, store_dir, GEMINI_API_KEY="fake", GOOGLE_GEMINI_BASE_URL=fm.url)
+        proc = subprocess.run([gemini, "-m", "gemini-2.5-flash", "-p", "hello", "--yolo"], cwd=project, env=env,
+                              capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    convo = fm.conversation_requests("gemini")
+    assert convo, (proc.stdout[-1000:], proc.stderr[-2000:], [p for p, _ in fm.requests])
+    assert MARKER in fm.text_of(convo[0]) and "<hook_context>" in fm.text_of(convo[0])
+    assert "written by gemini through retained" in _log_texts(store_dir)
