@@ -352,7 +352,7 @@ def set_value(text: str, path: list[str], value: Any, *, comments: bool = True) 
             for k in reversed(path[depth + 1 :]):
                 rest = {k: rest}
             name = json.dumps(key, ensure_ascii=False)
-            return _insert(text, node, lambda indent: name + ": " + style.dump(rest, indent), style)
+            return _insert(text, node, lambda indent, name=name, rest=rest: name + ": " + style.dump(rest, indent), style)
         if depth == len(path) - 1:
             v = member.value
             if v.value == value and type(v.value) is type(value):

@@ -375,12 +375,12 @@ class Index:
             return n
 
     # -- queries ------------------------------------------------------------------------------
-    def query(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> list[sqlite3.Row]:
+    def query(self, sql: str, params: tuple[Any, ...] | list[Any] = ()) -> list[dict[str, Any]]:
         with self._lock:
             db = self.db()
             cur = db.execute(sql, params)
             cols = [d[0] for d in cur.description]
-            return [dict(zip(cols, row)) for row in cur.fetchall()]  # type: ignore[misc]
+            return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
 
     def by_id(self, rid: str) -> dict[str, Any] | None:
         rows = self.query("SELECT * FROM records WHERE id = ?", (rid,))

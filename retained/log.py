@@ -200,7 +200,7 @@ class Log:
                 start = _last_newline_end(f, end)
                 warnings.append(self._quarantine(start, end - start))
                 end = start
-            for offset, raw in _lines_backwards(f, end):
+            for _offset, raw in _lines_backwards(f, end):
                 try:
                     rec = records.parse_line(raw)
                 except records.BadLine as bad:

@@ -96,7 +96,7 @@ def test_codex_sees_the_installed_server_and_uses_it(isolate_home, store_dir, pr
 
     with FakeModel(script) as fm:
         config = isolate_home / ".codex" / "config.toml"
-        config.write_text(f'model = "gpt-fake"\nmodel_provider = "fake"\n' + config.read_text()
+        config.write_text('model = "gpt-fake"\nmodel_provider = "fake"\n' + config.read_text()
                           + f'\n[model_providers.fake]\nname = "fake"\nbase_url = "{fm.url}/v1"\n'
                             'env_key = "FAKE_OPENAI_KEY"\nwire_api = "responses"\n')
         # No --dangerously-bypass-hook-trust: the hooks run because install wrote their trust hashes.

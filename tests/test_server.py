@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import threading
 import time
 from pathlib import Path
 
-import anyio
 import pytest
 
 mcp = pytest.importorskip("mcp")
