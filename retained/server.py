@@ -55,7 +55,8 @@ DESCRIPTIONS = {
         "Read whole records exactly as stored in the log, including any extra fields.\n\n"
         "Use it after memory_search or memory_list, when a hit's text is trimmed or you need its source "
         "or fields. Returns records, missing (ids not found), corrupt_lines (damaged lines in the log, "
-        "skipped) and chain_ok (false if the log is damaged: run memory_verify)."
+        "skipped) and chain_ok (false if the log is damaged: run memory_verify); without ids, also total "
+        "and truncated."
         " " + DATA_NOTE
     ),
     "memory_list": (
@@ -153,6 +154,8 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
         corrupt_lines: int
         chain_ok: bool
         warnings: list[str]
+        total: NotRequired[int]
+        truncated: NotRequired[bool]
 
     class ListResult(TypedDict):
         records: list[Hit]

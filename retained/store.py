@@ -290,9 +290,13 @@ class Store:
                 continue
             out.append(rec)
         counts = self.index.counts()
-        return {"records": out, "missing": missing, "corrupt_lines": counts["corrupt"] + damaged,
-                "chain_ok": counts["corrupt"] == 0 and counts["breaks"] == 0 and damaged == 0,
-                "warnings": warnings}
+        result = {"records": out, "missing": missing, "corrupt_lines": counts["corrupt"] + damaged,
+                  "chain_ok": counts["corrupt"] == 0 and counts["breaks"] == 0 and damaged == 0,
+                  "warnings": warnings}
+        if ids is None:  # browsing the newest: say how many were not returned
+            result["total"] = counts["records"]
+            result["truncated"] = counts["records"] > len(rows)
+        return result
 
     def list(
         self,

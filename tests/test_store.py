@@ -289,3 +289,11 @@ def test_processes_racing_to_create_the_store_both_succeed(tmp_path):
     assert [o[0].strip() for o in outs] == ["ok"] * 6, outs
     with Store(target) as s:
         assert s.verify()["records"] == 6
+
+
+def test_get_without_ids_says_how_many_it_left_out(store):
+    for i in range(5):
+        store.write(f"r{i}")
+    res = store.get(None, limit=2)
+    assert [r["text"] for r in res["records"]] == ["r4", "r3"]
+    assert res["total"] == 5 and res["truncated"] is True
