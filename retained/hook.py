@@ -46,6 +46,8 @@ STOP_REASON = (
 def read_input(stream: Any) -> dict[str, Any]:
     """The host's JSON on stdin; anything unreadable becomes an empty object (fail open)."""
     try:
+        if stream.isatty():  # run by hand at a terminal: no host input to wait for
+            return {}
         raw = stream.read()
     except (OSError, ValueError):
         return {}
