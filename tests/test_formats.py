@@ -67,3 +67,61 @@ def test_toml_editor_keeps_comments(tmp_path):
     new = ed.apply(Path("c.toml"), text, [{"op": "member", "at": ["mcp_servers", "retained"], "value": ENTRY}],
                    install=True)
     assert new.startswith(text) and ed.load(Path("c.toml"), new)["mcp_servers"]["retained"] == ENTRY
+
+
+def _random_document(rng):
+    import json
+
+    def value(depth=0):
+        r = rng.random()
+        if depth > 2 or r < 0.4:
+            return rng.choice([1, "s", True, None, 2.5, "ü"])
+        if r < 0.7:
+            return {f"k{i}": value(depth + 1) for i in range(rng.randint(0, 3))}
+        return [value(depth + 1) for _ in range(rng.randint(0, 3))]
+
+    def render(v, indent, level, comments, trailing):
+        if not isinstance(v, dict) or not v:
+            return json.dumps(v, ensure_ascii=False)
+        if indent is None:
+            return "{" + ", ".join(json.dumps(k) + ": " + render(x, None, 0, False, False) for k, x in v.items()) + "}"
+        pad = indent * (level + 1)
+        out = "{\n"
+        for i, (k, x) in enumerate(v.items()):
+            last = i == len(v) - 1
+            out += pad + json.dumps(k) + ": " + render(x, indent, level + 1, comments, trailing)
+            out += ("," if not last or trailing else "") + (" // note" if comments and rng.random() < 0.3 else "") + "\n"
+        return out + indent * level + "}"
+
+    doc = {f"t{i}": value() for i in range(rng.randint(0, 4))}
+    if rng.random() < 0.5:
+        doc["mcpServers"] = {f"s{i}": {"command": "x"} for i in range(rng.randint(0, 2))}
+    indent = rng.choice([None, "  ", "    ", "\t"])
+    comments = indent is not None and rng.random() < 0.3
+    trailing = indent is not None and rng.random() < 0.2
+    text = render(doc, indent, 0, comments, trailing) + rng.choice(["", "\n"])
+    if rng.random() < 0.2:
+        text = text.replace("\n", "\r\n")
+    return doc, text, comments or trailing
+
+
+def test_splices_on_many_layouts_change_only_our_entries():
+    """Seeded random documents in every layout: set, remove, append and remove-item round-trip exactly."""
+    import json
+    import random
+
+    rng = random.Random(20261129)
+    for _ in range(600):
+        doc, text, lenient = _random_document(rng)
+        new = jsonc.set_value(text, ["mcpServers", "retained"], ENTRY)
+        want = dict(doc)
+        want["mcpServers"] = dict(doc.get("mcpServers", {}), retained=ENTRY)
+        assert jsonc.loads(new) == want, text
+        if not lenient:
+            json.loads(new)  # strict JSON stays strict
+        back = jsonc.remove_key(new, ["mcpServers", "retained"], prune=0 if "mcpServers" in doc else 1)
+        assert jsonc.loads(back) == doc, text
+        added = jsonc.append_item(text, ["hooks", "SessionStart"], {"hooks": [{"command": "c"}]})
+        assert jsonc.loads(added)["hooks"]["SessionStart"] == [{"hooks": [{"command": "c"}]}]
+        gone = jsonc.remove_key(jsonc.remove_item(added, ["hooks", "SessionStart"], 0), ["hooks", "SessionStart"], prune=1)
+        assert jsonc.loads(gone) == doc, text
