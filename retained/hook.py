@@ -136,6 +136,7 @@ def _load(path: Path) -> dict[str, Any] | None:
 
 
 def _save(path: Path, state: dict[str, Any]) -> None:
+    path.parent.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the store directory
     path.parent.mkdir(mode=0o700, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -209,6 +210,34 @@ def session_start(data: dict[str, Any], env: dict[str, str], host: str, store_di
     return session_start_output(host, brief["text"])
 
 
+def _transcript_start(path: Any) -> str | None:
+    """The first timestamp in a transcript (Claude Code, Codex and Gemini lines carry one), as retained writes ts."""
+    if not isinstance(path, str) or not path:
+        return None
+    try:
+        with open(os.path.expanduser(path), "rb") as f:
+            head = f.read(256 * 1024)
+    except OSError:
+        return None
+    from datetime import datetime, timezone
+
+    for raw in head.splitlines()[:50]:
+        try:
+            item = json.loads(raw)
+        except ValueError:
+            continue
+        stamp = item.get("timestamp") if isinstance(item, dict) else None
+        if isinstance(stamp, str):
+            try:
+                when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+            except ValueError:
+                continue
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=timezone.utc)
+            return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return None
+
+
 def _transcript_flags(path: Any) -> tuple[bool, bool]:
     """(did real work, called a retained write tool) from the tail of the transcript file."""
     if not isinstance(path, str) or not path:
@@ -234,22 +263,34 @@ def stop(data: dict[str, Any], env: dict[str, str], host: str, store_dir: Path) 
         return None
     state_path = _session_file(store_dir, sid)
     state = _load(state_path)
-    if state is None or state.get("asked"):
+    if state is not None and state.get("asked"):
         return None
     worked, wrote_in_transcript = _transcript_flags(data.get("transcript_path"))
     if not worked or wrote_in_transcript:
         return None
-    from .store import Store
+    if state is None:
+        # The session-start hook did not note this session (installed mid-session, or another copy of
+        # retained): the transcript's first timestamp says when it began.
+        began = _transcript_start(data.get("transcript_path"))
+        if began is None:
+            return None
+        state = {"session_id": sid, "host": host, "project": project_of(data, env), "began_ts": began,
+                 "asked": False}
+    from .log import LOG_NAME
 
-    with Store(store_dir, create=False) as store:
-        store.index.catch_up()
-        scopes = [s for s in (state.get("project"), "global") if s]
-        rows = store.index.query(
-            "SELECT COUNT(*) AS n FROM records WHERE seq > ? AND (session = ? OR scope IN (%s))"
-            % ",".join("?" * len(scopes)),
-            [int(state.get("start_seq", 0)), sid, *scopes],
-        )
-    if rows[0]["n"]:
+    written = 0
+    if (store_dir / LOG_NAME).exists():
+        from .store import Store
+
+        with Store(store_dir, create=False) as store:
+            store.index.catch_up()
+            scopes = [s for s in (state.get("project"), "global") if s]
+            since, value = ("ts >= ?", state["began_ts"]) if "began_ts" in state else ("seq > ?", int(state.get("start_seq", 0)))
+            written = store.index.query(
+                f"SELECT COUNT(*) AS n FROM records WHERE {since} AND (session = ? OR scope IN ({','.join('?' * len(scopes))}))",
+                [value, sid, *scopes],
+            )[0]["n"]
+    if written:
         return None
     state["asked"] = True
     _save(state_path, state)  # never twice: if this cannot be saved, the exception keeps us silent

@@ -280,3 +280,30 @@ def test_portable_sh_script_runs_the_same_code(store_dir, project, transcript, t
 def test_powershell_script_states_its_exit_policy():
     text = (ROOT / "hooks" / "session-start.ps1").read_text()
     assert "Exit policy: ALWAYS exits 0" in text and "exit 0" in text
+
+
+def test_stop_without_a_session_note_dates_the_session_from_the_transcript(store_dir, project, tmp_path):
+    """Hooks installed mid-session: the stop hook still asks once, judging by the transcript's first timestamp."""
+    transcript = tmp_path / "t.jsonl"
+    _work_transcript(transcript)
+    lines = transcript.read_text().splitlines()
+    first = json.loads(lines[0])
+    first["timestamp"] = "2020-01-01T00:00:00.000Z"
+    transcript.write_text("\n".join([json.dumps(first)] + lines[1:]) + "\n")
+    start, env = fixtures(project, transcript)["claude"]
+    payload = _stop_payload(dict(start, session_id="no-note"), transcript)
+    assert json.loads(hook("stop", payload, env).stdout)["decision"] == "block"
+    assert hook("stop", payload, env).stdout == ""  # still never twice
+
+
+def test_stop_without_a_note_is_silent_when_memory_was_written_since_the_transcript_began(store_dir, project, tmp_path):
+    transcript = tmp_path / "t.jsonl"
+    _work_transcript(transcript)
+    lines = transcript.read_text().splitlines()
+    first = json.loads(lines[0])
+    first["timestamp"] = "2020-01-01T00:00:00.000Z"
+    transcript.write_text("\n".join([json.dumps(first)] + lines[1:]) + "\n")
+    with Store(store_dir) as s:
+        s.write("saved during the session", scope=str(project))
+    start, env = fixtures(project, transcript)["claude"]
+    assert hook("stop", _stop_payload(dict(start, session_id="no-note-2"), transcript), env).stdout == ""
