@@ -7,7 +7,6 @@ like without them (`strip`), so a read-back can prove that nothing else changed.
 from __future__ import annotations
 
 import copy
-import json
 import re
 from typing import TYPE_CHECKING
 
@@ -313,7 +312,3 @@ EDITORS: dict[str, Any] = {
     "toml": TOMLEditor(),
     "yaml": YAMLEditor(),
 }
-
-
-def json_text(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False) + "\n"

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the hook path imports no more than it runs
     from typing import Any
 
-from .errors import StoreError
 from .log import ChainState, Line, Log, Problem
 from .records import GENESIS, GLOBAL_SCOPE
 
@@ -419,9 +418,6 @@ class Index:
         return self.query(f"SELECT id, seq, ts, kind, scope, text FROM records WHERE {where} {order} LIMIT ?",
                           [*params, limit])
 
-    def problems(self) -> list[dict[str, Any]]:
-        return self.query("SELECT * FROM problems ORDER BY line")
-
     def counts(self) -> dict[str, int]:
         row = self.query(
             "SELECT (SELECT COUNT(*) FROM records) AS records,"
@@ -446,15 +442,3 @@ def scope_clause(scopes: list[str] | None, column: str) -> tuple[str, list[Any]]
     if not scopes:
         return "", []
     return f" AND {column} IN ({','.join('?' * len(scopes))})", list(scopes)
-
-
-def check_integrity(path: Path) -> None:
-    """Raise StoreError when the index file is present but unusable (for doctor)."""
-    try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            db.execute("PRAGMA quick_check").fetchone()
-        finally:
-            db.close()
-    except sqlite3.DatabaseError as e:
-        raise StoreError(f"index {path} is damaged: {e}", hint="run `retained reindex`") from None

@@ -164,14 +164,7 @@ class Log:
         """(offset, length) of bytes after the last newline, or None when the log ends cleanly."""
         try:
             with open(self.path, "rb") as f:
-                size = f.seek(0, os.SEEK_END)
-                if size == 0:
-                    return None
-                f.seek(size - 1)
-                if f.read(1) == b"\n":
-                    return None
-                start = _last_newline_end(f, size)
-                return start, size - start
+                return _torn_span(f, f.seek(0, os.SEEK_END))
         except FileNotFoundError:
             return None
 
@@ -196,10 +189,10 @@ class Log:
             return Tail(0, records.GENESIS, 0, warnings)
         with f:
             end = f.seek(0, os.SEEK_END)
-            if end and _last_byte(f, end) != b"\n":
-                start = _last_newline_end(f, end)
-                warnings.append(self._quarantine(start, end - start))
-                end = start
+            torn = _torn_span(f, end)
+            if torn is not None:
+                warnings.append(self._quarantine(*torn))
+                end = torn[0]
             for _offset, raw in _lines_backwards(f, end):
                 try:
                     rec = records.parse_line(raw)
@@ -316,9 +309,15 @@ class Log:
             os.close(fd)
 
 
-def _last_byte(f: Any, size: int) -> bytes:
+def _torn_span(f: Any, size: int) -> tuple[int, int] | None:
+    """(offset, length) of the bytes after the last newline of a file of `size` bytes, if any."""
+    if size == 0:
+        return None
     f.seek(size - 1)
-    return f.read(1)
+    if f.read(1) == b"\n":
+        return None
+    start = _last_newline_end(f, size)
+    return start, size - start
 
 
 def _last_newline_end(f: Any, size: int) -> int:

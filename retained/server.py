@@ -200,12 +200,12 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
     )
     server = MCPServer("retained", version=__version__, instructions=instructions or GUIDANCE)
     RO = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+    WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
 
     @server.tool(
         title="Write a memory",
         description=DESCRIPTIONS["memory_write"],
-        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
-                                    open_world_hint=False),
+        annotations=WRITES,
     )
     def memory_write(
         text: Annotated[str, Field(description="What to remember, as a self-contained statement a future session "
@@ -285,8 +285,7 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
     @server.tool(
         title="Save a checkpoint",
         description=DESCRIPTIONS["memory_checkpoint"],
-        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
-                                    open_world_hint=False),
+        annotations=WRITES,
     )
     def memory_checkpoint(
         label: Annotated[str, Field(description="One line: what this checkpoint is, e.g. 'auth refactor: "
