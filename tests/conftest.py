@@ -22,6 +22,13 @@ def npm_bin(name: str) -> str | None:
     return str(path) if path.exists() and shutil.which("node") else None
 
 
+def host_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment for a real host CLI: this one, less any host's or model API's own variables."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "CODEX", "ANTHROPIC", "OPENAI"))}
+    env.update(HOME=str(home), **extra)
+    return env
+
+
 ISOLATED_VARS = (
     "HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "APPDATA", "LOCALAPPDATA",
     "CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "RETAINED_DIR",

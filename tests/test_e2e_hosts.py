@@ -12,7 +12,7 @@ import pytest
 
 from retained.hook import STOP_REASON
 from retained.installers.codex_trust import trust_entries
-from tests.conftest import npm_bin
+from tests.conftest import host_env, npm_bin
 from tests.fake_model import FakeModel
 
 MARKER = "E2E-MARKER the build uses ninja"
@@ -36,12 +36,6 @@ def project(tmp_path):
     return p
 
 
-def _host_env(home, **extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "CODEX", "ANTHROPIC", "OPENAI"))}
-    env.update(HOME=str(home), **extra)
-    return env
-
-
 @pytest.mark.slow
 def test_claude_code_gets_the_brief_and_one_stop_prompt(tmp_path, project, store_dir, isolate_home):
     claude = npm_bin("claude")
@@ -63,7 +57,7 @@ def test_claude_code_gets_the_brief_and_one_stop_prompt(tmp_path, project, store
         return ("tool", "Bash", {"command": "echo hi", "description": "say hi"})  # real work
 
     with FakeModel(script) as fm:
-        env = _host_env(isolate_home, ANTHROPIC_BASE_URL=fm.url, ANTHROPIC_API_KEY="sk-ant-fake",
+        env = host_env(isolate_home, ANTHROPIC_BASE_URL=fm.url, ANTHROPIC_API_KEY="sk-ant-fake",
                         RETAINED_DIR=str(store_dir), CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
                         DISABLE_AUTOUPDATER="1")
         proc = subprocess.run([claude, "-p", "hello", "--allowedTools", "Bash"], cwd=project, env=env,
@@ -106,7 +100,7 @@ def test_codex_runs_trusted_hooks_without_bypass(tmp_path, project, store_dir, i
         for key, digest in trust_entries(str(codex_home / "hooks.json"), hooks).items():
             config += f'\n[hooks.state."{key}"]\nenabled = true\ntrusted_hash = "{digest}"\n'
         (codex_home / "config.toml").write_text(config)
-        env = _host_env(isolate_home, CODEX_HOME=str(codex_home), FAKE_OPENAI_KEY="fake", RETAINED_DIR=str(store_dir))
+        env = host_env(isolate_home, CODEX_HOME=str(codex_home), FAKE_OPENAI_KEY="fake", RETAINED_DIR=str(store_dir))
         proc = subprocess.run([codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
                                "hello"], cwd=project, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -5,7 +5,6 @@ fake model asks for lands in the log. Skipped, with the reason, where npm is una
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from retained.store import Store
-from tests.conftest import npm_bin
+from tests.conftest import host_env, npm_bin
 from tests.fake_model import FakeModel
 
 MARKER = "E2E-INSTALL-MARKER deploys go through the release branch"
@@ -27,9 +26,7 @@ def project(tmp_path):
 
 
 def _env(home: Path, store: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "CODEX", "ANTHROPIC", "OPENAI"))}
-    env.update(HOME=str(home), RETAINED_DIR=str(store), **extra)
-    return env
+    return host_env(home, RETAINED_DIR=str(store), **extra)
 
 
 def _install(host: str, home: Path, store: Path, project: Path) -> None:

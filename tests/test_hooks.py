@@ -175,9 +175,9 @@ def test_hook_path_imports_no_mcp(store_dir, project, transcript):
 
 
 # -- stop -----------------------------------------------------------------------------------------
-def _work_transcript(path: Path, *, wrote_memory=False):
+def _work_transcript(path: Path, *, wrote_memory=False, began=None):
     lines = [
-        {"type": "user", "message": {"content": "fix the parser"}},
+        {"type": "user", "message": {"content": "fix the parser"}, **({"timestamp": began} if began else {})},
         {"type": "assistant", "message": {"content": [{"type": "tool_use", "name": "Edit", "input": {"file_path": "a.py"}}]}},
         {"type": "assistant", "message": {"content": [{"type": "tool_use", "name": "Bash", "input": {"command": "pytest"}}]}},
     ]
@@ -285,11 +285,7 @@ def test_powershell_script_states_its_exit_policy():
 def test_stop_without_a_session_note_dates_the_session_from_the_transcript(store_dir, project, tmp_path):
     """Hooks installed mid-session: the stop hook still asks once, judging by the transcript's first timestamp."""
     transcript = tmp_path / "t.jsonl"
-    _work_transcript(transcript)
-    lines = transcript.read_text().splitlines()
-    first = json.loads(lines[0])
-    first["timestamp"] = "2020-01-01T00:00:00.000Z"
-    transcript.write_text("\n".join([json.dumps(first)] + lines[1:]) + "\n")
+    _work_transcript(transcript, began="2020-01-01T00:00:00.000Z")
     start, env = fixtures(project, transcript)["claude"]
     payload = _stop_payload(dict(start, session_id="no-note"), transcript)
     assert json.loads(hook("stop", payload, env).stdout)["decision"] == "block"
@@ -298,11 +294,7 @@ def test_stop_without_a_session_note_dates_the_session_from_the_transcript(store
 
 def test_stop_without_a_note_is_silent_when_memory_was_written_since_the_transcript_began(store_dir, project, tmp_path):
     transcript = tmp_path / "t.jsonl"
-    _work_transcript(transcript)
-    lines = transcript.read_text().splitlines()
-    first = json.loads(lines[0])
-    first["timestamp"] = "2020-01-01T00:00:00.000Z"
-    transcript.write_text("\n".join([json.dumps(first)] + lines[1:]) + "\n")
+    _work_transcript(transcript, began="2020-01-01T00:00:00.000Z")
     with Store(store_dir) as s:
         s.write("saved during the session", scope=str(project))
     start, env = fixtures(project, transcript)["claude"]
