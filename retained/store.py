@@ -68,7 +68,7 @@ class Store:
         try:
             self.index.catch_up()
             return []
-        except (OSError, Exception) as e:  # noqa: BLE001 - the index is derived; report and carry on
+        except Exception as e:  # noqa: BLE001 - the index is derived; report and carry on
             return [f"index could not catch up with the log ({e}); run `retained reindex`"]
 
     # -- writing ------------------------------------------------------------------------------
