@@ -10,6 +10,8 @@ result before writing it.
 from __future__ import annotations
 
 import json
+import re
+from json.decoder import scanstring
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -25,16 +27,38 @@ class JSONCError(ValueError):
 
 
 class Node:
-    __slots__ = ("kind", "start", "end", "members", "items", "value", "depth")
+    """A value with its span. Nested containers that are plain JSON are decoded in one C call and
+    broken into members only when an edit looks inside them (`members`, `items`)."""
+
+    __slots__ = ("kind", "start", "end", "_members", "_items", "value", "depth", "_parser")
 
     def __init__(self, kind: str, start: int, depth: int) -> None:
         self.kind = kind  # "object", "array" or "scalar"
         self.start = start
         self.end = start
-        self.members: list[Member] = []
-        self.items: list[Node] = []
+        self._members: list[Member] = []
+        self._items: list[Node] = []
         self.value: Any = None
         self.depth = depth
+        self._parser: _Parser | None = None  # set while the children are not parsed yet
+
+    def _expand(self) -> None:
+        parser, self._parser = self._parser, None
+        if parser is not None:
+            full = _Parser(parser.s, comments=parser.comments, trailing_commas=parser.trailing)
+            full.i = self.start
+            node = full.obj(self.depth) if self.kind == "object" else full.arr(self.depth)
+            self._members, self._items = node._members, node._items
+
+    @property
+    def members(self) -> list[Member]:
+        self._expand()
+        return self._members
+
+    @property
+    def items(self) -> list[Node]:
+        self._expand()
+        return self._items
 
 
 class Member:
@@ -44,6 +68,10 @@ class Member:
         self.key = key
         self.start = start  # where the key's opening quote is
         self.value = value
+
+
+_SPACE = re.compile(r"[ \t\r\n\ufeff]*")
+_SCALAR = json.JSONDecoder()
 
 
 class _Parser:
@@ -61,11 +89,9 @@ class _Parser:
 
     def skip(self) -> None:
         s, n = self.s, len(self.s)
-        while self.i < n:
-            c = s[self.i]
-            if c in " \t\r\n\ufeff":
-                self.i += 1
-            elif c == "/" and self.i + 1 < n and s[self.i + 1] in "/*":
+        while True:
+            self.i = _SPACE.match(s, self.i).end()
+            if self.i + 1 < n and s[self.i] == "/" and s[self.i + 1] in "/*":
                 if not self.comments:
                     raise self.error("comments are not allowed in this file")
                 if s[self.i + 1] == "/":
@@ -91,17 +117,24 @@ class _Parser:
         if self.i >= len(self.s):
             raise self.error("unexpected end of file")
         c = self.s[self.i]
-        if c == "{":
-            return self.obj(depth)
-        if c == "[":
-            return self.arr(depth)
+        if c in "{[":
+            if depth:  # plain JSON inside: decode it whole, split it up only if an edit needs to
+                try:
+                    value, end = _SCALAR.raw_decode(self.s, self.i)
+                except ValueError:  # comments, trailing commas, or an error to report precisely
+                    pass
+                else:
+                    node = Node("object" if c == "{" else "array", self.i, depth)
+                    node.value, node.end, node._parser = value, end, self
+                    self.i = end
+                    return node
+            return self.obj(depth) if c == "{" else self.arr(depth)
         node = Node("scalar", self.i, depth)
         if c == '"':
             node.value = self.string()
         else:
-            dec = json.JSONDecoder()
             try:
-                node.value, end = dec.raw_decode(self.s, self.i)
+                node.value, end = _SCALAR.raw_decode(self.s, self.i)
             except ValueError:
                 raise self.error("expected a value") from None
             if isinstance(node.value, (dict, list)):
@@ -112,25 +145,13 @@ class _Parser:
 
     def string(self) -> str:
         start = self.i
-        j = start + 1
-        s = self.s
-        while True:
-            k = s.find('"', j)
-            if k < 0:
-                raise self.error("unterminated string", start)
-            backslashes = 0
-            m = k - 1
-            while m > start and s[m] == "\\":
-                backslashes += 1
-                m -= 1
-            if backslashes % 2 == 0:
-                break
-            j = k + 1
-        self.i = k + 1
         try:
-            return json.loads(s[start:self.i])
-        except ValueError:
-            raise self.error("invalid string", start) from None
+            value, self.i = scanstring(self.s, start + 1, True)
+        except ValueError as e:
+            if "Unterminated" in str(e):
+                raise self.error("unterminated string", start) from None
+            raise self.error("invalid string", getattr(e, "pos", start)) from None
+        return value
 
     def obj(self, depth: int) -> Node:
         node = Node("object", self.i, depth)
@@ -153,7 +174,7 @@ class _Parser:
                 raise self.error("expected ':'")
             self.i += 1
             self.skip()
-            node.members.append(Member(key, key_start, self.value(depth + 1)))
+            node._members.append(Member(key, key_start, self.value(depth + 1)))
             self.skip()
             if self.i < len(self.s) and self.s[self.i] == ",":
                 self.i += 1
@@ -166,7 +187,7 @@ class _Parser:
                 break
             raise self.error("expected ',' or '}'")
         node.end = self.i
-        node.value = {m.key: m.value.value for m in node.members}
+        node.value = {m.key: m.value.value for m in node._members}
         return node
 
     def arr(self, depth: int) -> Node:
@@ -177,7 +198,7 @@ class _Parser:
             if self.i < len(self.s) and self.s[self.i] == "]":
                 self.i += 1
                 break
-            node.items.append(self.value(depth + 1))
+            node._items.append(self.value(depth + 1))
             self.skip()
             if self.i < len(self.s) and self.s[self.i] == ",":
                 self.i += 1
@@ -190,7 +211,7 @@ class _Parser:
                 break
             raise self.error("expected ',' or ']'")
         node.end = self.i
-        node.value = [n.value for n in node.items]
+        node.value = [n.value for n in node._items]
         return node
 
 
