@@ -90,8 +90,9 @@ class FilePlan:
     """One file and retained's edits to it."""
 
     def __init__(self, host: Host, role: str, path: Path, fmt: str, edits: list[dict[str, Any]],
-                 defaults: dict[str, Any] | None) -> None:
+                 defaults: dict[str, Any] | None, rewritten_by_host: bool = False) -> None:
         self.host = host
+        self.rewritten_by_host = rewritten_by_host  # the host rewrites it while running (~/.claude.json)
         self.role = role
         self.path = path
         self.format = fmt
@@ -168,7 +169,8 @@ class FilePlan:
 
     def apply(self, install: bool, dry_run: bool) -> safe_file.Outcome:
         return safe_file.edit(self.path, self.change(install), verify=self.verify(install),
-                              default_text=self.editor.default_text, dry_run=dry_run)
+                              default_text=self.editor.default_text, dry_run=dry_run,
+                              settle=safe_file.SETTLE if self.rewritten_by_host else None)
 
 
 class Host:
@@ -207,7 +209,8 @@ class Host:
                 edits.append(e)
             if edits:
                 path = Path(_fill(f["path"][scope], ctx))
-                plans.append(FilePlan(self, f["role"], path, f["format"], edits, f.get("defaults")))
+                plans.append(FilePlan(self, f["role"], path, f["format"], edits, f.get("defaults"),
+                                      f.get("rewritten_by_host", False)))
         return self.finish(plans, ctx, install=install)
 
     def finish(self, plans: list[FilePlan], ctx: dict[str, Any], *, install: bool) -> list[FilePlan]:

@@ -3,14 +3,18 @@
 Parse or refuse; change only our entries; keep the mode; refuse a read-only file (even as root, where
 a rename would silently replace it); follow symlinks and write the target; one backup of the original
 bytes; temp file in the same directory, fsync, re-check that nobody changed the file meanwhile, atomic
-replace, fsync the directory; read back and check, else restore and report.
+replace (a swap on Linux, which hands back what it replaced), fsync the directory; read back and check,
+else restore and report; look again a moment later and start over if another program's write undid
+ours.
 """
 
 from __future__ import annotations
 
 import difflib
+import errno
 import os
 import stat
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -20,11 +24,12 @@ from retained.errors import RetainedError
 from retained.fsutil import fsync_dir
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
     from typing import Any
 
 BACKUP_SUFFIX = ".retained-backup"
 RETRIES = 8
+SETTLE = (0.02, 0.05, 0.13)  # seconds between looks after writing a file its host rewrites; 0.2 s in all
 
 
 class ConfigError(RetainedError):
@@ -63,7 +68,8 @@ def _encode(text: str, bom: bool) -> bytes:
     return (b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8")
 
 
-def _atomic_write(target: Path, data: bytes, mode: int) -> None:
+def _temp_copy(target: Path, data: bytes, mode: int) -> str:
+    """Write `data` to a fsynced temp file beside `target`; return its path."""
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".retained-tmp")
     try:
         view = memoryview(data)
@@ -74,18 +80,122 @@ def _atomic_write(target: Path, data: bytes, mode: int) -> None:
         else:  # pragma: no cover - Windows before Python 3.13
             os.chmod(tmp, mode)
         os.fsync(fd)
-        os.close(fd)
-        fd = -1
-        os.replace(tmp, target)
-        fsync_dir(target.parent)
     except BaseException:
-        if fd >= 0:
-            os.close(fd)
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        os.close(fd)
+        _unlink(tmp)
         raise
+    os.close(fd)
+    return tmp
+
+
+def _unlink(path: str | Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _atomic_write(target: Path, data: bytes, mode: int) -> None:
+    tmp = _temp_copy(target, data, mode)
+    try:
+        os.replace(tmp, target)
+    except BaseException:
+        _unlink(tmp)
+        raise
+    fsync_dir(target.parent)
+
+
+def _renameat2() -> Callable[[str, str], bool] | None:
+    """Linux's atomic swap of two names (renameat2 RENAME_EXCHANGE), or None where there is none."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+
+    def exchange(a: str, b: str) -> bool:
+        """Swap a and b; False when this file system cannot (the caller falls back to a rename)."""
+        if fn(-100, os.fsencode(a), -100, os.fsencode(b), 2) == 0:  # AT_FDCWD, RENAME_EXCHANGE
+            return True
+        err = ctypes.get_errno()
+        if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM):
+            return False
+        raise OSError(err, os.strerror(err), b)
+
+    return exchange
+
+
+_exchange = _renameat2()
+
+
+def _commit(target: Path, original: bytes | None, data: bytes, mode: int) -> bool:
+    """Put `data` at `target` only if `target` still holds `original` (None: does not exist).
+
+    Returns False, having changed nothing that anyone else wrote, when the file changed under us; the
+    caller starts over from the new version. Where Linux can swap two names atomically, the swap hands
+    back exactly the file we replaced, so a write that lands between our last look and the replace is
+    noticed and given back rather than lost. Elsewhere the window is the few microseconds between the
+    last look and the rename.
+    """
+    tmp = _temp_copy(target, data, mode)
+    try:
+        if original is None:
+            try:
+                os.link(tmp, target)  # creates the name only if nobody else created it meanwhile
+            except FileExistsError:
+                return False
+            except OSError:  # no hard links here (some file systems, Windows shares)
+                if os.path.lexists(target):
+                    return False
+                os.replace(tmp, target)
+        else:
+            now, _ = _read(target)
+            if now != original:
+                return False
+            if _exchange is not None and _exchange(tmp, str(target)):
+                pulled, _ = _read(Path(tmp))
+                if pulled != original:
+                    # Someone replaced the file between our look and the swap: give theirs back.
+                    _exchange(tmp, str(target))
+                    again, _ = _read(Path(tmp))
+                    if again != data:  # and a third writer came in between: keep the newest
+                        _exchange(tmp, str(target))
+                    return False
+            else:
+                os.replace(tmp, target)
+        fsync_dir(target.parent)
+        return True
+    finally:
+        _unlink(tmp)
+
+
+def _settled(target: Path, data: bytes, change: Callable[[str], str], pauses: Sequence[float]) -> bool:
+    """Whether our change is still in effect a moment later.
+
+    A program that read the file before our replace and writes it back after (Claude Code does this
+    with ~/.claude.json) silently undoes our change; its write lands within milliseconds of its read,
+    so we look again over a short window and start over on its version if our change is gone.
+    """
+    for pause in pauses:
+        time.sleep(pause)
+        now, _ = _read(target)
+        if now == data:
+            continue
+        if now is None:
+            return False
+        try:
+            text = now[3:].decode("utf-8") if now.startswith(b"\xef\xbb\xbf") else now.decode("utf-8")
+            if change(text) != text:
+                return False
+        except Exception:  # unparsable now: the next attempt reports it properly
+            return False
+    return True
 
 
 def edit(
@@ -96,15 +206,23 @@ def edit(
     default_text: str = "",
     dry_run: bool = False,
     new_mode: int = 0o600,
+    settle: Sequence[float] | None = None,
 ) -> Outcome:
     """Apply `change` (text -> text) to the file at `path` safely.
 
     `change` raises ConfigError when the text does not parse (naming file and line). `verify(old, new)`
     raises when the new text lacks our entry or changed anything else; it runs on what was read back
     from disk, and a failure restores the original bytes.
+
+    `settle`: pauses after which to look again that our change is still in effect (SETTLE for a file
+    its host rewrites while running, like ~/.claude.json). None: look again only when the file
+    changed under us during this edit, a sign that something is writing it right now.
     """
     target = Path(os.path.realpath(path))
+    contended = False
     for attempt in range(RETRIES):
+        if attempt:
+            contended = True
         original, st = _read(target)
         if st is not None:
             if not stat.S_ISREG(st.st_mode):
@@ -139,13 +257,11 @@ def edit(
                     f.flush()
                     os.fsync(f.fileno())
                 fsync_dir(target.parent)
-        # Just before replacing: has anyone (Claude Code rewrites ~/.claude.json all the time) changed it?
-        now, _ = _read(target)
-        if now != original:
+        mode = stat.S_IMODE(st.st_mode) if st is not None else new_mode
+        # Replace only if nobody (Claude Code rewrites ~/.claude.json all the time) changed it meanwhile.
+        if not _commit(target, original, new_bytes, mode):
             time.sleep(0.01 * (attempt + 1))
             continue
-        mode = stat.S_IMODE(st.st_mode) if st is not None else new_mode
-        _atomic_write(target, new_bytes, mode)
         back, _ = _read(target)
         if back != new_bytes:
             # Someone replaced the file right after us: start over from their version, keep both changes.
@@ -160,6 +276,9 @@ def edit(
                 target.unlink(missing_ok=True)
             raise ConfigError(f"{path}: the change did not check out ({e}); the original was restored",
                               hint="report this; nothing else was changed") from None
+        pauses = settle if settle is not None else (SETTLE if contended else ())
+        if pauses and not _settled(target, new_bytes, change, pauses):
+            continue
         return Outcome(path, target, "updated" if original is not None else "created", backup=backup)
     raise ConfigError(f"{path} kept changing while retained tried to edit it",
                       hint="close the program that is rewriting it (e.g. Claude Code) and run again")

@@ -234,40 +234,47 @@ def test_claude_config_dir_and_codex_home_are_honoured(home, tmp_path, store_dir
     assert f'[hooks.state."{ch}/hooks.json:session_start:0:0"]' in (ch / "config.toml").read_text()
 
 
-def test_concurrent_writer_on_claude_json_loses_nothing(home):
+def _rewrite_constantly(path, stop, written):
+    """Rewrite `path` like Claude Code does: read, add a key of our own, write a temp, rename."""
+    n = 0
+    while not stop.is_set():
+        doc = json.loads(path.read_text())
+        n += 1
+        doc.setdefault("writer", {})[str(n)] = n
+        tmp = path.with_name(".claude.json.writer")
+        tmp.write_text(json.dumps(doc, indent=2))
+        os.replace(tmp, path)  # atomic, like Claude Code
+        written.append(n)
+        time.sleep(0.002)
+
+
+@pytest.mark.parametrize("action", ["install", "uninstall"])
+def test_concurrent_writer_on_claude_json_loses_nothing(home, action):
     """Claude Code rewrites ~/.claude.json constantly; neither its changes nor ours may be lost."""
     seed(home, ["claude"])
     path = home / ".claude.json"
+    if action == "uninstall":
+        assert install("--host", "claude", "--no-hooks").returncode == 0
     stop = threading.Event()
-    written = []
-
-    def writer():
-        n = 0
-        while not stop.is_set():
-            doc = json.loads(path.read_text())
-            n += 1
-            doc["counter"] = n
-            tmp = path.with_name(".claude.json.writer")
-            tmp.write_text(json.dumps(doc, indent=2))
-            os.replace(tmp, path)  # atomic, like Claude Code
-            written.append(n)
-            time.sleep(0.002)
-
-    t = threading.Thread(target=writer)
+    written: list[int] = []
+    t = threading.Thread(target=_rewrite_constantly, args=(path, stop, written))
     t.start()
     try:
         for _ in range(5):
-            proc = install("--host", "claude", "--no-hooks")
+            args = ("--host", "claude", "--no-hooks") if action == "install" else ("--host", "claude")
+            proc = install(*args) if action == "install" else run_cli("uninstall", "--yes", *args)
             assert proc.returncode in (0, 1), proc.stderr
             if proc.returncode == 0:
                 break
+        assert proc.returncode == 0, proc.stderr
     finally:
         time.sleep(0.05)
         stop.set()
         t.join()
     final = json.loads(path.read_text())
-    assert final["counter"] == written[-1]  # the writer's last change is there
-    assert "retained" in final["mcpServers"] and "other" in final["mcpServers"]  # and ours, and the user's
+    assert written and sorted(map(int, final["writer"])) == written  # every one of the writer's changes
+    assert ("retained" in final["mcpServers"]) == (action == "install")  # ours
+    assert "other" in final["mcpServers"]  # and the user's
 
 
 def test_unknown_host_is_a_usage_error(home):

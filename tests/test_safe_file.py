@@ -1,0 +1,101 @@
+"""safe_file.edit against writers that strike at the worst moments: neither side's change is lost."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from retained.installers import safe_file
+
+
+def add_ours(text: str) -> str:
+    doc = json.loads(text)
+    doc.setdefault("mcpServers", {})["retained"] = {"command": "/x/retained"}
+    return json.dumps(doc, indent=2)
+
+
+def check_ours(old: str, new: str) -> None:
+    assert "retained" in json.loads(new)["mcpServers"]
+
+
+def foreign_write(path, key):
+    """Another program's read-modify-write, done atomically like Claude Code does it."""
+    doc = json.loads(path.read_text())
+    doc[key] = True
+    tmp = path.with_name(".foreign")
+    tmp.write_text(json.dumps(doc))
+    os.replace(tmp, path)
+
+
+@pytest.fixture
+def config(tmp_path):
+    (tmp_path / "cfg").mkdir()
+    path = tmp_path / "cfg" / ".claude.json"
+    path.write_text('{"mcpServers": {"other": {"command": "o"}}}')
+    return path
+
+
+def test_write_between_last_look_and_replace_is_not_clobbered(config, monkeypatch):
+    """A write that lands after our last look but before the replace must survive, and ours too."""
+    real_read = safe_file._read
+    looks = {"n": 0}
+
+    def read(target):
+        got = real_read(target)
+        if target == config.resolve():
+            looks["n"] += 1
+            if looks["n"] == 2:  # the look just before the replace: the other program writes right after it
+                foreign_write(config, "theirs")
+        return got
+
+    monkeypatch.setattr(safe_file, "_read", read)
+    out = safe_file.edit(config, add_ours, verify=check_ours)
+    doc = json.loads(config.read_text())
+    assert out.action == "updated"
+    assert doc.get("theirs") is True, "the other program's write was clobbered"
+    assert set(doc["mcpServers"]) == {"other", "retained"}
+    if safe_file._exchange is not None:
+        assert looks["n"] >= 4  # the swap handed their file back and we started over on it
+
+
+def test_stale_write_after_ours_is_noticed_and_redone(config, monkeypatch):
+    """A program that read before our replace and writes after it undoes our change; we put it back."""
+    before = config.read_text()
+    checks = {"n": 0}
+
+    def verify(old, new):
+        check_ours(old, new)
+        checks["n"] += 1
+        if checks["n"] == 1:  # after our read-back: the other program writes back what it read before
+            doc = json.loads(before)
+            doc["theirs"] = True
+            config.write_text(json.dumps(doc))
+
+    safe_file.edit(config, add_ours, verify=verify, settle=(0.0,))
+    doc = json.loads(config.read_text())
+    assert checks["n"] == 2
+    assert doc.get("theirs") is True and set(doc["mcpServers"]) == {"other", "retained"}
+
+
+def test_file_created_by_someone_else_meanwhile_is_not_replaced(tmp_path, monkeypatch):
+    path = tmp_path / "new.json"
+    real_commit = safe_file._commit
+    calls = {"n": 0}
+
+    def commit(target, original, data, mode):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            path.write_text('{"mcpServers": {}, "theirs": true}')
+        return real_commit(target, original, data, mode)
+
+    monkeypatch.setattr(safe_file, "_commit", commit)
+    out = safe_file.edit(path, add_ours, verify=check_ours, default_text="{}")
+    doc = json.loads(path.read_text())
+    assert out.action == "updated" and doc.get("theirs") is True and "retained" in doc["mcpServers"]
+
+
+def test_no_temp_files_are_left_behind(config):
+    safe_file.edit(config, add_ours, verify=check_ours)
+    assert sorted(p.name for p in config.parent.iterdir()) == [".claude.json", ".claude.json.retained-backup"]
