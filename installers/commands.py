@@ -194,6 +194,7 @@ def doctor_host(h: Host, store: Path, project: Path) -> list[Check]:
         if runnable:
             env = dict(os.environ)
             env.update({k: str(v) for k, v in (entry.get("env") or {}).items()})
+            env["RETAINED_READ_ONLY"] = "1"  # the entry's env, plus: change no file of the store
             ok, detail = _rpc_session(command, env, 10)
             checks.append(Check(h.name, "server starts and answers", ok, detail,
                                 "run the command by hand to see its error: " + shlex.join(command)))
@@ -203,6 +204,9 @@ def doctor_host(h: Host, store: Path, project: Path) -> list[Check]:
         payload, extra = _host_hook_input(h.name, project)
         env = dict(os.environ, **extra)
         env["RETAINED_DIR"] = str(store)
+        env["RETAINED_READ_ONLY"] = "1"
+        for var in ("CLAUDE_CODE_SESSION_ID", "GEMINI_SESSION_ID"):  # doctor run inside a session is not it
+            env.pop(var, None)
         t = time.monotonic()
         try:
             proc = subprocess.run(hook_cmd, shell=True, input=json.dumps(payload), capture_output=True, text=True,
@@ -235,8 +239,8 @@ def doctor_store(store: Path) -> list[Check]:
         checks.append(Check("store", "log verifies", True, "no records yet"))
         return checks
     try:
-        with Store(store) as s:
-            report = s.verify()
+        with Store(store, create=False, read_only=True) as s:
+            report = s.verify()  # read-only: doctor changes no file, the derived index included
     except (RetainedError, OSError) as e:
         checks.append(Check("store", "log verifies", False, str(e), "retained verify"))
         return checks
@@ -244,8 +248,8 @@ def doctor_store(store: Path) -> list[Check]:
                         f"{report['records']} records" + (f"; first break: {report['first_break']}" if report["first_break"] else ""),
                         "retained verify (names the damaged lines)"))
     covered = report["missing_from_index"] == 0 and report["index_only"] == 0
-    checks.append(Check("store", "index covers the log", covered, f"coverage {report['coverage'] * 100:.1f}%",
-                        "retained reindex"))
+    detail = f"coverage {report['coverage'] * 100:.1f}%"
+    checks.append(Check("store", "index covers the log", covered, detail, "retained reindex"))
     return checks
 
 

@@ -181,10 +181,13 @@ def session_start(data: dict[str, Any], env: dict[str, str], host: str, store_di
     from .brief import render
     from .log import LOG_NAME
 
+    from .paths import read_only_requested
+
     project = project_of(data, env)
     sid = session_id(data, env)
     now = time.time()
-    state_path = _session_file(store_dir, sid) if sid else None
+    # Read-only (doctor's trial run): no session note, and no "already briefed" silence either.
+    state_path = _session_file(store_dir, sid) if sid and not read_only_requested() else None
     if state_path is not None:
         prior = _load(state_path)
         if prior and now - prior.get("started", 0) < DUPLICATE_WINDOW_S and prior.get("source") == data.get("source"):
@@ -257,6 +260,10 @@ def stop(data: dict[str, Any], env: dict[str, str], host: str, store_dir: Path) 
     if data.get("stop_hook_active") is True or data.get("stopHookActive") is True:
         return None
     if env.get("RETAINED_STOP_HOOK", "on").strip().lower() in ("off", "0", "false", "no"):
+        return None
+    from .paths import read_only_requested
+
+    if read_only_requested():  # "ask once" needs a note of the asking; read-only writes none
         return None
     sid = session_id(data, env)
     if not sid:

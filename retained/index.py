@@ -124,9 +124,10 @@ def quote_query(terms: list[str], *, any_word: bool = False) -> str | None:
 class Index:
     """One connection, guarded by a lock so that server worker threads can share it."""
 
-    def __init__(self, directory: Path, log: Log) -> None:
+    def __init__(self, directory: Path, log: Log, *, read_only: bool = False) -> None:
         self.path = directory / INDEX_NAME
         self.log = log
+        self.read_only = read_only
         self._lock = threading.RLock()
         self._db: sqlite3.Connection | None = None
         self._ino: int | None = None
@@ -163,8 +164,29 @@ class Index:
             db.execute("ROLLBACK")
             raise
 
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """A private copy of the index in memory, which catches up there: no file is changed."""
+        mem = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        if self.path.exists():
+            try:
+                disk = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+                try:
+                    if disk.execute("PRAGMA user_version").fetchone()[0] <= len(MIGRATIONS):
+                        disk.backup(mem)
+                finally:
+                    disk.close()
+            except sqlite3.Error:  # unusable: start from nothing, as a normal open would
+                mem.close()
+                mem = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        self._migrate(mem)
+        return mem
+
     def db(self) -> sqlite3.Connection:
         """The connection, reopened when the index file was deleted or replaced underneath us."""
+        if self.read_only:
+            if self._db is None:
+                self._db = self._connect_read_only()
+            return self._db
         try:
             ino = os.stat(self.path).st_ino
         except FileNotFoundError:

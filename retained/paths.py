@@ -31,3 +31,8 @@ def store_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
     if env:
         return Path(env).expanduser()
     return default_data_dir()
+
+
+def read_only_requested() -> bool:
+    """RETAINED_READ_ONLY=1: change no file in the store (doctor runs hooks and servers this way)."""
+    return os.environ.get("RETAINED_READ_ONLY", "").strip().lower() in ("1", "true", "yes", "on")

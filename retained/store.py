@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # the hook path imports no more than it runs
 from . import records
 from .errors import NotFound, StoreError, UsageError
 from .index import Index, query_terms, quote_query, scope_clause
+from .paths import read_only_requested
 from .log import ChainState, Log
 from .tokens import estimate_tokens
 
@@ -36,10 +37,14 @@ def _redaction_enabled() -> bool:
 class Store:
     """A store directory: log.jsonl (truth), index.sqlite3 (derived), quarantine/ (torn fragments)."""
 
-    def __init__(self, directory: str | os.PathLike[str], *, create: bool = True) -> None:
+    def __init__(self, directory: str | os.PathLike[str], *, create: bool = True,
+                 read_only: bool | None = None) -> None:
         self.directory = Path(directory).expanduser().absolute()
+        # Read-only: no directory, log, lock or index file is created or changed (the index is copied
+        # into memory and catches up there), and writes are refused.
+        self.read_only = read_only_requested() if read_only is None else read_only
         if not self.directory.exists():
-            if not create:
+            if not create or self.read_only:
                 raise StoreError(f"no store at {self.directory}", hint="write a record first, or pass the right --dir")
             try:
                 # exist_ok: two processes (Claude Code and Codex starting their servers) may race here.
@@ -51,7 +56,7 @@ class Store:
             raise StoreError(f"{self.directory} is not a directory", hint="pass --dir pointing at a directory")
         self.log = Log(self.directory)
         self.log.check_safe()
-        self.index = Index(self.directory, self.log)
+        self.index = Index(self.directory, self.log, read_only=self.read_only)
         self._write_lock = threading.Lock()
 
     def close(self) -> None:
@@ -62,6 +67,11 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise StoreError(f"the store at {self.directory} is open read-only (RETAINED_READ_ONLY is set)",
+                             hint="unset RETAINED_READ_ONLY to write")
 
     def _fresh(self) -> list[str]:
         """Bring the index up to date; a broken index degrades to a warning, never to a failure."""
@@ -84,6 +94,7 @@ class Store:
         fields: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Append one record and prove it (I1). Returns the receipt."""
+        self._check_writable()
         records.check_text(text)
         records.check_kind(kind)
         if scope is not None:
@@ -399,6 +410,7 @@ class Store:
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """Rebuild the index from the log."""
+        self._check_writable()
         lines = self.index.rebuild(progress)
         counts = self.index.counts()
         return {"lines_read": lines, "records": counts["records"], "corrupt_lines": counts["corrupt"],

@@ -23,17 +23,39 @@ def doctor(*args, env=None):
     return run_cli("doctor", "--host", "claude", "--host", "codex", *args, env=env)
 
 
-def snapshot(home: Path) -> dict[str, bytes]:
-    return {str(p): p.read_bytes() for p in sorted(home.rglob("*")) if p.is_file()}
+def snapshot(*roots: Path) -> dict[str, tuple[bytes, int]]:
+    return {str(p): (p.read_bytes(), p.stat().st_mtime_ns)
+            for root in roots for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_healthy_sandbox_passes_and_changes_no_config(installed):
-    before = snapshot(installed)
-    proc = doctor()
+def test_healthy_sandbox_passes_and_changes_no_file(installed, store_dir):
+    """Doctor is read-only: no config, and no file of the store (not even the derived index)."""
+    run_cli("search", "healthy")  # an index exists ...
+    run_cli("write", "a record the index has not seen yet")  # ... and is one record behind
+    before = snapshot(installed, store_dir)
+    proc = doctor(env={"CLAUDE_CODE_SESSION_ID": "a-session-doctor-runs-inside"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "✗" not in proc.stdout and "server starts and answers" in proc.stdout
     assert "hook trusted" in proc.stdout and "session-start hook prints the brief" in proc.stdout
-    assert snapshot(installed) == before  # read-only
+    assert snapshot(installed, store_dir) == before
+
+
+def test_doctor_creates_no_index_where_there_is_none(installed, store_dir):
+    assert not (store_dir / "index.sqlite3").exists()
+    before = snapshot(installed, store_dir)
+    assert doctor().returncode == 0
+    assert snapshot(installed, store_dir) == before
+
+
+def test_damaged_index_is_named(installed, store_dir):
+    import sqlite3
+
+    run_cli("search", "healthy")
+    db = sqlite3.connect(store_dir / "index.sqlite3")
+    db.execute("UPDATE records SET sha256 = ? WHERE seq = 1", ("0" * 64,))
+    db.commit()
+    db.close()
+    _fails(doctor(), "index covers the log")
 
 
 def test_json_output(installed):

@@ -299,3 +299,18 @@ def test_stop_without_a_note_is_silent_when_memory_was_written_since_the_transcr
         s.write("saved during the session", scope=str(project))
     start, env = fixtures(project, transcript)["claude"]
     assert hook("stop", _stop_payload(dict(start, session_id="no-note-2"), transcript), env).stdout == ""
+
+
+def test_read_only_hook_briefs_but_writes_nothing(store_dir, project, tmp_path):
+    """RETAINED_READ_ONLY (doctor's trial run): a brief every time, no session note, no stop prompt."""
+    with Store(store_dir) as s:
+        s.write("read-only brief source", scope=str(project))
+    before = sorted(p.name for p in store_dir.rglob("*"))
+    transcript = tmp_path / "t-ro.jsonl"
+    _work_transcript(transcript)
+    payload, env = fixtures(project, transcript)["claude"]
+    env = dict(env, RETAINED_READ_ONLY="1")
+    for _ in range(2):  # not silenced as "already briefed": nothing was noted the first time
+        assert "read-only brief source" in context_of("claude", hook("session-start", payload, env).stdout)
+    assert hook("stop", _stop_payload(payload, transcript), env).stdout == ""
+    assert sorted(p.name for p in store_dir.rglob("*")) == before

@@ -297,3 +297,35 @@ def test_get_without_ids_says_how_many_it_left_out(store):
     res = store.get(None, limit=2)
     assert [r["text"] for r in res["records"]] == ["r4", "r3"]
     assert res["total"] == 5 and res["truncated"] is True
+
+
+def test_read_only_store_changes_no_file_and_refuses_writes(store_dir):
+    with Store(store_dir) as s:
+        s.write("indexed record about kittens")
+        s.search("kittens")  # the index has this one
+        s.write("a newer record about kittens")  # and not yet this one
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in store_dir.rglob("*") if p.is_file()}
+    with Store(store_dir, read_only=True) as ro:
+        assert ro.search("kittens")["total_matched"] == 2  # caught up in memory
+        report = ro.verify()
+        assert report["records"] == 2 and report["intact"] is True
+        with pytest.raises(StoreError, match="read-only"):
+            ro.write("nope")
+        with pytest.raises(StoreError, match="read-only"):
+            ro.reindex()
+    after = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in store_dir.rglob("*") if p.is_file()}
+    assert after == before
+    with Store(store_dir) as s:  # a normal open catches up on disk as always
+        s.search("kittens")
+    assert (store_dir / "index.sqlite3").stat().st_mtime_ns != before[store_dir / "index.sqlite3"][1]
+
+
+def test_read_only_store_without_index_or_directory(tmp_path):
+    with Store(tmp_path / "s") as s:
+        s.write("only in the log")
+    with Store(tmp_path / "s", read_only=True) as ro:
+        assert ro.search("log")["total_matched"] == 1 and ro.verify()["intact"] is True
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["log.jsonl", "log.lock"]
+    with pytest.raises(StoreError):
+        Store(tmp_path / "missing", read_only=True)
+    assert not (tmp_path / "missing").exists()
