@@ -234,8 +234,21 @@ def edit(
                 )
         elif not target.parent.exists() and not dry_run:
             target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        text, bom = _decode(path, original) if original is not None else (default_text, False)
-        new_text = change(text)
+        if original == b"":
+            # An empty file may be one caught between another program's truncate and its write.
+            time.sleep(0.05)
+            if _read(target)[0] != original and attempt < RETRIES - 1:
+                continue
+        try:
+            text, bom = _decode(path, original) if original is not None else (default_text, False)
+            new_text = change(text)
+        except ConfigError:
+            # Caught mid-write by a program that rewrites the file in place (truncate, then write)?
+            # Then it is different a moment later: start over. Still the same bytes: truly broken.
+            time.sleep(0.05)
+            if original is not None and _read(target)[0] != original and attempt < RETRIES - 1:
+                continue
+            raise
         if new_text == text and original is not None:
             return Outcome(path, target, "unchanged")
         if dry_run:

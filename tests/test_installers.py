@@ -234,22 +234,27 @@ def test_claude_config_dir_and_codex_home_are_honoured(home, tmp_path, store_dir
     assert f'[hooks.state."{ch}/hooks.json:session_start:0:0"]' in (ch / "config.toml").read_text()
 
 
-def _rewrite_constantly(path, stop, written):
-    """Rewrite `path` like Claude Code does: read, add a key of our own, write a temp, rename."""
+def _rewrite_constantly(path, stop, written, in_place):
+    """Rewrite `path` like Claude Code does: read, add a key of our own, write it back, either with a
+    temp file and a rename or in place (truncate, then write: what a plain writeFileSync does)."""
     n = 0
     while not stop.is_set():
         doc = json.loads(path.read_text())
         n += 1
         doc.setdefault("writer", {})[str(n)] = n
-        tmp = path.with_name(".claude.json.writer")
-        tmp.write_text(json.dumps(doc, indent=2))
-        os.replace(tmp, path)  # atomic, like Claude Code
+        if in_place:
+            with open(path, "w") as f:
+                f.write(json.dumps(doc, indent=2))
+        else:
+            tmp = path.with_name(".claude.json.writer")
+            tmp.write_text(json.dumps(doc, indent=2))
+            os.replace(tmp, path)
         written.append(n)
         time.sleep(0.002)
 
 
-@pytest.mark.parametrize("action", ["install", "uninstall"])
-def test_concurrent_writer_on_claude_json_loses_nothing(home, action):
+@pytest.mark.parametrize("action, in_place", [("install", False), ("uninstall", False), ("install", True)])
+def test_concurrent_writer_on_claude_json_loses_nothing(home, action, in_place):
     """Claude Code rewrites ~/.claude.json constantly; neither its changes nor ours may be lost."""
     seed(home, ["claude"])
     path = home / ".claude.json"
@@ -257,7 +262,7 @@ def test_concurrent_writer_on_claude_json_loses_nothing(home, action):
         assert install("--host", "claude", "--no-hooks").returncode == 0
     stop = threading.Event()
     written: list[int] = []
-    t = threading.Thread(target=_rewrite_constantly, args=(path, stop, written))
+    t = threading.Thread(target=_rewrite_constantly, args=(path, stop, written, in_place))
     t.start()
     try:
         for _ in range(5):

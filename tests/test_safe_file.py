@@ -11,7 +11,7 @@ from retained.installers import safe_file
 
 
 def add_ours(text: str) -> str:
-    doc = json.loads(text)
+    doc = json.loads(text or "{}")
     doc.setdefault("mcpServers", {})["retained"] = {"command": "/x/retained"}
     return json.dumps(doc, indent=2)
 
@@ -99,3 +99,51 @@ def test_file_created_by_someone_else_meanwhile_is_not_replaced(tmp_path, monkey
 def test_no_temp_files_are_left_behind(config):
     safe_file.edit(config, add_ours, verify=check_ours)
     assert sorted(p.name for p in config.parent.iterdir()) == [".claude.json", ".claude.json.retained-backup"]
+
+
+def test_file_caught_mid_write_is_read_again_not_refused(config, monkeypatch):
+    """A program that rewrites in place (truncate, then write) can be caught half-way: wait and retry."""
+    whole = config.read_text()
+    config.write_text(whole[: len(whole) // 2])  # what a reader sees in the middle of the other write
+    real_sleep = safe_file.time.sleep
+
+    def sleep(seconds):
+        if config.read_text() != whole and "retained" not in config.read_text():
+            config.write_text(whole)  # ... and the other program finishes its write
+        real_sleep(0)
+
+    monkeypatch.setattr(safe_file.time, "sleep", sleep)
+    safe_file.edit(config, lambda t: add_ours(_parse_or_refuse(t)), verify=check_ours)
+    assert set(json.loads(config.read_text())["mcpServers"]) == {"other", "retained"}
+
+
+def test_truly_broken_file_is_refused_untouched(config):
+    config.write_text('{"mcpServers": ')
+    with pytest.raises(safe_file.ConfigError):
+        safe_file.edit(config, lambda t: add_ours(_parse_or_refuse(t)), verify=check_ours)
+    assert config.read_text() == '{"mcpServers": '
+
+
+def _parse_or_refuse(text):
+    try:
+        json.loads(text)
+    except ValueError as e:
+        raise safe_file.ConfigError(f"does not parse: {e}") from None
+    return text
+
+
+def test_empty_file_caught_between_truncate_and_write_is_read_again(config, monkeypatch):
+    """An empty file parses as an empty config: building on it would drop everything the other
+    program is about to write back. Look again first."""
+    whole = config.read_text()
+    config.write_text("")  # the other program has truncated the file and not yet written it
+    real_sleep = safe_file.time.sleep
+
+    def sleep(seconds):
+        if config.read_text() == "":
+            config.write_text(whole)
+        real_sleep(0)
+
+    monkeypatch.setattr(safe_file.time, "sleep", sleep)
+    safe_file.edit(config, add_ours, verify=check_ours, default_text="{}")
+    assert set(json.loads(config.read_text())["mcpServers"]) == {"other", "retained"}
