@@ -294,7 +294,8 @@ def stop(data: dict[str, Any], env: dict[str, str], host: str, store_dir: Path) 
             scopes = [s for s in (state.get("project"), "global") if s]
             since, value = ("ts >= ?", state["began_ts"]) if "began_ts" in state else ("seq > ?", int(state.get("start_seq", 0)))
             written = store.index.query(
-                f"SELECT COUNT(*) AS n FROM records WHERE {since} AND (session = ? OR scope IN ({','.join('?' * len(scopes))}))",
+                f"SELECT COUNT(*) AS n FROM records WHERE {since} AND (session = ? OR (session IS NULL"
+                f" AND scope IN ({','.join('?' * len(scopes))})))",
                 [value, sid, *scopes],
             )[0]["n"]
     if written:

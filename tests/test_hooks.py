@@ -239,6 +239,27 @@ def test_stop_is_silent_when_memory_was_written(store_dir, project, tmp_path):
     assert hook("stop", _stop_payload(start, transcript), env).stdout == ""
 
 
+def test_stop_is_not_silenced_by_another_session_of_the_same_project(store_dir, project, tmp_path):
+    """Claude Code's server tags records with its session id: a second session's writes are not ours."""
+    transcript = tmp_path / "t.jsonl"
+    _work_transcript(transcript)
+    start, env = fixtures(project, transcript)["claude"]
+    hook("session-start", start, env)
+    with Store(store_dir) as s:
+        s.write("the other window's note", scope=str(project), fields={"session_id": "another-session"})
+    assert json.loads(hook("stop", _stop_payload(start, transcript), env).stdout)["decision"] == "block"
+
+
+def test_stop_is_silent_when_this_session_wrote_anywhere(store_dir, project, tmp_path):
+    transcript = tmp_path / "t.jsonl"
+    _work_transcript(transcript)
+    start, env = fixtures(project, transcript)["claude"]
+    hook("session-start", start, env)
+    with Store(store_dir) as s:
+        s.write("filed under another scope", scope="/elsewhere", fields={"session_id": env["CLAUDE_CODE_SESSION_ID"]})
+    assert hook("stop", _stop_payload(start, transcript), env).stdout == ""
+
+
 def test_stop_is_silent_when_the_transcript_shows_a_checkpoint(store_dir, project, tmp_path):
     transcript = tmp_path / "t.jsonl"
     _work_transcript(transcript, wrote_memory=True)
