@@ -95,16 +95,6 @@ def _unlink(path: str | Path) -> None:
         pass
 
 
-def _atomic_write(target: Path, data: bytes, mode: int) -> None:
-    tmp = _temp_copy(target, data, mode)
-    try:
-        os.replace(tmp, target)
-    except BaseException:
-        _unlink(tmp)
-        raise
-    fsync_dir(target.parent)
-
-
 def _renameat2() -> Callable[[str, str], bool] | None:
     """Linux's atomic swap of two names (renameat2 RENAME_EXCHANGE), or None where there is none."""
     if not sys.platform.startswith("linux"):
@@ -283,11 +273,17 @@ def edit(
         try:
             verify(text, new_text)
         except Exception as e:
+            # Put the original back, but only over our own bytes: never over another program's write.
             if original is not None:
-                _atomic_write(target, original, mode)
-            else:
+                restored = _commit(target, new_bytes, original, mode)
+            elif _read(target)[0] == new_bytes:
                 target.unlink(missing_ok=True)
-            raise ConfigError(f"{path}: the change did not check out ({e}); the original was restored",
+                restored = True
+            else:
+                restored = False
+            undone = ("the original was restored" if restored else
+                      "another program has written the file since, and its version was left in place")
+            raise ConfigError(f"{path}: the change did not check out ({e}); {undone}",
                               hint="report this; nothing else was changed") from None
         pauses = settle if settle is not None else (SETTLE if contended else ())
         if pauses and not _settled(target, new_bytes, change, pauses):

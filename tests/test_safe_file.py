@@ -147,3 +147,36 @@ def test_empty_file_caught_between_truncate_and_write_is_read_again(config, monk
     monkeypatch.setattr(safe_file.time, "sleep", sleep)
     safe_file.edit(config, add_ours, verify=check_ours, default_text="{}")
     assert set(json.loads(config.read_text())["mcpServers"]) == {"other", "retained"}
+
+
+def test_a_change_that_does_not_check_out_is_undone(config):
+    before = config.read_bytes()
+
+    def refuse(old, new):
+        raise AssertionError("entry missing")
+
+    with pytest.raises(safe_file.ConfigError, match="original was restored"):
+        safe_file.edit(config, add_ours, verify=refuse)
+    assert config.read_bytes() == before
+
+
+def test_undoing_never_replaces_another_programs_write(config):
+    """If the file changed after our write, the undo leaves the other program's version alone."""
+    def refuse(old, new):
+        foreign_write(config, "theirs")
+        raise AssertionError("entry missing")
+
+    with pytest.raises(safe_file.ConfigError, match="its version was left in place"):
+        safe_file.edit(config, add_ours, verify=refuse)
+    assert json.loads(config.read_text()).get("theirs") is True
+
+
+def test_a_new_file_that_does_not_check_out_is_removed(tmp_path):
+    path = tmp_path / "fresh.json"
+
+    def refuse(old, new):
+        raise AssertionError("entry missing")
+
+    with pytest.raises(safe_file.ConfigError):
+        safe_file.edit(path, add_ours, verify=refuse, default_text="{}")
+    assert not path.exists()
