@@ -84,22 +84,25 @@ def bench_reference(base: Path, n: int, calls: int, rng: random.Random, cmd: lis
     return w, q
 
 
-def startup(base: Path, runs: int = 10) -> tuple[float, float]:
+def startup(base: Path, runs: int = 10) -> tuple[float, float, float]:
+    """p50 of start -> initialize reply, start -> first tools/list reply, and the SDK import alone."""
     d = base / "startup"
     d.mkdir(exist_ok=True)
-    times = []
+    times, ready = [], []
     for _ in range(runs):
         t = time.perf_counter()
         srv = WireServer(env={"RETAINED_DIR": str(d)}, cwd=str(base))
         srv.initialize()
         times.append(time.perf_counter() - t)
+        srv.request("tools", "tools/list")
+        ready.append(time.perf_counter() - t)
         srv.close()
     imports = []
     for _ in range(runs):
         t = time.perf_counter()
         subprocess.run([sys.executable, "-c", "import mcp.types"], check=True)
         imports.append(time.perf_counter() - t)
-    return p50(times), p50(imports)
+    return p50(times), p50(ready), p50(imports)
 
 
 def main() -> int:
@@ -110,8 +113,9 @@ def main() -> int:
     args = ap.parse_args()
     rng = random.Random(11)
     base = Path(tempfile.mkdtemp(prefix="retained-server-bench-"))
-    start, imp = startup(base)
-    print(f"start to initialize reply p50: {start:.0f} ms (same run: python -c 'import mcp.types' {imp:.0f} ms)")
+    start, ready, imp = startup(base)
+    print(f"start to initialize reply p50: {start:.0f} ms; to the first tools/list reply: {ready:.0f} ms "
+          f"(same run: python -c 'import mcp.types' {imp:.0f} ms)")
     cmd = reference_cmd()
     if cmd is None:
         print("reference server not installed (bash .ci/npm-tools.sh DIR); retained figures only")

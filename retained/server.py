@@ -23,6 +23,11 @@ from .store import MAX_K, MAX_LIST, Store
 log = logging.getLogger("retained.server")
 
 INSTRUCTIONS_MAX_CHARS = 2000  # Claude Code cuts server instructions at 2,048 characters
+# What the SDK (mcp 2.x) negotiates in an `initialize` handshake; a test keeps these equal to the SDK's.
+HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+LATEST_HANDSHAKE_VERSION = "2025-11-25"
+CAPABILITIES = {"prompts": {"listChanged": False}, "resources": {"listChanged": False, "subscribe": False},
+                "tools": {"listChanged": False}}
 MAX_LINE_BYTES = 32 * 1024 * 1024
 TOOL_NAMES = ("memory_write", "memory_search", "memory_get", "memory_list", "memory_verify", "memory_checkpoint")
 
@@ -395,8 +400,31 @@ class _WireOut:
     def __init__(self, fd: int) -> None:
         self._f = os.fdopen(fd, "wb", buffering=0, closefd=False)
         self._lock = threading.Lock()
+        self._swallow: dict[str, Any] | None = None
+
+    def swallow(self, reply: dict[str, Any]) -> None:
+        """Drop the SDK's own reply to a request that was already answered with `reply`."""
+        self._swallow = reply
+
+    def _swallowed(self, text: str) -> bool:
+        early = self._swallow
+        try:
+            msg = json.loads(text)
+        except ValueError:
+            return False
+        if not isinstance(msg, dict) or msg.get("id") != early["id"]:
+            return False
+        result = msg.get("result")
+        if not ((isinstance(result, dict) and "serverInfo" in result) or "error" in msg):
+            return False  # a later request that reused the id
+        self._swallow = None
+        if msg.get("result") != early["result"]:
+            log.warning("the SDK answered initialize differently from the early reply: %s", text[:500])
+        return True
 
     def write_line(self, text: str) -> None:
+        if self._swallow is not None and self._swallowed(text):
+            return
         data = text.encode("utf-8") if text.endswith("\n") else (text + "\n").encode("utf-8")
         with self._lock:
             view = memoryview(data)
@@ -414,12 +442,36 @@ class _WireOut:
 class _GuardedIn:
     """An async line iterator over the protocol's stdin that answers bad lines itself."""
 
-    def __init__(self, fd: int, out: _WireOut, validate: Any) -> None:
+    def __init__(self, fd: int, out: _WireOut, validate: Any = None) -> None:
         self._f = os.fdopen(fd, "rb", buffering=1 << 16, closefd=False)
         self._out = out
-        self._validate = validate
+        self.validate = validate
+        self._first: threading.Thread | None = None
+        self._first_line: bytes | None = None
+
+    def read_first_line_now(self, answer: Any) -> None:
+        """Read the first line on a thread while the SDK imports, and let `answer` see it first."""
+
+        def run() -> None:
+            self._first_line = self._read_line()
+            if self._first_line is not None:
+                try:
+                    answer(self._first_line)
+                except Exception as e:  # noqa: BLE001 - the SDK will answer it instead
+                    log.warning("no early reply: %s", e)
+
+        self._first = threading.Thread(target=run, daemon=True, name="retained-first-line")
+        self._first.start()
 
     def _read(self) -> bytes | None:
+        if self._first is not None:
+            self._first.join()
+            self._first = None
+            line, self._first_line = self._first_line, None
+            return line
+        return self._read_line()
+
+    def _read_line(self) -> bytes | None:
         line = self._f.readline(MAX_LINE_BYTES + 1)
         if not line:
             return None
@@ -445,11 +497,40 @@ class _GuardedIn:
                 self._out.write_line(json.dumps(_error(None, -32600, f"Invalid Request: line longer than "
                                                                      f"{MAX_LINE_BYTES // 2**20} MiB")))
                 continue
-            text, err = check_line(raw, self._validate)
+            text, err = check_line(raw, self.validate)
             if err is not None:
                 self._out.write_line(json.dumps(err, ensure_ascii=False))
             if text is not None:
                 return text
+
+
+def early_initialize_reply(line: bytes, instructions: str | None) -> dict[str, Any] | None:
+    """The reply the SDK will give to a well-formed handshake `initialize`, or None to leave it to the SDK.
+
+    Importing the SDK takes about half a second; answering the first `initialize` from here lets a host
+    see the server as started long before that. The SDK still gets the request (so its session is
+    initialized) and its own reply is dropped; a test keeps the two replies equal.
+    """
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0" or msg.get("method") != "initialize":
+        return None
+    rid, params = msg.get("id"), msg.get("params")
+    if isinstance(rid, bool) or not isinstance(rid, (int, str)) or not isinstance(params, dict) or "_meta" in params:
+        return None
+    version, caps, client = params.get("protocolVersion"), params.get("capabilities"), params.get("clientInfo")
+    if not (isinstance(version, str) and isinstance(caps, dict) and isinstance(client, dict)
+            and isinstance(client.get("name"), str) and isinstance(client.get("version"), str)):
+        return None
+    result: dict[str, Any] = {
+        "capabilities": CAPABILITIES,
+        "instructions": instructions or GUIDANCE,
+        "protocolVersion": version if version in HANDSHAKE_VERSIONS else LATEST_HANDSHAKE_VERSION,
+        "serverInfo": {"name": "retained", "version": __version__},
+    }
+    return {"jsonrpc": "2.0", "id": rid, "result": result}
 
 
 def _claim_stdio() -> tuple[int, int]:
@@ -519,14 +600,26 @@ def serve(directory: Any) -> int:
 
     signal.signal(signal.SIGTERM, _on_sigterm)
 
+    out = _WireOut(wire_out)
+    guarded = _GuardedIn(wire_in, out)
+
+    def _answer_early(line: bytes) -> None:
+        worker.join(timeout=5)
+        reply = early_initialize_reply(line, box.get("text"))
+        if reply is not None:
+            out.write_line(json.dumps(reply, ensure_ascii=False, separators=(",", ":")))
+            out.swallow(reply)  # the SDK sees the request only after this returns
+
+    if os.environ.get("RETAINED_EARLY_INITIALIZE", "on").strip().lower() not in ("off", "0", "false", "no"):
+        guarded.read_first_line_now(_answer_early)
+
     import anyio
     from mcp.server.stdio import stdio_server
     from mcp.types import jsonrpc_message_adapter
 
     worker.join(timeout=5)
     server = build_server(store, project, box.get("text"), session_id)
-    out = _WireOut(wire_out)
-    guarded = _GuardedIn(wire_in, out, lambda text: jsonrpc_message_adapter.validate_json(text, by_name=False))
+    guarded.validate = lambda text: jsonrpc_message_adapter.validate_json(text, by_name=False)
 
     async def main() -> None:
         lowlevel = server._lowlevel_server  # noqa: SLF001 - MCPServer.run_stdio_async minus the fd claim

@@ -347,3 +347,58 @@ def test_unusable_store_gives_readable_tool_errors_not_a_dead_server(tmp_path):
     reply = srv.call(1, "memory_search", {"query": "x"})
     assert reply["result"]["isError"] is True and "symbolic link" in reply["result"]["content"][0]["text"]
     assert srv.close() == 0
+
+
+# -- the early initialize reply ---------------------------------------------------------------------
+def test_handshake_constants_match_the_sdk():
+    from mcp_types import version
+
+    from retained import server
+
+    assert server.HANDSHAKE_VERSIONS == tuple(version.HANDSHAKE_PROTOCOL_VERSIONS)
+    assert server.LATEST_HANDSHAKE_VERSION == version.LATEST_HANDSHAKE_VERSION
+
+
+def _exchange(early: bool, lines: list[dict], wanted: list) -> tuple[list[bytes], str]:
+    srv = WireServer(env={"RETAINED_EARLY_INITIALIZE": "on" if early else "off", "RETAINED_LOG_LEVEL": "INFO"})
+    try:
+        for msg in lines:
+            srv.send(msg)
+        for msg_id in wanted:
+            srv.wait_for(msg_id, timeout=30)
+        srv.request("last", "ping", timeout=30)
+    finally:
+        srv.close()
+    return srv.lines, srv.stderr
+
+
+def _init(msg_id, version="2025-06-18", **params):
+    base = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}
+    return {"jsonrpc": "2.0", "id": msg_id, "method": "initialize", "params": {**base, **params}}
+
+
+@pytest.mark.parametrize("first", [
+    _init(1, "2024-11-05"), _init(1, "2025-03-26"), _init(1, "2025-06-18"), _init(1, "2025-11-25"),
+    _init("s", "2026-07-28"), _init(2, "banana"),
+    _init(3, capabilities={"roots": {"listChanged": True}}, clientInfo={"name": "c", "version": "1", "title": "C"}),
+    {"jsonrpc": "2.0", "id": 4, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}},  # no clientInfo
+    {"jsonrpc": "2.0", "id": 5, "method": "initialize"},  # no params at all
+    {"jsonrpc": "2.0", "id": 6, "method": "ping"},  # not an initialize: the SDK answers
+])
+def test_early_initialize_reply_is_exactly_what_the_sdk_says(store_dir, first):
+    """The reply sent before the SDK has loaded must be the SDK's own reply, and come exactly once."""
+    follow = [{"jsonrpc": "2.0", "method": "notifications/initialized"},
+              {"jsonrpc": "2.0", "id": 10, "method": "tools/list"}, _init(11, "2025-11-25")]
+    sdk, _ = _exchange(False, [first, *follow], [first["id"], 10, 11])
+    ours, err = _exchange(True, [first, *follow], [first["id"], 10, 11])
+    assert [json.loads(x) for x in ours] == [json.loads(x) for x in sdk]
+    assert "differently" not in err
+
+
+def test_a_reused_id_after_the_early_reply_is_not_swallowed(store_dir):
+    lines, _ = _exchange(True, [_init(1), {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                                {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}], [])
+    replies = [json.loads(x) for x in lines]
+    assert sorted(str(r.get("id")) for r in replies) == ["1", "1", "last"]
+    assert sum("serverInfo" in r["result"] for r in replies) == 1
+    assert sum("tools" in r["result"] for r in replies) == 1
