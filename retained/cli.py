@@ -104,9 +104,16 @@ def _show_hits(hits: list[dict[str, Any]]) -> None:
 def cmd_write(args: argparse.Namespace) -> int:
     from .project import default_write_scope
 
+    text = args.text
+    if text == "-":  # the text from stdin: for long or multi-line records (argv holds 128 KiB at most)
+        data = sys.stdin.buffer.read()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise UsageError(f"stdin is not UTF-8 text (byte {e.start})", hint="convert it to UTF-8") from None
     with _store(args) as store:
         scope = args.scope if args.scope is not None else default_write_scope(_project())
-        result = store.write(args.text, kind=args.kind, scope=scope, source=args.source,
+        result = store.write(text, kind=args.kind, scope=scope, source=args.source,
                              supersedes=args.supersedes, client_op_id=args.client_op_id,
                              fields=_parse_fields(args.field))
     return _report_write(args, result)
@@ -314,7 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     p = add("write", cmd_write, "append one record to the log, proven before it is acknowledged")
-    p.add_argument("text", help="what to remember")
+    p.add_argument("text", help="what to remember; - reads it from stdin (UTF-8, kept byte for byte)")
     p.add_argument("--kind", default="note", help="record kind (default: note), e.g. decision, fact")
     p.add_argument("--scope", help="scope (default: the current git project, else global)")
     p.add_argument("--source", help="where this came from (file, URL, ticket)")

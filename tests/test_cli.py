@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -119,3 +121,20 @@ def test_reindex_reports_counts(store_dir):
 def test_python_dash_m_and_version():
     proc = run_cli("--version")
     assert proc.returncode == 0 and proc.stdout.startswith("retained ")
+
+
+def _cli_bytes(*args: str, data: bytes) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "retained", *args], input=data, capture_output=True, timeout=60)
+
+
+def test_write_dash_reads_the_text_from_stdin_byte_for_byte(store_dir):
+    text = "line one\nline two \u00e9\u4e2d\U0001f600\r\n" + "x" * (1024 * 1024)  # more than argv can carry
+    w = json.loads(_cli_bytes("write", "-", "--json", data=text.encode("utf-8")).stdout)
+    assert w["durable"] is True
+    got = json.loads(run_cli("get", w["id"], "--json").stdout)
+    assert got["records"][0]["text"] == text
+
+
+def test_write_dash_refuses_stdin_that_is_not_utf8(store_dir):
+    proc = _cli_bytes("write", "-", data=b"caf\xe9")
+    assert proc.returncode == 2 and b"not UTF-8" in proc.stderr and b"Traceback" not in proc.stderr

@@ -197,6 +197,10 @@ BAD_LINES = [
     b'{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"memory_search","arguments":{"query":"a\\u0000b NEAR("}}}',
     b"\xff\xfe not utf-8",
     b"x" * (10 * 1024 * 1024),
+    b'{"jsonrpc":"2.0","id":90,"method":"tools/call","params":{"name":"memory_write","arguments":{"text":"'
+    + b"y" * (10 * 1024 * 1024) + b'"}}}',
+    b'{"method":"tools/call","params":{"name":"memory_write","arguments":{"text":"'
+    + b"z" * (10 * 1024 * 1024) + b'"}},"jsonrpc":"2.0","id":89}',
 ]
 
 
@@ -215,6 +219,8 @@ def test_bad_lines_get_errors_and_the_server_keeps_serving(store_dir):
         for msg_id in (91, 92, 93, 94, 95, 96, 97):
             reply = srv.wait_for(msg_id)
             assert "error" in reply, reply
+        for msg_id in (90, 89):  # 10 MiB requests: refused by size, answered under their own id
+            assert srv.wait_for(msg_id)["error"]["code"] == -32600
         for msg_id in (98, 99):  # readable tool errors, not internal errors
             reply = srv.wait_for(msg_id)
             assert reply["result"]["isError"] is True or "error" not in reply
@@ -223,6 +229,7 @@ def test_bad_lines_get_errors_and_the_server_keeps_serving(store_dir):
         assert [t["name"] for t in tools] == list(TOOL_NAMES)
         ok = srv.call(3, "memory_write", {"text": "still serving"})
         assert ok["result"]["structuredContent"]["durable"] is True
+        assert srv.call(4, "memory_list", {"scope": "*"})["result"]["structuredContent"]["total"] == 1  # no 10 MiB write
         null_id_errors = [json.loads(raw) for raw in srv.lines if json.loads(raw).get("id") is None]
         assert len(null_id_errors) >= 8  # parse errors and non-objects, answered with id null
     finally:
@@ -402,3 +409,18 @@ def test_a_reused_id_after_the_early_reply_is_not_swallowed(store_dir):
     assert sorted(str(r.get("id")) for r in replies) == ["1", "1", "last"]
     assert sum("serverInfo" in r["result"] for r in replies) == 1
     assert sum("tools" in r["result"] for r in replies) == 1
+
+
+def test_a_4_mib_record_round_trips_over_stdio(store_dir):
+    text = ("4 MiB over the wire: " + "\u00e9\u4e2d\U0001f600 plain ascii " * 200_000)[: 4 * 1024 * 1024 // 2]
+    text += "x" * (4 * 1024 * 1024 - len(text.encode("utf-8")))
+    assert len(text.encode("utf-8")) == 4 * 1024 * 1024
+    srv = WireServer()
+    try:
+        srv.initialize()
+        w = srv.call(1, "memory_write", {"text": text})["result"]["structuredContent"]
+        assert w["durable"] is True
+        got = srv.call(2, "memory_get", {"ids": [w["id"]]})["result"]["structuredContent"]
+        assert got["records"][0]["text"] == text
+    finally:
+        srv.close()
