@@ -321,3 +321,27 @@ def test_uninstalling_both_hosts_that_share_hooks_removes_them(home):
     install("--host", "claude", "--host", "vscode")
     run_cli("uninstall", "--yes", "--host", "claude", "--host", "vscode")
     assert "hooks" not in json.loads((home / ".claude" / "settings.json").read_text())
+
+
+@pytest.mark.parametrize("platform, expected", [
+    ("linux", ".config/Code/User"),
+    ("darwin", "Library/Application Support/Code/User"),
+    ("win32", "roaming/Code/User"),
+])
+def test_vscode_user_folder_per_os(home, monkeypatch, tmp_path, platform, expected):
+    """VS Code's user mcp.json: XDG_CONFIG_HOME on Linux, Application Support on macOS, APPDATA on Windows."""
+    from retained.installers import base
+
+    monkeypatch.setattr(base.sys, "platform", platform)
+    monkeypatch.setenv("APPDATA", str(home / "roaming"))
+    ctx = base.base_context(tmp_path / "store", tmp_path)
+    assert Path(ctx["vscode_user"]) == home / expected
+    assert Path(ctx["claude_json"]) == home / ".claude.json" and Path(ctx["codex_home"]) == home / ".codex"
+
+
+def test_xdg_config_home_moves_the_vscode_folder_on_linux(home, monkeypatch, tmp_path):
+    from retained.installers import base
+
+    monkeypatch.setattr(base.sys, "platform", "linux")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert Path(base.base_context(tmp_path / "store", tmp_path)["vscode_user"]) == tmp_path / "xdg" / "Code" / "User"
