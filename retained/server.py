@@ -553,10 +553,10 @@ def early_initialize_reply(line: bytes, instructions: str | None) -> dict[str, A
     see the server as started long before that. The SDK still gets the request (so its session is
     initialized) and its own reply is dropped; a test keeps the two replies equal.
     """
-    try:
-        msg = json.loads(line)
-    except ValueError:
+    text, _ = check_line(line)  # what the guard would refuse (lone surrogates, ...) is not answered here
+    if text is None:
         return None
+    msg = json.loads(text)
     if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0" or msg.get("method") != "initialize":
         return None
     rid, params = msg.get("id"), msg.get("params")

@@ -391,6 +391,7 @@ def _init(msg_id, version="2025-06-18", **params):
     {"jsonrpc": "2.0", "id": 4, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}},  # no clientInfo
     {"jsonrpc": "2.0", "id": 5, "method": "initialize"},  # no params at all
     {"jsonrpc": "2.0", "id": 6, "method": "ping"},  # not an initialize: the SDK answers
+    _init(7, clientInfo={"name": "bad \ud800", "version": "1"}),  # refused by the guard, not answered early
 ])
 def test_early_initialize_reply_is_exactly_what_the_sdk_says(store_dir, first):
     """The reply sent before the SDK has loaded must be the SDK's own reply, and come exactly once."""
