@@ -425,8 +425,6 @@ class _WireOut:
         return True
 
     def write_line(self, text: str) -> None:
-        if self._swallow is not None and self._swallowed(text):
-            return
         data = text.encode("utf-8") if text.endswith("\n") else (text + "\n").encode("utf-8")
         with self._lock:
             view = memoryview(data)
@@ -435,6 +433,8 @@ class _WireOut:
 
     # the async face stdio_server() expects
     async def write(self, text: str) -> None:
+        if self._swallow is not None and self._swallowed(text):  # only the SDK's output is ever dropped
+            return
         self.write_line(text)
 
     async def flush(self) -> None:
