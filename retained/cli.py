@@ -124,7 +124,8 @@ def _report_write(args: argparse.Namespace, result: dict[str, Any]) -> int:
         _print_json(result)
     else:
         checks = " ".join(f"{k} {'✓' if v else '✗'}" for k, v in result["checks"].items())
-        verb = "already written" if result["deduplicated"] else "wrote"
+        verb = ("already written" if result["deduplicated"] else
+                "wrote" if result["checks"]["append"] else "could not write")
         _out(f"{verb} {result['id']} (seq {result['seq']}) durable={str(result['durable']).lower()}: {checks}")
         _warn_all(result)
     return EXIT_OK if result["durable"] else EXIT_FAIL

@@ -256,7 +256,9 @@ class Log:
                     os.fsync(fd)
                 except OSError:
                     pass
-                raise StoreError(f"could not append to {self.path}: {e.strerror or e}", hint="free disk space or fix permissions, then retry") from None
+                reasons.append(f"could not append to {self.path}: {e.strerror or e}; nothing was written "
+                               "(free disk space or fix permissions, then retry)")
+                return {"offset": offset, "line": line, "checks": checks, "reasons": reasons}
             checks["append"] = True
             try:
                 os.fsync(fd)

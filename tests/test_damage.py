@@ -144,3 +144,29 @@ def test_garbage_line_from_another_program_is_named_and_skipped(store, store_dir
     _all_readable(store, receipts + [receipt])
     report = store.verify()
     assert report["records"] == 4 and report["corrupt_count"] == 1 and not report["chain_breaks"]
+
+
+def test_a_failed_append_is_an_honest_receipt_and_leaves_no_partial_line(store_dir):
+    """A real fault (the file-size limit, as on a full disk): durable false, the reason named, nothing
+    half-written, and the next write goes on from the last good record."""
+    import resource
+
+    with Store(store_dir) as s:
+        s.write("before the fault")
+    before = (store_dir / "log.jsonl").read_bytes()
+    limit = len(before) + 100
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    proc = subprocess.run([sys.executable, "-m", "retained", "--dir", str(store_dir), "write", "--json",
+                           "x" * 5000], capture_output=True, text=True, preexec_fn=small_files, timeout=60)
+    receipt = json.loads(proc.stdout)
+    assert proc.returncode == 1 and receipt["durable"] is False
+    assert receipt["checks"] == {"append": False, "fsync": False, "readback_match": False, "chain": False}
+    assert any("nothing was written" in w for w in receipt["warnings"])
+    assert (store_dir / "log.jsonl").read_bytes() == before
+    with Store(store_dir) as s:
+        after = s.write("after the fault")
+        assert after["durable"] is True and after["seq"] == 2
+        assert s.verify()["intact"] is True
