@@ -45,7 +45,8 @@ DESCRIPTIONS = {
         "rewrite). To record where work stands before stopping, prefer memory_checkpoint. Returns a "
         "receipt: id, seq, sha256, durable (true only after the bytes were fsynced, read back and "
         "chain-checked), checks, warnings (e.g. which kinds of secret were redacted before writing) and "
-        "deduplicated."
+        "deduplicated. durable false means the memory is not safely stored: warnings say why; do not "
+        "report it as saved."
     ),
     "memory_search": (
         "Find memories by words, best match first (bm25 ranking, newer first on ties). Searches the "
