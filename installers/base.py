@@ -111,7 +111,9 @@ class FilePlan:
             elif e["op"] == "list-items":
                 out.append(f"{'.'.join(e['at'])} += {', '.join(e['values'])}")
             elif e["op"] == "codex-trust":
-                out.append(f"{'.'.join(e['at'])}: trust {len(e.get('entries', {}))} retained hook(s) by hash")
+                n = len(e.get("entries", {}))
+                out.append(f"{'.'.join(e['at'])}: trust {n} retained hook(s) by hash" if n else
+                           f"{'.'.join(e['at'])}: retained's hook trust entries")
             else:
                 out.append(f"{'.'.join(e['at'])} += {e['value'].get('command') or e['value']['hooks'][0]['command']}")
         return out
@@ -168,9 +170,27 @@ class FilePlan:
         return found
 
     def apply(self, install: bool, dry_run: bool) -> safe_file.Outcome:
-        return safe_file.edit(self.path, self.change(install), verify=self.verify(install),
-                              default_text=self.editor.default_text, dry_run=dry_run,
-                              settle=safe_file.SETTLE if self.rewritten_by_host else None)
+        outcome = safe_file.edit(self.path, self.change(install), verify=self.verify(install),
+                                 default_text=self.editor.default_text, dry_run=dry_run,
+                                 settle=safe_file.SETTLE if self.rewritten_by_host else None,
+                                 remove_if_empty=None if install else self._empty)
+        if not install and outcome.action == "updated":
+            # Back to the very bytes from before retained: the backup has nothing left to keep.
+            backup = outcome.target.with_name(outcome.target.name + safe_file.BACKUP_SUFFIX)
+            try:
+                if backup.read_bytes() == outcome.target.read_bytes():
+                    backup.unlink()
+                    outcome.backup = None
+            except OSError:
+                pass
+        return outcome
+
+    def _empty(self, text: str) -> bool:
+        try:
+            doc = self.editor.load(self.path, text)
+        except Exception:  # noqa: BLE001 - not parsable: certainly not "empty"
+            return False
+        return doc in (None, {}, []) or formats.strip_ours(doc, self.edits, self.defaults) == {}
 
 
 class Host:

@@ -91,6 +91,8 @@ def install(*, host_names: list[str] | None, scope: str, dry_run: bool, hooks: b
             if dry_run:
                 if outcome.diff:
                     out(outcome.diff.rstrip("\n"))
+                elif outcome.action == "would remove":
+                    out(f"  {p.path}: would remove the file (retained created it, and nothing else is in it)")
                 else:
                     out(f"  {p.path}: no change")
             else:

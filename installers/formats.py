@@ -234,7 +234,10 @@ class TOMLEditor:
                             state[key] = _toml_table(value)
                 if not install or remove:
                     _prune_toml(doc, ["hooks", "state"], original)
-        return tomlkit.dumps(doc)
+        out = tomlkit.dumps(doc)
+        if not install and out.endswith("\n\n") and not text.endswith("\n\n"):
+            out = out.rstrip("\n") + "\n"  # the blank line that stood before our table goes with it
+        return out
 
 
 def _toml_table(value: dict[str, Any]) -> Any:

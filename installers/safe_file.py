@@ -165,6 +165,26 @@ def _commit(target: Path, original: bytes | None, data: bytes, mode: int) -> boo
         _unlink(tmp)
 
 
+def _remove(target: Path, original: bytes) -> bool:
+    """Remove `target` only if it still holds `original`; False (nothing lost) if it changed."""
+    aside = f"{target.parent}{os.sep}.{target.name}.{os.getpid()}.retained-removing"
+    try:
+        os.rename(target, aside)  # atomic: from here nobody can write into the name we remove
+    except FileNotFoundError:
+        return False
+    taken, _ = _read(Path(aside))
+    if taken != original:
+        try:  # someone wrote it meanwhile: put their version back (unless a newer one is there)
+            os.link(aside, target)
+        except OSError:
+            pass
+        _unlink(aside)
+        return False
+    _unlink(aside)
+    fsync_dir(target.parent)
+    return True
+
+
 def _settled(target: Path, data: bytes, change: Callable[[str], str], pauses: Sequence[float]) -> bool:
     """Whether our change is still in effect a moment later.
 
@@ -197,6 +217,7 @@ def edit(
     dry_run: bool = False,
     new_mode: int = 0o600,
     settle: Sequence[float] | None = None,
+    remove_if_empty: Callable[[str], bool] | None = None,
 ) -> Outcome:
     """Apply `change` (text -> text) to the file at `path` safely.
 
@@ -207,6 +228,10 @@ def edit(
     `settle`: pauses after which to look again that our change is still in effect (SETTLE for a file
     its host rewrites while running, like ~/.claude.json). None: look again only when the file
     changed under us during this edit, a sign that something is writing it right now.
+
+    `remove_if_empty(new_text)` (uninstall): when it says the changed text holds nothing, and the file
+    has no backup (so retained created it: every file that existed got one before its first change),
+    the file is removed instead of being left as an empty shell.
     """
     target = Path(os.path.realpath(path))
     contended = False
@@ -239,8 +264,17 @@ def edit(
             if original is not None and _read(target)[0] != original and attempt < RETRIES - 1:
                 continue
             raise
-        if new_text == text and original is not None:
+        if new_text == text:  # nothing to do; and a missing file stays missing (uninstall)
             return Outcome(path, target, "unchanged")
+        backup_path = target.with_name(target.name + BACKUP_SUFFIX)
+        if (remove_if_empty is not None and original is not None and not backup_path.exists()
+                and remove_if_empty(new_text)):
+            if dry_run:
+                return Outcome(path, target, "would remove")
+            if _remove(target, original):
+                return Outcome(path, target, "removed")
+            time.sleep(0.01 * (attempt + 1))
+            continue
         if dry_run:
             old_lines = text.splitlines(keepends=True) if original is not None else []
             diff = "".join(difflib.unified_diff(old_lines, new_text.splitlines(keepends=True),
@@ -251,7 +285,7 @@ def edit(
         new_bytes = _encode(new_text, bom)
         backup = None
         if original is not None:
-            backup = target.with_name(target.name + BACKUP_SUFFIX)
+            backup = backup_path
             if not backup.exists():  # one backup: the bytes from before retained ever touched the file
                 fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
                              stat.S_IMODE(st.st_mode) & 0o666 or 0o600)

@@ -311,16 +311,45 @@ def test_uninstalling_one_host_keeps_hooks_another_installed_host_reads(home):
     run_cli("uninstall", "--yes", "--host", "vscode")
     settings = json.loads((home / ".claude" / "settings.json").read_text())
     assert any("hook session-start" in h["command"] for g in settings["hooks"]["SessionStart"] for h in g["hooks"])
-    assert "servers" not in json.loads((home / ".config" / "Code" / "User" / "mcp.json").read_text()) or \
-        "retained" not in json.loads((home / ".config" / "Code" / "User" / "mcp.json").read_text())["servers"]
+    assert not (home / ".config" / "Code" / "User" / "mcp.json").exists()  # created by install, removed again
     run_cli("uninstall", "--yes", "--host", "claude")
-    assert "hooks" not in json.loads((home / ".claude" / "settings.json").read_text())
+    assert not (home / ".claude" / "settings.json").exists()  # retained created it; it goes again
 
 
 def test_uninstalling_both_hosts_that_share_hooks_removes_them(home):
+    (home / ".claude").mkdir()
+    (home / ".claude" / "settings.json").write_text('{\n  "model": "opus"\n}\n')
     install("--host", "claude", "--host", "vscode")
     run_cli("uninstall", "--yes", "--host", "claude", "--host", "vscode")
-    assert "hooks" not in json.loads((home / ".claude" / "settings.json").read_text())
+    assert (home / ".claude" / "settings.json").read_text() == '{\n  "model": "opus"\n}\n'
+
+
+def test_install_then_uninstall_leaves_the_same_files_and_bytes(home):
+    """Files retained created are removed again; backups go once the file is back to its first bytes."""
+    seed(home)
+    (home / ".cursor").mkdir(exist_ok=True)
+    (home / ".gemini").mkdir(exist_ok=True)
+    before = snapshot(home)
+    assert install().returncode == 0
+    assert snapshot(home) != before
+    dry = run_cli("uninstall", "--yes", "--dry-run")
+    assert dry.returncode == 0 and snapshot(home) != before
+    proc = run_cli("uninstall", "--yes")
+    assert proc.returncode == 0, proc.stderr
+    assert snapshot(home) == before
+    assert "created" not in proc.stdout  # uninstall never creates a file
+    again = run_cli("uninstall", "--yes")
+    assert again.returncode == 0 and snapshot(home) == before
+
+
+def test_uninstall_keeps_a_file_retained_created_once_the_user_added_to_it(home):
+    assert install("--host", "claude").returncode == 0
+    settings = home / ".claude" / "settings.json"
+    doc = json.loads(settings.read_text())
+    doc["model"] = "opus"
+    settings.write_text(json.dumps(doc, indent=2))
+    assert run_cli("uninstall", "--yes", "--host", "claude").returncode == 0
+    assert json.loads(settings.read_text()) == {"model": "opus"}
 
 
 @pytest.mark.parametrize("platform, expected", [

@@ -180,3 +180,47 @@ def test_a_new_file_that_does_not_check_out_is_removed(tmp_path):
     with pytest.raises(safe_file.ConfigError):
         safe_file.edit(path, add_ours, verify=refuse, default_text="{}")
     assert not path.exists()
+
+
+def remove_ours(text: str) -> str:
+    doc = json.loads(text)
+    doc.get("mcpServers", {}).pop("retained", None)
+    return json.dumps(doc)
+
+
+def nothing_left(text: str) -> bool:
+    return json.loads(text) in ({}, {"mcpServers": {}})
+
+
+def test_uninstall_removes_a_file_retained_created(tmp_path):
+    (tmp_path / "cfg").mkdir()
+    path = tmp_path / "cfg" / "created.json"
+    path.write_text('{"mcpServers": {"retained": {"command": "/x/retained"}}}')  # no backup: retained made it
+    out = safe_file.edit(path, remove_ours, verify=lambda old, new: None, remove_if_empty=nothing_left)
+    assert out.action == "removed" and not path.exists() and list((tmp_path / "cfg").iterdir()) == []
+
+
+def test_uninstall_keeps_a_file_that_existed_before_install(config):
+    safe_file.edit(config, add_ours, verify=check_ours)  # install: backs up the user's file
+    config.write_text('{"mcpServers": {"retained": {"command": "/x/retained"}}}')
+    out = safe_file.edit(config, remove_ours, verify=lambda old, new: None, remove_if_empty=nothing_left)
+    assert out.action == "updated" and config.exists()
+
+
+def test_removal_never_takes_a_write_that_lands_meanwhile(tmp_path, monkeypatch):
+    (tmp_path / "cfg").mkdir()
+    path = tmp_path / "cfg" / "created.json"
+    path.write_text('{"mcpServers": {"retained": {"command": "/x/retained"}}}')
+    real_rename = os.rename
+    struck = {"n": 0}
+
+    def rename(src, dst):
+        if str(src) == str(path.resolve()) and not struck["n"]:
+            struck["n"] += 1
+            foreign_write(path, "theirs")  # lands after our last look, just before the file goes
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", rename)
+    out = safe_file.edit(path, remove_ours, verify=lambda old, new: None, remove_if_empty=nothing_left)
+    assert struck["n"] == 1 and out.action == "updated"
+    assert json.loads(path.read_text()) == {"mcpServers": {}, "theirs": True}
