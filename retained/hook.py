@@ -180,7 +180,6 @@ def session_start(data: dict[str, Any], env: dict[str, str], host: str, store_di
     """The brief in the host's shape, or None when this session already got it moments ago."""
     from .brief import render
     from .log import LOG_NAME
-
     from .paths import read_only_requested
 
     project = project_of(data, env)

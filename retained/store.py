@@ -20,8 +20,8 @@ if TYPE_CHECKING:  # the hook path imports no more than it runs
 from . import records
 from .errors import NotFound, StoreError, UsageError
 from .index import Index, query_terms, quote_query, scope_clause
-from .paths import read_only_requested
 from .log import ChainState, Log
+from .paths import read_only_requested
 from .tokens import estimate_tokens
 
 MAX_K = 100
