@@ -133,3 +133,32 @@ def test_gemini_cli_gets_the_brief_and_uses_the_installed_server(isolate_home, s
     assert convo, (proc.stdout[-1000:], proc.stderr[-2000:], [p for p, _ in fm.requests])
     assert MARKER in fm.text_of(convo[0]) and "<hook_context>" in fm.text_of(convo[0])
     assert "written by gemini through retained" in _log_texts(store_dir)
+
+
+@pytest.mark.slow
+def test_install_and_uninstall_while_real_claude_code_rewrites_its_config(isolate_home, store_dir, project):
+    """Real Claude Code processes adding servers to ~/.claude.json while retained installs and
+    uninstalls: every server Claude Code added survives, and so does the final install."""
+    claude = npm_bin("claude")
+    if claude is None:
+        pytest.skip("Claude Code CLI not installed (npm unavailable?); .ci/run installs it")
+    env = _env(isolate_home, store_dir)
+    (isolate_home / ".claude.json").write_text('{\n  "myOwnKey": 42\n}\n')
+    added = [f"other{i}" for i in range(6)]
+    adder = subprocess.Popen(
+        ["sh", "-c", " ; ".join(f"{claude} mcp add-json -s user {name} "
+                                 "'{\"type\":\"stdio\",\"command\":\"echo\",\"args\":[\"x\"]}' >/dev/null 2>&1"
+                                 for name in added)],
+        env=env, cwd=project)
+    cli = [sys.executable, "-m", "retained"]
+    for _ in range(3):
+        for args in (["install", "--yes", "--host", "claude", "--no-hooks"], ["uninstall", "--yes", "--host", "claude"]):
+            proc = subprocess.run(cli + args, env=env, cwd=project, capture_output=True, text=True, timeout=60)
+            assert proc.returncode == 0, proc.stderr
+    proc = subprocess.run(cli + ["install", "--yes", "--host", "claude", "--no-hooks"], env=env, cwd=project,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert adder.wait(timeout=120) == 0
+    doc = json.loads((isolate_home / ".claude.json").read_text())
+    assert set(added) <= set(doc["mcpServers"]), sorted(doc["mcpServers"])
+    assert "retained" in doc["mcpServers"] and doc.get("myOwnKey") == 42
