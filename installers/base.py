@@ -120,8 +120,7 @@ class FilePlan:
 
     def original(self) -> Any:
         """The document as it was before retained first changed it (from the backup), if known."""
-        backup = Path(os.path.realpath(self.path))
-        backup = backup.with_name(backup.name + safe_file.BACKUP_SUFFIX)
+        backup = safe_file.backup_path(Path(os.path.realpath(self.path)))
         try:
             return self.editor.load(self.path, backup.read_text("utf-8"))
         except (OSError, UnicodeDecodeError, Exception):  # noqa: BLE001 - no usable backup: prune freely
@@ -176,7 +175,7 @@ class FilePlan:
                                  remove_if_empty=None if install else self._empty)
         if not install and outcome.action == "updated":
             # Back to the very bytes from before retained: the backup has nothing left to keep.
-            backup = outcome.target.with_name(outcome.target.name + safe_file.BACKUP_SUFFIX)
+            backup = safe_file.backup_path(outcome.target)
             try:
                 if backup.read_bytes() == outcome.target.read_bytes():
                     backup.unlink()
@@ -190,7 +189,7 @@ class FilePlan:
             doc = self.editor.load(self.path, text)
         except Exception:  # noqa: BLE001 - not parsable: certainly not "empty"
             return False
-        return doc in (None, {}, []) or formats.strip_ours(doc, self.edits, self.defaults) == {}
+        return formats.strip_ours(doc, self.edits, self.defaults) in (None, {}, [])
 
 
 class Host:

@@ -185,6 +185,17 @@ def _remove(target: Path, original: bytes) -> bool:
     return True
 
 
+def _changes_soon(target: Path, seen: bytes) -> bool:
+    """Whether the file holds something else than `seen` a moment later."""
+    time.sleep(0.05)
+    return _read(target)[0] != seen
+
+
+def backup_path(target: Path) -> Path:
+    """Where the one backup of `target`'s bytes from before retained first changed it is kept."""
+    return target.with_name(target.name + BACKUP_SUFFIX)
+
+
 def _settled(target: Path, data: bytes, change: Callable[[str], str], pauses: Sequence[float]) -> bool:
     """Whether our change is still in effect a moment later.
 
@@ -200,7 +211,7 @@ def _settled(target: Path, data: bytes, change: Callable[[str], str], pauses: Se
         if now is None:
             return False
         try:
-            text = now[3:].decode("utf-8") if now.startswith(b"\xef\xbb\xbf") else now.decode("utf-8")
+            text, _ = _decode(target, now)
             if change(text) != text:
                 return False
         except Exception:  # unparsable now: the next attempt reports it properly
@@ -249,25 +260,22 @@ def edit(
                 )
         elif not target.parent.exists() and not dry_run:
             target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if original == b"":
-            # An empty file may be one caught between another program's truncate and its write.
-            time.sleep(0.05)
-            if _read(target)[0] != original and attempt < RETRIES - 1:
-                continue
+        # An empty or unparsable file may be one caught mid-write by a program that rewrites it in
+        # place (truncate, then write): then it is different a moment later, and we start over.
+        last_try = attempt == RETRIES - 1
+        if original == b"" and not last_try and _changes_soon(target, original):
+            continue
         try:
             text, bom = _decode(path, original) if original is not None else (default_text, False)
             new_text = change(text)
         except ConfigError:
-            # Caught mid-write by a program that rewrites the file in place (truncate, then write)?
-            # Then it is different a moment later: start over. Still the same bytes: truly broken.
-            time.sleep(0.05)
-            if original is not None and _read(target)[0] != original and attempt < RETRIES - 1:
+            if original is not None and not last_try and _changes_soon(target, original):
                 continue
-            raise
+            raise  # still the same bytes: truly broken
         if new_text == text:  # nothing to do; and a missing file stays missing (uninstall)
             return Outcome(path, target, "unchanged")
-        backup_path = target.with_name(target.name + BACKUP_SUFFIX)
-        if (remove_if_empty is not None and original is not None and not backup_path.exists()
+        backup = backup_path(target)
+        if (remove_if_empty is not None and original is not None and not backup.exists()
                 and remove_if_empty(new_text)):
             if dry_run:
                 return Outcome(path, target, "would remove")
@@ -283,17 +291,16 @@ def edit(
         if target.parent.exists() and not os.access(target.parent, os.W_OK):
             raise ConfigError(f"cannot write in {target.parent}", hint="fix the directory's permissions")
         new_bytes = _encode(new_text, bom)
-        backup = None
-        if original is not None:
-            backup = backup_path
-            if not backup.exists():  # one backup: the bytes from before retained ever touched the file
-                fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
-                             stat.S_IMODE(st.st_mode) & 0o666 or 0o600)
-                with os.fdopen(fd, "wb") as f:
-                    f.write(original)
-                    f.flush()
-                    os.fsync(f.fileno())
-                fsync_dir(target.parent)
+        if original is None:
+            backup = None
+        elif not backup.exists():  # one backup: the bytes from before retained ever touched the file
+            fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
+                         stat.S_IMODE(st.st_mode) & 0o666 or 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(original)
+                f.flush()
+                os.fsync(f.fileno())
+            fsync_dir(target.parent)
         mode = stat.S_IMODE(st.st_mode) if st is not None else new_mode
         # Replace only if nobody (Claude Code rewrites ~/.claude.json all the time) changed it meanwhile.
         if not _commit(target, original, new_bytes, mode):
