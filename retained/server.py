@@ -443,7 +443,14 @@ class _WireOut:
 
 
 _PEEK = 64 * 1024
-_OVERSIZED = b"\x00oversized"
+
+
+class _Oversized:
+    """What the reader hands on for a line too long to pass: the id read from its ends, if any."""
+
+    def __init__(self, msg_id: Any) -> None:
+        self.msg_id = msg_id
+
 # A top-level "id" member: after "{" or ",", so never inside a string (a quote there is escaped).
 _ID_MEMBER = re.compile(rb'[{,]\s*"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.)*")\s*(?=[,}])')
 
@@ -457,14 +464,14 @@ def oversized_line_id(head: bytes, tail: bytes) -> Any:
     """
     if not head.lstrip().startswith(b"{"):
         return None
-    for m in _ID_MEMBER.finditer(head):
-        if head.count(b"{", 0, m.start() + 1) == 1:
-            return _id_value(m.group(1))
-        break
-    for m in reversed(list(_ID_MEMBER.finditer(tail))):
-        if tail[m.end():].strip() == b"}":
-            return _id_value(m.group(1))
-        break
+    first = _ID_MEMBER.search(head)
+    if first is not None and head.count(b"{", 0, first.start() + 1) == 1:
+        return _id_value(first.group(1))
+    last = None
+    for last in _ID_MEMBER.finditer(tail):  # noqa: B007 - the last match is the one wanted
+        pass
+    if last is not None and tail[last.end():].strip() == b"}":
+        return _id_value(last.group(1))
     return None
 
 
@@ -484,15 +491,14 @@ class _GuardedIn:
         self._out = out
         self.validate = validate
         self._first: threading.Thread | None = None
-        self._first_line: bytes | None = None
-        self.oversized_id: Any = None
+        self._first_line: bytes | _Oversized | None = None
 
     def read_first_line_now(self, answer: Any) -> None:
         """Read the first line on a thread while the SDK imports, and let `answer` see it first."""
 
         def run() -> None:
             self._first_line = self._read_line()
-            if self._first_line is not None:
+            if isinstance(self._first_line, bytes):
                 try:
                     answer(self._first_line)
                 except Exception as e:  # noqa: BLE001 - the SDK will answer it instead
@@ -501,7 +507,7 @@ class _GuardedIn:
         self._first = threading.Thread(target=run, daemon=True, name="retained-first-line")
         self._first.start()
 
-    def _read(self) -> bytes | None:
+    def _read(self) -> bytes | _Oversized | None:
         if self._first is not None:
             self._first.join()
             self._first = None
@@ -509,7 +515,7 @@ class _GuardedIn:
             return line
         return self._read_line()
 
-    def _read_line(self) -> bytes | None:
+    def _read_line(self) -> bytes | _Oversized | None:
         line = self._f.readline(MAX_LINE_BYTES + 1)
         if not line:
             return None
@@ -521,8 +527,7 @@ class _GuardedIn:
                     tail = (tail + more)[-_PEEK:]
                 if not more or more.endswith(b"\n"):
                     break
-            self.oversized_id = oversized_line_id(head, tail)
-            return _OVERSIZED
+            return _Oversized(oversized_line_id(head, tail))
         return line
 
     def __aiter__(self) -> "_GuardedIn":
@@ -535,8 +540,8 @@ class _GuardedIn:
             raw = await anyio.to_thread.run_sync(self._read)
             if raw is None:
                 raise StopAsyncIteration
-            if raw is _OVERSIZED:
-                self._out.write_line(json.dumps(_error(self.oversized_id, -32600,
+            if isinstance(raw, _Oversized):
+                self._out.write_line(json.dumps(_error(raw.msg_id, -32600,
                                                        f"Invalid Request: line longer than "
                                                        f"{MAX_LINE_BYTES // 2**20} MiB; nothing was done")))
                 continue

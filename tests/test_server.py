@@ -17,7 +17,7 @@ from mcp import Client  # noqa: E402
 
 from retained.server import TOOL_NAMES, build_server, compute_instructions  # noqa: E402
 from retained.store import Store  # noqa: E402
-from tests.conftest import npm_bin  # noqa: E402
+from tests.conftest import require_npm_bin  # noqa: E402
 from tests.mcp_wire import WireServer  # noqa: E402
 
 SNAPSHOT = Path(__file__).parent / "data" / "tools_list.json"
@@ -322,9 +322,7 @@ def test_instructions_follow_the_project_of_the_cwd(tmp_path, store_dir):
 # -- a real third-party client ----------------------------------------------------------------------
 @pytest.mark.slow
 def test_mcp_inspector_cli_lists_and_calls_the_tools(store_dir):
-    inspector = npm_bin("mcp-inspector")
-    if inspector is None:
-        pytest.skip("MCP Inspector not installed (npm unavailable?); .ci/run installs it into the npm cache")
+    inspector = require_npm_bin("mcp-inspector", "MCP Inspector")
     import sys
 
     base = [inspector, "--cli", "-e", f"RETAINED_DIR={store_dir}", sys.executable, "-m", "retained", "serve"]
@@ -425,3 +423,18 @@ def test_a_4_mib_record_round_trips_over_stdio(store_dir):
         assert got["records"][0]["text"] == text
     finally:
         srv.close()
+
+
+@pytest.mark.parametrize("head, tail, wanted", [
+    (b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"a":"xx', b'xx"}}', 7),
+    (b'{"id":"abc","jsonrpc":"2.0","method":"ping","params":{"p":"xx', b'"}}', "abc"),
+    (b'{"method":"tools/call","params":{"arguments":{"text":"xx', b'x"}},"jsonrpc":"2.0","id":12}\n', 12),
+    (b'{"method":"tools/call","params":{"arguments":{"id":5,"text":"xx', b'x"}},"jsonrpc":"2.0"}', None),
+    (b'{"method":"t","params":{"arguments":{"text":"xx', b'x","id":9}}}', None),  # nested, not top level
+    (b'{"method":"t","params":{"text":"a \\",\\"id\\":4', b'"}}', None),  # inside a string
+    (b"xxxxxxxx", b"xxxx", None),
+])
+def test_the_id_of_an_oversized_line_is_read_only_from_the_top_level(head, tail, wanted):
+    from retained.server import oversized_line_id
+
+    assert oversized_line_id(head, tail) == wanted
