@@ -22,6 +22,16 @@ def npm_bin(name: str) -> str | None:
     return str(path) if path.exists() and shutil.which("node") else None
 
 
+def require_npm_bin(name: str, title: str) -> str:
+    """The npm-installed executable, or skip the test saying why (.ci/run installs them all)."""
+    import pytest
+
+    path = npm_bin(name)
+    if path is None:
+        pytest.skip(f"{title} not installed (npm unavailable?); .ci/run installs it into the npm cache")
+    return path
+
+
 def host_env(home: Path, **extra: str) -> dict[str, str]:
     """The environment for a real host CLI: this one, less any host's or model API's own variables."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "CODEX", "ANTHROPIC", "OPENAI"))}

@@ -12,7 +12,7 @@ import pytest
 
 from retained.hook import STOP_REASON
 from retained.installers.codex_trust import trust_entries
-from tests.conftest import host_env, npm_bin
+from tests.conftest import host_env, require_npm_bin
 from tests.fake_model import FakeModel
 
 MARKER = "E2E-MARKER the build uses ninja"
@@ -38,9 +38,7 @@ def project(tmp_path):
 
 @pytest.mark.slow
 def test_claude_code_gets_the_brief_and_one_stop_prompt(tmp_path, project, store_dir, isolate_home):
-    claude = npm_bin("claude")
-    if claude is None:
-        pytest.skip("Claude Code CLI not installed (npm unavailable?); .ci/run installs it")
+    claude = require_npm_bin("claude", "Claude Code CLI")
     _seed(store_dir, project)
     (isolate_home / ".claude").mkdir()
     (isolate_home / ".claude" / "settings.json").write_text(json.dumps({"hooks": {
@@ -74,9 +72,7 @@ def test_claude_code_gets_the_brief_and_one_stop_prompt(tmp_path, project, store
 
 @pytest.mark.slow
 def test_codex_runs_trusted_hooks_without_bypass(tmp_path, project, store_dir, isolate_home):
-    codex = npm_bin("codex")
-    if codex is None:
-        pytest.skip("Codex CLI not installed (npm unavailable?); .ci/run installs it")
+    codex = require_npm_bin("codex", "Codex CLI")
     _seed(store_dir, project)
     codex_home = isolate_home / ".codex"
     codex_home.mkdir()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from retained.store import Store
-from tests.conftest import host_env, npm_bin
+from tests.conftest import host_env, require_npm_bin
 from tests.fake_model import FakeModel
 
 MARKER = "E2E-INSTALL-MARKER deploys go through the release branch"
@@ -43,9 +43,7 @@ def _log_texts(store: Path) -> list[str]:
 
 @pytest.mark.slow
 def test_claude_code_sees_the_installed_server_and_uses_it(isolate_home, store_dir, project):
-    claude = npm_bin("claude")
-    if claude is None:
-        pytest.skip("Claude Code CLI not installed (npm unavailable?); .ci/run installs it")
+    claude = require_npm_bin("claude", "Claude Code CLI")
     _install("claude", isolate_home, store_dir, project)
     listed = subprocess.run([claude, "mcp", "list"], env=_env(isolate_home, store_dir), cwd=project,
                             capture_output=True, text=True, timeout=120)
@@ -73,9 +71,7 @@ def test_claude_code_sees_the_installed_server_and_uses_it(isolate_home, store_d
 
 @pytest.mark.slow
 def test_codex_sees_the_installed_server_and_uses_it(isolate_home, store_dir, project):
-    codex = npm_bin("codex")
-    if codex is None:
-        pytest.skip("Codex CLI not installed (npm unavailable?); .ci/run installs it")
+    codex = require_npm_bin("codex", "Codex CLI")
     _install("codex", isolate_home, store_dir, project)
     got = subprocess.run([codex, "mcp", "get", "retained", "--json"], env=_env(isolate_home, store_dir),
                          capture_output=True, text=True, timeout=60)
@@ -109,9 +105,7 @@ def test_codex_sees_the_installed_server_and_uses_it(isolate_home, store_dir, pr
 
 @pytest.mark.slow
 def test_gemini_cli_gets_the_brief_and_uses_the_installed_server(isolate_home, store_dir, project):
-    gemini = npm_bin("gemini")
-    if gemini is None:
-        pytest.skip("Gemini CLI not installed (npm unavailable?); .ci/run installs it")
+    gemini = require_npm_bin("gemini", "Gemini CLI")
     _install("gemini", isolate_home, store_dir, project)
     settings_path = isolate_home / ".gemini" / "settings.json"
     settings = json.loads(settings_path.read_text())
@@ -139,9 +133,7 @@ def test_gemini_cli_gets_the_brief_and_uses_the_installed_server(isolate_home, s
 def test_install_and_uninstall_while_real_claude_code_rewrites_its_config(isolate_home, store_dir, project):
     """Real Claude Code processes adding servers to ~/.claude.json while retained installs and
     uninstalls: every server Claude Code added survives, and so does the final install."""
-    claude = npm_bin("claude")
-    if claude is None:
-        pytest.skip("Claude Code CLI not installed (npm unavailable?); .ci/run installs it")
+    claude = require_npm_bin("claude", "Claude Code CLI")
     env = _env(isolate_home, store_dir)
     (isolate_home / ".claude.json").write_text('{\n  "myOwnKey": 42\n}\n')
     added = [f"other{i}" for i in range(6)]

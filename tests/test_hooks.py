@@ -187,6 +187,15 @@ def _work_transcript(path: Path, *, wrote_memory=False, began=None):
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
 
 
+def _worked_session(tmp_path, project, host="claude", name="t.jsonl", **transcript):
+    """A session that began (session-start ran) and did real work: (start payload, env, transcript)."""
+    path = tmp_path / name
+    _work_transcript(path, **transcript)
+    start, env = fixtures(project, path)[host]
+    hook("session-start", start, env)
+    return start, env, path
+
+
 def _stop_payload(start_payload, transcript, **extra):
     payload = dict(start_payload, hook_event_name="Stop", transcript_path=str(transcript), stop_hook_active=False)
     payload.update(extra)
@@ -197,10 +206,7 @@ def _stop_payload(start_payload, transcript, **extra):
 def test_stop_asks_once_after_real_work_with_nothing_saved(store_dir, project, tmp_path, host):
     with Store(store_dir) as s:
         s.write("before the session", scope=str(project))
-    transcript = tmp_path / f"t-{host}.jsonl"
-    _work_transcript(transcript)
-    start, env = fixtures(project, transcript)[host]
-    hook("session-start", start, env)
+    start, env, transcript = _worked_session(tmp_path, project, host, name=f"t-{host}.jsonl")
     first = hook("stop", _stop_payload(start, transcript), env).stdout
     data = json.loads(first)
     expected = {
@@ -215,10 +221,7 @@ def test_stop_asks_once_after_real_work_with_nothing_saved(store_dir, project, t
 
 
 def test_stop_is_silent_when_stop_hook_active(store_dir, project, tmp_path):
-    transcript = tmp_path / "t.jsonl"
-    _work_transcript(transcript)
-    start, env = fixtures(project, transcript)["claude"]
-    hook("session-start", start, env)
+    start, env, transcript = _worked_session(tmp_path, project)
     assert hook("stop", _stop_payload(start, transcript, stop_hook_active=True), env).stdout == ""
     assert hook("stop", _stop_payload(start, transcript), env).stdout != ""  # it was not used up
 
@@ -230,10 +233,7 @@ def test_stop_is_silent_in_a_session_that_only_chatted(store_dir, project, trans
 
 
 def test_stop_is_silent_when_memory_was_written(store_dir, project, tmp_path):
-    transcript = tmp_path / "t.jsonl"
-    _work_transcript(transcript)
-    start, env = fixtures(project, transcript)["codex"]
-    hook("session-start", start, env)
+    start, env, transcript = _worked_session(tmp_path, project, "codex")
     with Store(store_dir) as s:  # the agent wrote through the server during the session
         s.write("what we learned", scope=str(project))
     assert hook("stop", _stop_payload(start, transcript), env).stdout == ""
@@ -241,38 +241,26 @@ def test_stop_is_silent_when_memory_was_written(store_dir, project, tmp_path):
 
 def test_stop_is_not_silenced_by_another_session_of_the_same_project(store_dir, project, tmp_path):
     """Claude Code's server tags records with its session id: a second session's writes are not ours."""
-    transcript = tmp_path / "t.jsonl"
-    _work_transcript(transcript)
-    start, env = fixtures(project, transcript)["claude"]
-    hook("session-start", start, env)
+    start, env, transcript = _worked_session(tmp_path, project)
     with Store(store_dir) as s:
         s.write("the other window's note", scope=str(project), fields={"session_id": "another-session"})
     assert json.loads(hook("stop", _stop_payload(start, transcript), env).stdout)["decision"] == "block"
 
 
 def test_stop_is_silent_when_this_session_wrote_anywhere(store_dir, project, tmp_path):
-    transcript = tmp_path / "t.jsonl"
-    _work_transcript(transcript)
-    start, env = fixtures(project, transcript)["claude"]
-    hook("session-start", start, env)
+    start, env, transcript = _worked_session(tmp_path, project)
     with Store(store_dir) as s:
         s.write("filed under another scope", scope="/elsewhere", fields={"session_id": env["CLAUDE_CODE_SESSION_ID"]})
     assert hook("stop", _stop_payload(start, transcript), env).stdout == ""
 
 
 def test_stop_is_silent_when_the_transcript_shows_a_checkpoint(store_dir, project, tmp_path):
-    transcript = tmp_path / "t.jsonl"
-    _work_transcript(transcript, wrote_memory=True)
-    start, env = fixtures(project, transcript)["claude"]
-    hook("session-start", start, env)
+    start, env, transcript = _worked_session(tmp_path, project, wrote_memory=True)
     assert hook("stop", _stop_payload(start, transcript), env).stdout == ""
 
 
 def test_stop_can_be_turned_off(store_dir, project, tmp_path):
-    transcript = tmp_path / "t.jsonl"
-    _work_transcript(transcript)
-    start, env = fixtures(project, transcript)["claude"]
-    hook("session-start", start, env)
+    start, env, transcript = _worked_session(tmp_path, project)
     assert hook("stop", _stop_payload(start, transcript), dict(env, RETAINED_STOP_HOOK="off")).stdout == ""
 
 
