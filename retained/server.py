@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from . import __version__, stdio_guard
@@ -104,6 +105,46 @@ def compute_instructions(store: Store, project: str | None) -> str:
     return GUIDANCE
 
 
+def here_phrase(project: str | None) -> str:
+    """The only project-dependent words in tools/list (handshake.json holds them for PROJECT_MARK)."""
+    return f"the current project ({project})" if project else "no project (the server was started outside a git repository)"
+
+
+# -- the SDK's replies to the opening requests, precomputed ----------------------------------------
+HANDSHAKE_SNAPSHOT = Path(__file__).with_name("handshake.json")
+PROJECT_MARK = "<project>"
+
+
+def made_with() -> dict[str, str | None]:
+    """What handshake.json's replies depend on besides this file: retained's and the SDK's versions."""
+    return {"retained": __version__, **stdio_guard.sdk_versions()}
+
+
+def early_snapshot(project: str | None) -> dict[str, Any] | None:
+    """The SDK's replies to the opening requests for this project, or None when they may be stale.
+
+    tests/test_server.py captures them from the SDK over real stdio into retained/handshake.json and
+    fails when they differ from what the SDK answers (RETAINED_UPDATE_SNAPSHOT=1 rewrites the file).
+    """
+    try:
+        data = json.loads(HANDSHAKE_SNAPSHOT.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("made_with") != made_with():
+        return None
+    return _replace_in_strings(data["replies"], here_phrase(PROJECT_MARK), here_phrase(project))
+
+
+def _replace_in_strings(value: Any, old: str, new: str) -> Any:
+    if isinstance(value, str):
+        return value.replace(old, new)
+    if isinstance(value, dict):
+        return {k: _replace_in_strings(v, old, new) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_replace_in_strings(v, old, new) for v in value]
+    return value
+
+
 def build_server(store: Store, project: str | None, instructions: str | None = None, session_id: str | None = None):
     """The MCPServer with retained's six tools, bound to one store and one project."""
     from mcp.server.mcpserver import MCPServer
@@ -192,7 +233,7 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
             raise ToolError(f"the store could not be read or written: {e.strerror or e} "
                             f"(hint: check the store directory {store.directory})") from None
 
-    here = f"the current project ({project})" if project else "no project (the server was started outside a git repository)"
+    here = here_phrase(project)
     scope_read_doc = (
         "Scope to search. Default: the current project plus 'global' records (every scope when there is no "
         f"project; here: {here}). '*' = every scope; any other value = exactly that scope."
@@ -356,17 +397,19 @@ def serve(directory: Any) -> int:
 
     out = stdio_guard.WireOut(wire_out)
     guarded = stdio_guard.GuardedIn(wire_in, out, tools=TOOL_NAMES)
-    server_info = {"name": "retained", "version": __version__}
 
-    def _answer_early(line: bytes) -> None:
+    def instructions() -> str:
         worker.join(timeout=5)
-        reply = stdio_guard.early_initialize_reply(line, box.get("text") or GUIDANCE, server_info)
-        if reply is not None:
-            out.write_line(json.dumps(reply, ensure_ascii=False, separators=(",", ":")))
-            out.swallow(reply)  # the SDK sees the request only after this returns
+        return box.get("text") or GUIDANCE
 
+    early = None
     if os.environ.get("RETAINED_EARLY_INITIALIZE", "on").strip().lower() not in ("off", "0", "false", "no"):
-        guarded.read_first_line_now(_answer_early)
+        snapshot = early_snapshot(project)
+        if snapshot is None:
+            log.info("no early replies: retained/handshake.json was made with another SDK or retained version")
+        else:
+            early = stdio_guard.EarlyReplies(out, snapshot, instructions, TOOL_NAMES)
+    guarded.read_ahead(early)  # the SDK gets every line; `early` may answer some while it imports
 
     import anyio
 
