@@ -348,11 +348,21 @@ class EarlyReplies:
         self._instructions = instructions
         self._tools = tuple(tools)
         self._era: str | None = None  # "handshake", "modern", or "off"
+        # Set once the tool list is out, or a request came that only the SDK can answer: until
+        # then the server may hold the SDK's import back, which would slow these replies down.
+        self.done = threading.Event()
+        self._answered = 0
         self._seen: set[str] = set()
 
     def see(self, raw: bytes) -> None:
         if self._era == "off":
             return
+        answered = self._answered
+        self._see(raw)
+        if self._era == "off" or (self._answered == answered and _is_request(raw)):
+            self.done.set()  # something for the SDK: let it load now
+
+    def _see(self, raw: bytes) -> None:
         text, err = check_line(raw, None, self._tools)
         if text is None:  # a blank line (ignored), or one the guard refuses
             if err is not None and self._era is None:
@@ -389,6 +399,9 @@ class EarlyReplies:
 
     def _reply(self, rid: Any, result: dict[str, Any]) -> None:
         self._out.answer_early({"jsonrpc": "2.0", "id": rid, "result": result}, ("reply", json.dumps(rid)))
+        self._answered += 1
+        if "tools" in result:
+            self.done.set()
 
     def _initialize(self, method: str, params: Any) -> dict[str, Any] | None:
         if method != "initialize":
@@ -417,6 +430,16 @@ class EarlyReplies:
                 ack = {"jsonrpc": "2.0", "method": ACK_METHOD,
                        "params": {"_meta": {SUBSCRIPTION_ID_KEY: rid}, "notifications": honored}}
                 self._out.answer_early(ack, ("ack", json.dumps(rid)))
+                self._answered += 1
+
+
+def _is_request(raw: bytes) -> bool:
+    """Whether a line may be a request (anything but a clean notification or a blank line)."""
+    try:
+        msg = json.loads(raw)
+    except ValueError:
+        return bool(raw.strip())
+    return not (isinstance(msg, dict) and "id" not in msg and isinstance(msg.get("method"), str))
 
 
 def _plain_request(msg: Any) -> bool:
