@@ -84,6 +84,24 @@ DESCRIPTIONS = {
 }
 
 
+# Claude Code defers MCP tools behind its ToolSearch by default (2.1.332 everywhere): alwaysLoad keeps
+# retained's tools in the model's tool list, and the hint gives search words the descriptions lack
+# ("remember" finds nothing otherwise). A tool's _meta changes only retained's own tools.
+SEARCH_HINTS = {
+    "memory_write": "remember save store note persist a decision fact or preference in long-term memory",
+    "memory_search": "recall remember find search look up past decisions notes facts in long-term memory",
+    "memory_get": "read fetch memory records by id full text",
+    "memory_list": "recent memories browse what was decided last session history checkpoints",
+    "memory_verify": "check verify memory integrity hash chain corrupt log",
+    "memory_checkpoint": "save progress where the work stands handoff resume next session remember",
+}
+
+
+def tool_meta(name: str) -> dict[str, Any]:
+    """A tool's `_meta`: always loaded, never deferred behind a tool search, with search words."""
+    return {"anthropic/alwaysLoad": True, "anthropic/searchHint": SEARCH_HINTS[name]}
+
+
 GUIDANCE = (
     "retained is this project's long-term memory, shared across sessions and agent hosts. "
     "Before relying on what you think was decided earlier, memory_search (by words) or memory_list (newest "
@@ -112,6 +130,7 @@ def here_phrase(project: str | None) -> str:
 
 # -- the SDK's replies to the opening requests, precomputed ----------------------------------------
 HANDSHAKE_SNAPSHOT = Path(__file__).with_name("handshake.json")
+EARLY_WINDOW_S = 0.3  # longest the SDK's import waits for the opening to be answered
 PROJECT_MARK = "<project>"
 
 
@@ -246,6 +265,7 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
         title="Write a memory",
         description=DESCRIPTIONS["memory_write"],
         annotations=WRITES,
+        meta=tool_meta("memory_write"),
     )
     def memory_write(
         text: Annotated[str, Field(description="What to remember, as a self-contained statement a future session "
@@ -277,7 +297,8 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
         return call(store.write, text, kind=kind, scope=scope if scope is not None else default_write_scope(project),
                     source=source, supersedes=supersedes, client_op_id=client_op_id, fields=extra)
 
-    @server.tool(title="Search memory", description=DESCRIPTIONS["memory_search"], annotations=RO)
+    @server.tool(title="Search memory", description=DESCRIPTIONS["memory_search"], annotations=RO,
+                 meta=tool_meta("memory_search"))
     def memory_search(
         query: Annotated[str, Field(description="Words to look for. Plain words; any punctuation or operator "
                                                 "is treated as text. Records holding all words come first; if "
@@ -296,7 +317,8 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
         return call(lambda: store.search(query, scopes=read_scopes(scope, project), k=k, max_tokens=max_tokens,
                                          include_superseded=include_superseded))
 
-    @server.tool(title="Get memories by id", description=DESCRIPTIONS["memory_get"], annotations=RO)
+    @server.tool(title="Get memories by id", description=DESCRIPTIONS["memory_get"], annotations=RO,
+                 meta=tool_meta("memory_get"))
     def memory_get(
         ids: Annotated[list[str] | None, Field(description=f"Record ids (from search, list or a receipt), at most "
                                                            f"{MAX_LIST}. Omit to get the newest records.")] = None,
@@ -305,7 +327,8 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
     ) -> GetResult:
         return call(store.get, ids, limit=limit)
 
-    @server.tool(title="List recent memories", description=DESCRIPTIONS["memory_list"], annotations=RO)
+    @server.tool(title="List recent memories", description=DESCRIPTIONS["memory_list"], annotations=RO,
+                 meta=tool_meta("memory_list"))
     def memory_list(
         scope: Annotated[str | None, Field(description=scope_read_doc)] = None,
         kind: Annotated[str | None, Field(description="Only records of this kind, e.g. 'decision' or "
@@ -319,7 +342,8 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
         return call(lambda: store.list(scopes=read_scopes(scope, project), kind=kind, limit=limit,
                                        before_seq=before_seq))
 
-    @server.tool(title="Verify the memory log", description=DESCRIPTIONS["memory_verify"], annotations=RO)
+    @server.tool(title="Verify the memory log", description=DESCRIPTIONS["memory_verify"], annotations=RO,
+                 meta=tool_meta("memory_verify"))
     def memory_verify() -> VerifyResult:
         return call(store.verify)
 
@@ -327,6 +351,7 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
         title="Save a checkpoint",
         description=DESCRIPTIONS["memory_checkpoint"],
         annotations=WRITES,
+        meta=tool_meta("memory_checkpoint"),
     )
     def memory_checkpoint(
         label: Annotated[str, Field(description="One line: what this checkpoint is, e.g. 'auth refactor: "
@@ -410,6 +435,9 @@ def serve(directory: Any) -> int:
         else:
             early = stdio_guard.EarlyReplies(out, snapshot, instructions, TOOL_NAMES)
     guarded.read_ahead(early)  # the SDK gets every line; `early` may answer some while it imports
+    if early is not None:
+        # The import holds the GIL for most of half a second: let the opening be answered first.
+        early.done.wait(EARLY_WINDOW_S)
 
     import anyio
 

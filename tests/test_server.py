@@ -588,3 +588,16 @@ def test_handshake_snapshot_is_what_the_sdk_answers(tmp_path):
     assert HANDSHAKE_SNAPSHOT.read_text(encoding="utf-8") == text
     tools = json.loads(text)["replies"]["handshake"]["tools/list"]["tools"]
     assert tools == json.loads(SNAPSHOT.read_text()), "tests/data/tools_list.json and handshake.json disagree"
+
+
+@pytest.mark.parametrize("host", ["claude-code-2.1.332", "claude-code-2.1.197"])
+def test_every_tool_asks_to_be_loaded_and_carries_search_words(tmp_path, host):
+    """Claude Code defers MCP tools behind ToolSearch; `_meta` keeps them loaded, and findable by 'remember'."""
+    frames = _open_like_a_host(True, HOST_OPENINGS[host], tmp_path)
+    tools = next(f["result"]["tools"] for f in frames if "tools" in f.get("result", {}))
+    assert [t["name"] for t in tools] == list(TOOL_NAMES)
+    for t in tools:
+        assert t["_meta"]["anthropic/alwaysLoad"] is True, t["name"]
+        assert isinstance(t["_meta"]["anthropic/searchHint"], str) and t["_meta"]["anthropic/searchHint"], t["name"]
+    hints = {t["name"]: t["_meta"]["anthropic/searchHint"] for t in tools}
+    assert "remember" in hints["memory_write"] and "remember" in hints["memory_search"]
