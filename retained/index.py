@@ -459,6 +459,32 @@ class Index:
                     return
                 yield from batch
 
+    # -- export, import and the web page (retained/transfer.py, retained/ui.py) ------------------
+    def export_rows(self, scopes: list[str] | None) -> list[dict[str, Any]]:
+        """Where each record of the scopes sits in the log, in log order (export reads the bytes)."""
+        where, params = scope_clause(scopes, "scope")
+        return self.query(f"SELECT * FROM (SELECT line, id, kind, scope, offset, length, {_TOMB} AS tomb"
+                          f" FROM records WHERE 1=1{where}) ORDER BY line", params)
+
+    def markdown_rows(self, scopes: list[str] | None) -> list[dict[str, Any]]:
+        """Every record of the scopes, grouped for a readable export: scope, kind, newest first."""
+        where, params = scope_clause(scopes, "scope")
+        return self.query(f"SELECT id, ts, kind, scope, text, superseded_by, {_TOMB} AS tomb FROM records"
+                          f" WHERE 1=1{where} ORDER BY scope, kind, line DESC", params)
+
+    def same_text(self, scope: str, text: str) -> dict[str, Any] | None:
+        """A current record of the scope holding exactly this text."""
+        rows = self.query("SELECT id FROM records WHERE scope = ? AND text = ? AND superseded_by IS NULL LIMIT 1",
+                          (scope, text))
+        return rows[0] if rows else None
+
+    def scope_names(self) -> list[str]:
+        return [r["scope"] for r in self.query("SELECT scope FROM scope_counts")]
+
+
+# A tombstone (a purged record) is a row without text once the index knows purges; 0 before.
+_TOMB = "0"
+
 
 def scope_clause(scopes: list[str] | None, column: str) -> tuple[str, list[Any]]:
     if not scopes:
