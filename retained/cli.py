@@ -188,6 +188,40 @@ def cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_forget(args: argparse.Namespace) -> int:
+    """Retract (default), bring back (--undo) or purge (--purge: the bytes go, for good)."""
+    if args.undo and args.purge:
+        raise UsageError("--undo and --purge exclude each other", hint="a purge cannot be undone")
+    if args.purge and not args.yes and sys.stdin.isatty():
+        sys.stderr.write(f"purge {len(args.ids)} record(s) for good? Their text leaves every file of the store "
+                         "and cannot be brought back. [y/N] ")
+        sys.stderr.flush()
+        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+            _err("nothing was purged")
+            return EXIT_FAIL
+    with _store(args) as store:
+        if args.purge:
+            result = store.purge(args.ids, args.reason)
+        elif args.undo:
+            result = store.unforget(args.ids, args.reason)
+        else:
+            result = store.forget(args.ids, args.reason)
+    if args.json:
+        _print_json(result)
+    else:
+        done = [p["id"] for p in result["purged"]] if args.purge else result["targets"]
+        verb = {"purge": "purged", "undo": "brought back", "retract": "retracted"}[result["action"]]
+        if result["deduplicated"]:
+            _out(f"already retracted by {result['id']} (seq {result['seq']}); nothing new was written")
+        else:
+            _out(f"{verb} {', '.join(done)} by {result['id']} (seq {result['seq']}) "
+                 f"durable={str(result['durable']).lower()}")
+        if result["action"] == "retract" and not result["deduplicated"]:
+            _out(f"undo with: retained forget --undo {' '.join(done)}")
+        _warn_all(result)
+    return EXIT_OK if result["durable"] else EXIT_FAIL
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     with _store(args) as store:
         result = store.verify(progress=_progress("verify"))
@@ -421,6 +455,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=_positive, default=20, help="records to return (default 20, max 500)")
     p.add_argument("--before-seq", type=_positive, metavar="N", help="page: only records older than seq N")
     p.add_argument("--include-superseded", action="store_true", help="show corrected records too")
+
+    p = add("forget", cmd_forget, "retract records (reversible), bring them back (--undo) or purge their bytes (--purge)")
+    p.add_argument("ids", nargs="+", metavar="ID")
+    p.add_argument("--reason", metavar="R", help="why; kept in the forget record (never the purged text)")
+    p.add_argument("--undo", action="store_true", help="bring retracted records back")
+    p.add_argument("--purge", action="store_true",
+                   help="remove the records' bytes from every file of the store, for good (the chain still verifies)")
+    p.add_argument("--yes", action="store_true", help="purge without asking (it asks only on a terminal)")
 
     add("verify", cmd_verify, "recompute the hash chain and reconcile the index with the log")
     add("reindex", cmd_reindex, "rebuild the search index from the log")
