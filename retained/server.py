@@ -103,6 +103,7 @@ SEARCH_HINTS = {
     "memory_list": "recent memories browse what was decided last session history checkpoints",
     "memory_verify": "check verify memory integrity hash chain corrupt log",
     "memory_checkpoint": "save progress where the work stands handoff resume next session remember",
+    "memory_forget": "forget retract delete remove wrong outdated memory records",
 }
 
 
@@ -383,6 +384,7 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
         description=DESCRIPTIONS["memory_forget"],
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
                                     open_world_hint=False),
+        meta=tool_meta("memory_forget"),
     )
     def memory_forget(
         ids: Annotated[list[str], Field(description=f"Ids of the records to retract (from search, list or a "
