@@ -150,6 +150,8 @@ class Store:
             result = self.log.append(record, tail)
         # No index work here: the index catches up from the log before the next read, and before
         # the next write that needs it (client_op_id, supersedes), many records per transaction.
+        if self._sem is not None:  # the semantic tier is in use here: embed in the background
+            self._sem.start_background()
         if found:
             warnings.append(redact.describe(found))
         durable = all(result["checks"].values())
@@ -234,7 +236,7 @@ class Store:
         return self._sem
 
     def _search(self, query: str, *, scopes: list[str] | None, kind: str | None, k: int, max_tokens: int | None,
-                include_superseded: bool, as_of: str | None, inline_embed: int = INLINE_EMBED,
+                include_superseded: bool, as_of: str | None, inline_embed: int | None = None,
                 need_vectors: bool = False) -> tuple[dict[str, Any], dict[str, float]]:
         """search(), plus each hit's cosine to the query (for recall's relevance bar)."""
         from . import ranking
@@ -250,7 +252,8 @@ class Store:
         warnings = self._fresh()
         terms = query_terms(query)
         filters = {"scopes": scopes, "kind": kind, "as_of": as_of, "include_superseded": include_superseded}
-        semantic, qvec = ranking.meaning_query(self, query, inline_embed, warnings, need_vectors)
+        semantic, qvec = ranking.meaning_query(self, query, INLINE_EMBED if inline_embed is None else inline_embed,
+                                               warnings, need_vectors)
         if not terms and qvec is None:
             warnings.append("the query holds no searchable words")
             return ({"hits": [], "total_matched": 0, "total_exact": True, "returned": 0, "truncated": False,
@@ -269,7 +272,8 @@ class Store:
         total = found.total
         truncated = total > len(hits) or not found.exact
         if found.mode == "any":
-            warnings.append("no record holds every word of the query; showing records holding any of them")
+            warnings.append("no record holds every word of the query; showing records that hold any of them"
+                            + (" or are close in meaning" if qvec is not None else ""))
         if not found.exact:
             warnings.append(f"at least {total} records match; counting stopped there (total_matched is a lower bound)")
         if max_tokens is not None:
@@ -438,8 +442,29 @@ class Store:
         self._check_writable()
         lines = self.index.rebuild(progress)
         counts = self.index.counts()
-        return {"lines_read": lines, "records": counts["records"], "corrupt_lines": counts["corrupt"],
-                "chain_breaks": counts["breaks"]}
+        result = {"lines_read": lines, "records": counts["records"], "corrupt_lines": counts["corrupt"],
+                  "chain_breaks": counts["breaks"]}
+        result.update(self.embed_all(progress))
+        return result
+
+    def embed_all(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """Give every record a vector of the current model now (reindex does this after rebuilding)."""
+        import time as _time
+
+        from .embed import Unavailable
+
+        sem = self.semantic()
+        reason = sem.off_reason()
+        if reason:
+            return {"embedded": 0, "semantic": f"off: {reason}"}
+        started = _time.monotonic()
+        try:
+            n = sem.catch_up(progress=progress)
+        except Unavailable as e:
+            return {"embedded": 0, "semantic": f"off: {e}"}
+        took = _time.monotonic() - started
+        return {"embedded": n, "semantic": "on", "embed_seconds": round(took, 3),
+                "embed_per_second": round(n / took, 1) if took > 0 and n else 0.0}
 
 
 def parse_as_of(value: Any) -> str | None:
