@@ -335,8 +335,12 @@ class Semantic:
                 pass
 
     def stop(self) -> None:
+        """End the background thread and wait for its batch: a runtime thread still inside
+        onnxruntime while the interpreter exits aborts the process."""
         self._bg_stop = True
         self._bg_wake.set()
+        if self._bg is not None and self._bg is not threading.current_thread():
+            self._bg.join(timeout=30)
 
     # -- searching -----------------------------------------------------------------------------
     def _matrix(self) -> tuple[Any, Any]:
