@@ -43,13 +43,22 @@ DESCRIPTIONS = {
         "report it as saved."
     ),
     "memory_search": (
-        "Find memories by words, best match first (bm25 ranking, newer first on ties). Searches the "
-        "current project plus global records unless scope says otherwise.\n\n"
-        "Use it when you know what you are looking for ('how do we run migrations?'). To browse what was "
-        "written recently, without words to match, use memory_list; to read whole records by id, "
-        "memory_get. Returns hits (id, seq, ts, kind, scope, text, score, supersedes/superseded_by), "
-        "total_matched, returned and truncated: when truncated is true, more records matched than were "
-        "returned. Each hit names its scope: skip hits from another project unless they apply."
+        "Find memories by words and by meaning, best first. Searches the current project plus global "
+        "records unless scope says otherwise.\n\n"
+        "Words: a record matches when it holds every word of the query; if no record does, records "
+        "holding any of them are returned and match='any' says so. Words of four or more letters also "
+        "match longer forms and other endings (postgres finds PostgreSQL, migrate finds migrations). "
+        "Punctuation and search operators are plain text. Meaning (when semantic is 'on'): records that "
+        "say the same thing in other words are found too, and rank by a blend of meaning and words. "
+        "Identifiers, paths, error codes and version numbers in the query rank first when a record holds "
+        "them exactly. Example: 'deploy staging', 'which tool holds our passwords?', 'E4012'. Nothing "
+        "useful? Retry with other words, or with scope '*' for every project.\n\n"
+        "Use it when you know what you are looking for; to browse what was written recently, use "
+        "memory_list; to read whole records by id, memory_get. Returns hits (id, seq, ts, kind, scope, "
+        "text, score: higher is better within this reply, match: words, meaning or both, "
+        "supersedes/superseded_by), total_matched (a lower bound when total_exact is false), returned, "
+        "truncated (more matched than were returned), match and semantic ('on', or 'off: <reason>' when "
+        "only words were used). Each hit names its scope: skip hits from another project unless they apply."
         " " + DATA_NOTE
     ),
     "memory_get": (
@@ -209,12 +218,17 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
         superseded_by: NotRequired[str]
         text_truncated: NotRequired[bool]
 
+    class SearchHit(Hit):
+        match: Literal["words", "meaning", "both"]
+
     class SearchResult(TypedDict):
-        hits: list[Hit]
+        hits: list[SearchHit]
         total_matched: int
+        total_exact: bool
         returned: int
         truncated: bool
         match: Literal["all", "any"]
+        semantic: str
         warnings: list[str]
 
     class GetResult(TypedDict):
@@ -267,6 +281,9 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
         "Scope to search. Default: the current project plus 'global' records (every scope when there is no "
         f"project; here: {here}). '*' = every scope; any other value = exactly that scope."
     )
+    AS_OF_DOC = ("Optional point in time (RFC 3339, e.g. 2026-11-30T12:00:00Z, or a date = the end of that "
+                 "day, UTC): answer as the memory stood then, from records written at or before it, "
+                 "superseded only by records written at or before it.")
     server = MCPServer("retained", version=__version__, instructions=instructions or GUIDANCE)
     RO = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
     WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
@@ -310,9 +327,8 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
     @server.tool(title="Search memory", description=DESCRIPTIONS["memory_search"], annotations=RO,
                  meta=tool_meta("memory_search"))
     def memory_search(
-        query: Annotated[str, Field(description="Words to look for. Plain words; any punctuation or operator "
-                                                "is treated as text. Records holding all words come first; if "
-                                                "none does, records holding any word (match='any').")],
+        query: Annotated[str, Field(description="What to look for: keywords, an identifier, or a question in "
+                                                "your own words. Punctuation and operators are plain text.")],
         scope: Annotated[str | None, Field(description=scope_read_doc)] = None,
         k: Annotated[int, Field(description=f"Most hits to return. Default 8, from 1 to {MAX_K}.",
                                 ge=1, le=MAX_K)] = 8,
@@ -323,9 +339,10 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
                                                               "record of its correction chain. True: show "
                                                               "corrected (superseded) records too, with "
                                                               "superseded_by.")] = False,
+        as_of: Annotated[str | None, Field(description=AS_OF_DOC)] = None,
     ) -> SearchResult:
         return call(lambda: store.search(query, scopes=read_scopes(scope, project), k=k, max_tokens=max_tokens,
-                                         include_superseded=include_superseded))
+                                         include_superseded=include_superseded, as_of=as_of))
 
     @server.tool(title="Get memories by id", description=DESCRIPTIONS["memory_get"], annotations=RO,
                  meta=tool_meta("memory_get"))
@@ -348,9 +365,10 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
         before_seq: Annotated[int | None, Field(description="Paging: only records older than this seq (pass the "
                                                             "last seq you got). Default: start at the newest.",
                                                 ge=1)] = None,
+        as_of: Annotated[str | None, Field(description=AS_OF_DOC)] = None,
     ) -> ListResult:
         return call(lambda: store.list(scopes=read_scopes(scope, project), kind=kind, limit=limit,
-                                       before_seq=before_seq))
+                                       before_seq=before_seq, as_of=as_of))
 
     @server.tool(title="Verify the memory log", description=DESCRIPTIONS["memory_verify"], annotations=RO,
                  meta=tool_meta("memory_verify"))
