@@ -39,14 +39,17 @@ def fill(value: Any, ctx: dict[str, Any]) -> Any:
     return value
 
 
-def retained_command() -> tuple[str, list[str], str]:
-    """(command, args for serve, hook command prefix): absolute paths, so hosts need nothing on PATH."""
+def retained_command(store: Path) -> tuple[str, list[str], str]:
+    """(command, args for serve, hook command prefix): absolute paths, so hosts need nothing on PATH.
+
+    The hook prefix names the store (`--dir`), so hooks open the store the server entry opens.
+    """
     script = Path(sys.executable).with_name("retained.exe" if os.name == "nt" else "retained")
     if script.exists() and os.access(script, os.X_OK):
         exe = str(script.absolute())
-        return exe, ["serve"], f"{_quote(exe)} hook"
+        return exe, ["serve"], f"{_quote(exe)} --dir {_quote(str(store))} hook"
     py = str(Path(sys.executable).absolute())
-    return py, ["-m", "retained", "serve"], f"{_quote(py)} -m retained hook"
+    return py, ["-m", "retained", "serve"], f"{_quote(py)} -m retained --dir {_quote(str(store))} hook"
 
 
 def _quote(path: str) -> str:
@@ -60,7 +63,7 @@ def base_context(store: Path, project: Path, scope: str = "user") -> dict[str, A
     from .hosts import context_vars
 
     home = str(Path.home())
-    command, serve_args, hook = retained_command()
+    command, serve_args, hook = retained_command(store)
     ctx: dict[str, Any] = {"home": home, "project": str(project), "store": str(store), "command": command,
                            "serve_args": serve_args, "hook": hook}
     ctx.update(context_vars(home, dict(os.environ)))
@@ -138,6 +141,8 @@ class FilePlan:
                                  default_text=self.editor.default_text, dry_run=dry_run,
                                  settle=safe_file.SETTLE if self.rewritten_by_host else None,
                                  remove_if_empty=None if install else self._empty)
+        if outcome.action == "removed":
+            safe_file.remove_made_folders(outcome.target.parent)
         if not install and outcome.action == "updated":
             # Back to the very bytes from before retained: the backup has nothing left to keep.
             backup = safe_file.backup_path(outcome.target)

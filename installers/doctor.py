@@ -116,8 +116,12 @@ class HostReport:
 def doctor_host(h: Host, store: Path, project: Path, scope: str = "user") -> HostReport:
     """Read-only checks of one host's wiring. Never changes a config file."""
     report = HostReport(h)
+    plans = h.plans(h.context(store, project, scope), scope=scope, flags={})
+    wired = _wired_store(plans)
+    if wired is not None and wired != store:  # check the entries as installed with the store they name
+        store = wired
+        plans = h.plans(h.context(store, project, scope), scope=scope, flags={})
     ctx = h.context(store, project, scope)
-    plans = h.plans(ctx, scope=scope, flags={})
     fix = f"retained install --host {h.name}" + (" --scope project" if scope == "project" else "")
     docs: dict[str, Any] = {}
     entry = None
@@ -149,6 +153,21 @@ def doctor_host(h: Host, store: Path, project: Path, scope: str = "user") -> Hos
     if hook_command:
         _check_hook(report, hook_command, project)
     return report
+
+
+def _wired_store(plans: list[FilePlan]) -> Path | None:
+    """The store retained's server entry names (its env's RETAINED_DIR), if the entry is there."""
+    for p in plans:
+        for edit in p.server_edits:
+            try:
+                doc = p.editor.load(p.path, p.path.read_text("utf-8"))
+            except Exception:  # noqa: BLE001 - reported by the parse check
+                continue
+            got = edit.found(doc)
+            value = ((got or {}).get("env") or {}).get("RETAINED_DIR") if isinstance(got, dict) else None
+            if isinstance(value, str) and value.strip():
+                return Path(value).expanduser()
+    return None
 
 
 def _entry_fields(report: HostReport, edit: Any, got: dict[str, Any], fix: str) -> None:
@@ -288,7 +307,8 @@ def doctor(*, host_names: list[str] | None, store: Path, as_json: bool, out: Cal
                             "no agent host has retained's server entry" + (" in this project" if scope == "project" else ""),
                             "retained install" + (" --scope project" if scope == "project" else "") +
                             f" (or name hosts: {every})"))
-    for path, who in (stores.items() if stores else [(str(store), [])]):
+    stores.setdefault(str(store), []).append("retained commands in this shell")
+    for path, who in stores.items():
         checks += doctor_store(Path(path), ", ".join(who))
     failed = [c for c in checks if not c.ok]
     if as_json:

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any, ClassVar
 
-_OUR_HOOK = re.compile(r"\bretained\b[\"']?\s+hook\s+(?:session-start|stop|prompt|pre-compact)\b")
+_OUR_HOOK = re.compile(r"\bretained\b[\"']?(?:\s+--dir\s+(?:'[^']*'|\"[^\"]*\"|\S+))?\s+hook\s+"
+                       r"(?:session-start|stop|prompt|pre-compact)\b")
 
 
 def is_our_command(command: Any) -> bool:
@@ -288,9 +289,12 @@ class HookTrust(Edit):
 
     def present(self, doc: Any) -> dict[str, bool]:
         got = get(doc, self.at)
-        ok = isinstance(got, dict) and all(
-            isinstance(got.get(k), dict) and got[k].get("trusted_hash") == h and got[k].get("enabled", True)
-            for k, h in self.entries.items())
+        if not isinstance(got, dict):
+            return {self.where: False}
+        if not self.entries:  # nothing to trust (uninstall): "present" means any of ours is still there
+            return {self.where: any(k in got for k in self.keys)}
+        ok = all(isinstance(got.get(k), dict) and got[k].get("trusted_hash") == h and got[k].get("enabled", True)
+                 for k, h in self.entries.items())
         return {self.where: ok}
 
     def strip(self, doc: Any) -> None:

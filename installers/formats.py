@@ -100,8 +100,10 @@ class TOMLEditor:
         for edit in edits:
             edit.apply_toml(path, doc, install, original)
         out = tomlkit.dumps(doc)
-        if not install and out.endswith("\n\n") and not text.endswith("\n\n"):
-            out = out.rstrip("\n") + "\n"  # the blank line that stood before our table goes with it
+        if out.endswith("\n\n") and not text.endswith("\n\n"):
+            # The blank line our table keeps before whatever follows it: none when nothing follows
+            # (install), and it goes with our table (uninstall).
+            out = out.rstrip("\n") + "\n"
         return out
 
 

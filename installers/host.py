@@ -28,8 +28,6 @@ class Host:
     fallback: bool = False  # the host assumed when the input and the environment say nothing
     max_chars: int | None = 9_000  # hook stdout the host keeps whole, in characters
     max_tokens: int | None = None  # ... and in tokens, where the host cuts by tokens
-    # retained hook events this host can run (session-start, stop, prompt, pre-compact)
-    events: tuple[str, ...] = ("session-start", "stop")
     # what the user gets when a host has no hook for something (said in the plan and by doctor)
     notes: tuple[str, ...] = ()
     session_keys: tuple[str, ...] = ("session_id",)  # hook input keys holding the session id

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 BACKUP_SUFFIX = ".retained-backup"
+MADE_MARK = ".retained-made-this-folder"  # in the outermost folder install created, so uninstall may remove it
 RETRIES = 8
 SETTLE = (0.02, 0.05, 0.13)  # seconds between looks after writing a file its host rewrites; 0.2 s in all
 
@@ -66,13 +67,51 @@ def undo(outcome: Outcome) -> bool:
         done = _commit(target, outcome.after, outcome.before, mode)
     if done and outcome.made_backup:
         _unlink(backup_path(target))
-    if done:
+    if done and outcome.made_dirs:
+        _unlink(outcome.made_dirs[0] / MADE_MARK)
         for folder in reversed(outcome.made_dirs):
             try:
                 folder.rmdir()
             except OSError:
                 break
     return done
+
+
+def remove_made_folders(start: Path) -> list[Path]:
+    """After removing a file retained created: remove the folders install created for it, once empty."""
+    chain: list[Path] = []
+    folder = start
+    for _ in range(6):
+        chain.append(folder)
+        if (folder / MADE_MARK).exists():
+            break
+        folder = folder.parent
+    else:
+        return []
+    removed: list[Path] = []
+    for folder in chain:
+        try:
+            left = [p.name for p in folder.iterdir()]
+        except OSError:
+            return removed
+        if left and left != [MADE_MARK]:
+            return removed
+        _unlink(folder / MADE_MARK)
+        try:
+            folder.rmdir()
+        except OSError:
+            return removed
+        removed.append(folder)
+    return removed
+
+
+def _mark_made(made: list[Path]) -> None:
+    if made:
+        try:
+            with open(made[0] / MADE_MARK, "x", encoding="utf-8") as f:
+                f.write("retained install created this folder; retained uninstall removes it once empty\n")
+        except OSError:
+            pass
 
 
 def _missing_dirs(folder: Path) -> list[Path]:
@@ -299,6 +338,7 @@ def edit(
         elif not target.parent.exists() and not dry_run:
             made_dirs = _missing_dirs(target.parent)
             target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _mark_made(made_dirs)
         # An empty or unparsable file may be one caught mid-write by a program that rewrites it in
         # place (truncate, then write): then it is different a moment later, and we start over.
         last_try = attempt == RETRIES - 1

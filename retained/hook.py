@@ -200,7 +200,8 @@ def session_start(data: dict[str, Any], env: dict[str, str], host: Host, store_d
     state_path = _session_file(store_dir, sid) if sid and not read_only_requested() else None
     prior = _load(state_path) if state_path is not None else None
     if prior and compaction:
-        if now - prior.get("compact_briefed", 0) < COMPACT_DUPLICATE_S:
+        if prior.get("compact_briefed_n") == prior.get("compactions", 0) and \
+                now - prior.get("compact_briefed", 0) < COMPACT_DUPLICATE_S:
             return None  # this compaction, reported by a second copy of the hook
     elif prior and now - prior.get("started", 0) < DUPLICATE_WINDOW_S and prior.get("source") == data.get("source"):
         return None  # the same session start, reported by a second copy of the hook
@@ -219,7 +220,8 @@ def session_start(data: dict[str, Any], env: dict[str, str], host: Host, store_d
             brief = dict(brief, text=_with_note(brief["text"], note))
     if state_path is not None:
         if prior and compaction:
-            state = dict(prior, compact_briefed=now)  # the session goes on: keep when it began
+            # the session goes on: keep when it began
+            state = dict(prior, compact_briefed=now, compact_briefed_n=prior.get("compactions", 0), rebrief=False)
         else:
             state = {"session_id": sid, "host": host.name, "project": project, "started": now,
                      "source": data.get("source"), "start_seq": start_seq, "asked": False}
@@ -254,60 +256,98 @@ PRE_COMPACT_ASK = (
 
 
 def pre_compact(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Path) -> Any:
-    """Ask, once per compaction, that the current state be kept with memory_checkpoint."""
+    """A compaction is starting: ask (once per compaction) that the current state be kept with
+    memory_checkpoint, where the host puts this hook's output in front of the model; and note it, so
+    the brief is given again after it (by the session-start hook, or with the next prompt)."""
     from .paths import read_only_requested
 
-    shaped = host.pre_compact_output(PRE_COMPACT_ASK)
-    if shaped is None or read_only_requested():
+    if read_only_requested():
         return None
     sid = session_id(data, env)
-    if sid:
-        state_path = _session_file(store_dir, sid)
-        now = time.time()
-        state = _load(state_path) or {"session_id": sid, "host": host.name, "project": project_of(data, env),
-                                      "started": now, "source": None, "start_seq": 0, "asked": False}
-        if now - state.get("compact_asked", 0) < COMPACT_DUPLICATE_S:
-            return None  # this compaction was asked about by another copy of the hook
-        state["compact_asked"] = now
-        state["compactions"] = int(state.get("compactions", 0)) + 1
-        _save(state_path, state)  # once per compaction: if this cannot be saved, stay silent
-    return shaped
+    if not sid:
+        return host.pre_compact_output(PRE_COMPACT_ASK)
+    state_path = _session_file(store_dir, sid)
+    now = time.time()
+    state = _load(state_path) or _new_state(sid, host, project_of(data, env), now)
+    key = _compaction_key(data)
+    if key is not None and key == state.get("compact_key") or \
+            key is None and now - state.get("compact_asked", 0) < COMPACT_DUPLICATE_S:
+        return None  # this compaction was noted by another copy of the hook
+    state["compact_asked"] = now
+    state["compact_key"] = key
+    state["compactions"] = int(state.get("compactions", 0)) + 1
+    state["rebrief"] = True
+    _save(state_path, state)  # once per compaction: if this cannot be saved, stay silent
+    return host.pre_compact_output(PRE_COMPACT_ASK)
+
+
+def _compaction_key(data: dict[str, Any]) -> str | None:
+    """What tells one compaction from the next: the transcript as it stands (each compaction adds to it)."""
+    path = data.get("transcript_path")
+    if not isinstance(path, str) or not path:
+        return None
+    try:
+        st = os.stat(os.path.expanduser(path))
+    except OSError:
+        return None
+    return f"{data.get('trigger')}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def _new_state(sid: str, host: Host, project: str | None, now: float) -> dict[str, Any]:
+    return {"session_id": sid, "host": host.name, "project": project, "started": now, "source": None,
+            "start_seq": 0, "asked": False}
 
 
 # -- prompt submit: what memory says about this prompt ----------------------------------------------------
 def prompt(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Path) -> dict[str, Any] | None:
-    """Records relevant to the prompt the user just submitted, not shown before in this session."""
+    """Records relevant to the prompt the user just submitted, not shown before in this session; after a
+    compaction the host gave no session-start hook for, the brief again first."""
     from .log import LOG_NAME
     from .paths import read_only_requested
 
     text = host.prompt_of(data)
     if not text or not text.strip() or host.prompt_output("") is None:
         return None
-    if env.get("RETAINED_RECALL", "on").strip().lower() in ("off", "0", "false", "no"):
-        return None
     if not (store_dir / LOG_NAME).exists():
+        return None
+    sid = session_id(data, env)
+    state_path = _session_file(store_dir, sid) if sid and not read_only_requested() else None
+    state = (_load(state_path) if state_path is not None else None) or {}
+    project = project_of(data, env)
+    shown = set(state.get("shown") or [])
+    parts: list[str] = []
+    from .store import Store
+
+    with Store(store_dir, create=False) as store:
+        if state.get("rebrief"):
+            brief = _fit_for_host(host, store, project, 800)
+            parts.append(_with_note(brief["text"], _damage_note(store)))
+            shown |= set(_ids(brief))
+        found = _recall(store, text, project, shown, env)
+    if found:
+        parts.append(found["text"])
+        shown |= {i for i in found.get("ids") or [] if isinstance(i, str)}
+    if not parts:
+        return None
+    if state_path is not None:
+        now = time.time()
+        state = state or _new_state(sid, host, project, now)  # type: ignore[arg-type]
+        state["shown"] = sorted(shown)
+        state["rebrief"] = False
+        _note(store_dir, state_path, state, now)
+    return host.prompt_output("\n\n".join(parts))
+
+
+def _recall(store: Any, text: str, project: str | None, shown: set[str], env: dict[str, str]) -> dict[str, Any] | None:
+    """The recall contract (retained/recall.py): the few relevant records, fenced, or None."""
+    if env.get("RETAINED_RECALL", "on").strip().lower() in ("off", "0", "false", "no"):
         return None
     try:
         from .recall import recall
     except ImportError:
-        return None  # no recall in this version of retained
-    sid = session_id(data, env)
-    state_path = _session_file(store_dir, sid) if sid and not read_only_requested() else None
-    state = (_load(state_path) if state_path is not None else None) or {}
-    from .store import Store
-
-    with Store(store_dir, create=False) as store:
-        found = recall(store, text, project=project_of(data, env), shown=set(state.get("shown") or []))
-    if not found or not found.get("text"):
-        return None
-    if state_path is not None:
-        now = time.time()
-        if not state:
-            state = {"session_id": sid, "host": host.name, "project": project_of(data, env), "started": now,
-                     "source": None, "start_seq": 0, "asked": False}
-        state["shown"] = sorted(set(state.get("shown") or []) | {i for i in found.get("ids") or [] if isinstance(i, str)})
-        _note(store_dir, state_path, state, now)
-    return host.prompt_output(found["text"])
+        return None  # a retained without recall: the prompt hook only re-briefs after compactions
+    found = recall(store, text, project=project, shown=shown)
+    return found if isinstance(found, dict) and found.get("text") else None
 
 
 # -- stop -----------------------------------------------------------------------------------------------

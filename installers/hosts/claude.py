@@ -22,7 +22,6 @@ class ClaudeCode(Host):
     order = 30
     fallback = True
     max_chars = 9_000  # over 10,000 characters Claude Code saves the output to a file and shows 2 KB
-    events = ("session-start", "stop", "prompt", "pre-compact")
     session_vars = ("CLAUDE_CODE_SESSION_ID",)
     project_vars = ("CLAUDE_PROJECT_DIR",)
 

@@ -91,7 +91,6 @@ class Codex(Host):
     title = "Codex CLI"
     order = 50
     max_tokens = 2_000  # Codex cuts hook output at about 2,500 tokens (estimated here on the high side)
-    events = ("session-start", "stop", "prompt")
 
     def context_vars(self, home: str, env: dict[str, str]) -> dict[str, str]:
         return {"codex_home": env.get("CODEX_HOME") or os.path.join(home, ".codex")}

@@ -15,7 +15,6 @@ class Cursor(Host):
     name = "cursor"
     title = "Cursor"
     order = 10  # Cursor also runs Claude Code's hooks: recognise its input before anything else
-    events = ("session-start", "stop", "prompt")
     session_keys = ("session_id", "conversation_id")
 
     def context_vars(self, home: str, env: dict[str, str]) -> dict[str, str]:
@@ -36,8 +35,9 @@ class Cursor(Host):
         return {"followup_message": reason}
 
     def prompt_output(self, text: str) -> dict[str, Any] | None:
-        # beforeSubmitPrompt can let the prompt through or stop it; it has no field that adds context.
-        return None
+        # beforeSubmitPrompt is documented with `continue` and `user_message` only; `additional_context`
+        # (its sessionStart field) is sent too, for the builds that read it, and `continue` lets the prompt go.
+        return {"continue": True, "additional_context": text}
 
     def context_in(self, output: dict[str, Any]) -> str | None:
         return output.get("additional_context")

@@ -20,7 +20,6 @@ class GeminiCLI(Host):
     name = "gemini"
     title = "Gemini CLI"
     order = 40
-    events = ("session-start", "stop", "prompt", "pre-compact")
     session_vars = ("GEMINI_SESSION_ID",)
     project_vars = ("GEMINI_PROJECT_DIR",)
 

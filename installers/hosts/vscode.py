@@ -21,7 +21,6 @@ class VSCode(Host):
     name = "vscode"
     title = "VS Code (Copilot agent mode)"
     order = 20
-    events = ("session-start", "stop", "prompt", "pre-compact")
     session_keys = ("sessionId",)
 
     def context_vars(self, home: str, env: dict[str, str]) -> dict[str, str]:
