@@ -269,16 +269,18 @@ def doctor_store(store: Path, opened_by: str = "") -> list[Check]:
 
 
 def native_memory_checks(h: Host, project: Path) -> list[Check]:
-    """The ui helper's report of the host's own memory files, when that module is there."""
+    """The host's own memory, as retained/native.py reports it (informational: never a failure)."""
     try:
-        from retained import ui  # type: ignore[attr-defined]
+        from retained.native import native_memory
     except ImportError:
         return []
-    report = getattr(ui, "native_memory", None)
-    found = report(h.name, dict(os.environ)) if callable(report) else None
+    try:
+        found = native_memory(h.name, dict(os.environ), str(project))
+    except Exception as e:  # noqa: BLE001 - a report, not a check of retained's wiring
+        return [Check(h.name, "native memory", True, f"could not be read ({type(e).__name__})")]
     if not isinstance(found, dict):
         return []
-    return [Check(h.name, "native memory", True, str(found.get("summary") or found))]
+    return [Check(h.name, "native memory", True, str(found.get("summary") or ""), str(found.get("fix") or ""))]
 
 
 def doctor(*, host_names: list[str] | None, store: Path, as_json: bool, out: Callable[[str], None],

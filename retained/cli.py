@@ -188,6 +188,40 @@ def cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_forget(args: argparse.Namespace) -> int:
+    """Retract (default), bring back (--undo) or purge (--purge: the bytes go, for good)."""
+    if args.undo and args.purge:
+        raise UsageError("--undo and --purge exclude each other", hint="a purge cannot be undone")
+    if args.purge and not args.yes and sys.stdin.isatty():
+        sys.stderr.write(f"purge {len(args.ids)} record(s) for good? Their text leaves every file of the store "
+                         "and cannot be brought back. [y/N] ")
+        sys.stderr.flush()
+        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+            _err("nothing was purged")
+            return EXIT_FAIL
+    with _store(args) as store:
+        if args.purge:
+            result = store.purge(args.ids, args.reason)
+        elif args.undo:
+            result = store.unforget(args.ids, args.reason)
+        else:
+            result = store.forget(args.ids, args.reason)
+    if args.json:
+        _print_json(result)
+    else:
+        done = [p["id"] for p in result["purged"]] if args.purge else result["targets"]
+        verb = {"purge": "purged", "undo": "brought back", "retract": "retracted"}[result["action"]]
+        if result["deduplicated"]:
+            _out(f"already retracted by {result['id']} (seq {result['seq']}); nothing new was written")
+        else:
+            _out(f"{verb} {', '.join(done)} by {result['id']} (seq {result['seq']}) "
+                 f"durable={str(result['durable']).lower()}")
+        if result["action"] == "retract" and not result["deduplicated"]:
+            _out(f"undo with: retained forget --undo {' '.join(done)}")
+        _warn_all(result)
+    return EXIT_OK if result["durable"] else EXIT_FAIL
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     with _store(args) as store:
         result = store.verify(progress=_progress("verify"))
@@ -290,6 +324,75 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return serve(store_dir(args.dir))
 
 
+# -- export, import, the web page (retained/transfer.py, retained/ui.py) -----------------------------
+def cmd_export(args: argparse.Namespace) -> int:
+    from .project import read_scopes
+    from .transfer import export
+
+    scopes = read_scopes(args.scope, _project()) if args.scope is not None else None
+    with _store(args) as store:
+        result = export(store, scopes=scopes, fmt=args.format, include_history=args.include_history, path=args.output)
+    to_stdout = result["path"] == "-"
+    if args.json and not to_stdout:
+        _print_json(result)
+    else:
+        say = _err if to_stdout else _out
+        if args.json:
+            say(json.dumps(result, ensure_ascii=False))
+        elif result["format"] == "jsonl":
+            left = result["left_out"]
+            extra = "".join([f", {result['tombstones']} tombstone(s)" if result["tombstones"] else "",
+                             f", {result['retracted']} retracted" if result["retracted"] else "",
+                             f"; left out {left['retracted']} retracted (--include-history keeps them)" if left["retracted"] else ""])
+            say(f"exported {result['records']} records{extra} to {'stdout' if to_stdout else result['path']}")
+        else:
+            where = "stdout" if to_stdout else ", ".join(result["files"]) or result["path"]
+            say(f"exported {result['projects']} project(s) as Markdown to {where}")
+        for w in result.get("warnings", []):
+            _err(f"warning: {w}")
+    return EXIT_OK
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from .transfer import apply, plan
+
+    from .paths import store_dir
+    from .store import Store
+
+    directory = store_dir(args.dir)
+    source = getattr(args, "from_source", None)
+    if args.apply:
+        with Store(directory) as store:
+            result = apply(store, plan(store, path=args.path, source=source, scope=args.scope))
+    elif directory.exists():  # a dry run changes no file of the store, the derived index included
+        with Store(directory, read_only=True) as store:
+            result = plan(store, path=args.path, source=source, scope=args.scope)
+    else:  # nor creates one: plan against an empty store that is thrown away
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as empty, Store(empty) as store:
+            result = plan(store, path=args.path, source=source, scope=args.scope)
+    if args.json:
+        data = dict(result)
+        data["actions"] = [a.as_dict() for a in result["actions"]]
+        _print_json(data)
+    else:
+        for a in result["actions"]:
+            mark = {"add": "+", "already": "=", "skip": "!"}[a.action]
+            note = f" (already there as {a.id})" if a.action == "already" and a.id else ""
+            note += f" ({a.why})" if a.why else ""
+            _out(f"{mark} {a.kind:<10} {a.scope}  {_oneline(a.text, 100)}{note}")
+        if result["dry_run"]:
+            _out(f"dry run: would add {result['would_add']}, already there {result['already']}, "
+                 f"skipped {result['skipped']}; nothing was written (pass --apply to write)")
+        else:
+            _out(f"added {result['added']}, already there {result['already'] + result['deduplicated']}, "
+                 f"skipped {result['skipped']}" + (f", NOT durable {result['not_durable']}" if result["not_durable"] else ""))
+        for n in result["notes"]:
+            _err(f"note: {n}")
+    return EXIT_FAIL if not result["dry_run"] and result["not_durable"] else EXIT_OK
+
+
 # -- parsing ------------------------------------------------------------------------------------
 def _positive(text: str) -> int:
     import argparse
@@ -358,6 +461,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--before-seq", type=_positive, metavar="N", help="page: only records older than seq N")
     p.add_argument("--include-superseded", action="store_true", help="show corrected records too")
 
+    p = add("forget", cmd_forget, "retract records (reversible), bring them back (--undo) or purge their bytes (--purge)")
+    p.add_argument("ids", nargs="+", metavar="ID")
+    p.add_argument("--reason", metavar="R", help="why; kept in the forget record (never the purged text)")
+    p.add_argument("--undo", action="store_true", help="bring retracted records back")
+    p.add_argument("--purge", action="store_true",
+                   help="remove the records' bytes from every file of the store, for good (the chain still verifies)")
+    p.add_argument("--yes", action="store_true", help="purge without asking (it asks only on a terminal)")
+
     add("verify", cmd_verify, "recompute the hash chain and reconcile the index with the log")
     add("reindex", cmd_reindex, "rebuild the search index from the log")
     add("serve", cmd_serve, "run the MCP server on stdin/stdout (what hosts start)")
@@ -389,6 +500,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", action="append", metavar="H", help=hosts_help)
     p.add_argument("--scope", choices=["user", "project"], default="user",
                    help="check the user config (default) or the current project's files")
+
+    p = add("export", cmd_export, "write the memory out: jsonl (records verbatim) or Markdown (one file per project)")
+    p.add_argument("--scope", help="one scope, or '*' for all (default: every scope)")
+    p.add_argument("--format", choices=["jsonl", "markdown"], default="jsonl", help="jsonl (default) or markdown")
+    p.add_argument("--include-history", action="store_true", help="also retracted records and forget records")
+    p.add_argument("-o", "--output", metavar="PATH", help="file (jsonl), folder or .md file (markdown); default stdout")
+
+    p = add("import", cmd_import, "bring memory in (dry run unless --apply): a retained export, CLAUDE.md/AGENTS.md/"
+            "GEMINI.md, a memory folder, or a host's own memory")
+    p.add_argument("path", nargs="?", metavar="PATH", help="an export (.jsonl), an instruction file or a memory folder")
+    p.add_argument("--from", dest="from_source", choices=["claude", "codex", "gemini"], metavar="SOURCE",
+                   help="a host's own memory: claude (auto memory), codex (memories) or gemini (memory files)")
+    p.add_argument("--scope", help="file every imported record under this scope")
+    p.add_argument("--apply", action="store_true", help="write; without it nothing is written")
 
     p = add("hook", cmd_hook, "what agent hosts run at session start, prompt, compaction and stop (always exits 0)")
     p.add_argument("event", choices=list(EVENTS))

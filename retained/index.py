@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the hook path imports no more than it runs
     from typing import Any
 
 from .log import ChainState, Line, Log, Problem
-from .records import GENESIS, GLOBAL_SCOPE
+from .records import FORGET_KIND, GENESIS, GLOBAL_SCOPE
 
 INDEX_NAME = "index.sqlite3"
 _BATCH = 2000
@@ -87,7 +87,33 @@ def _m002_scope_counts(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001_initial, _m002_scope_counts]
+def _m004_lifecycle(db: sqlite3.Connection) -> None:
+    """Retraction and purge. `hidden` = 1 leaves a row out of search, list, brief and recall: a record of
+    kind `forget`, a retracted or purged record, and every record of a chain whose head is one. Every
+    read path filters on it (see `visible`), so the rule lives in one place. Cleared and rebuilt from
+    the log: retraction records already in it are applied on the way."""
+    _run_script(
+        db,
+        """
+        ALTER TABLE records ADD COLUMN retracted_by TEXT;
+        ALTER TABLE records ADD COLUMN tomb INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE records ADD COLUMN hidden INTEGER NOT NULL DEFAULT 0;
+        INSERT INTO fts(fts) VALUES('delete-all');
+        DELETE FROM records;
+        DELETE FROM problems;
+        DELETE FROM scope_counts;
+        DELETE FROM meta
+        """,
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001_initial, _m002_scope_counts, _m004_lifecycle]
+
+
+def visible(alias: str = "") -> str:
+    """The SQL condition every default read adds: the row is not retracted, purged or a forget record,
+    and neither is the head of its chain. `alias` names the records table in the query."""
+    return f"{alias + '.' if alias else ''}hidden = 0"
 
 # Where the index stands in the log, saved as one JSON row so a catch-up costs one write.
 _EMPTY_STATE: dict[str, Any] = {"offset": 0, "line": 0, "seq": 0, "sha256": GENESIS, "after_bad": False,
@@ -246,12 +272,15 @@ class Index:
                 return 0
             state = self._state(db)
             if size == state["offset"] and ino == state["log_ino"]:
+                if state.get("compact"):
+                    self.compact()
                 self._known = (size, ino, self._ino)
                 return 0
             db.execute("BEGIN IMMEDIATE")
             try:
                 state = self._state(db)  # another process may have caught up meanwhile
-                if not self._still_same_log(state, size, ino):
+                replaced = not self._still_same_log(state, size, ino)
+                if replaced:
                     self._clear(db)
                     state = dict(_EMPTY_STATE)
                 n = self._index_from(db, state, progress, size)
@@ -264,6 +293,10 @@ class Index:
                 raise
             if state["offset"] == size:
                 self._known = (size, ino, self._ino)
+            if replaced or state.get("compact"):
+                # A replaced log (a purge, or a restored copy): the old text must not live on in
+                # segments, free pages or the WAL.
+                self.compact()
             return n
 
     def _still_same_log(self, state: dict[str, Any], size: int, ino: int) -> bool:
@@ -322,7 +355,14 @@ class Index:
     def _row(rec: dict[str, Any], line: Line) -> tuple[Any, ...]:
         scope = rec.get("scope")
         session = rec.get("session_id")
-        return (
+        tomb = "text" not in rec
+        forgotten = rec.get("forgotten") if tomb else None
+        life = None
+        if rec["kind"] == FORGET_KIND and not tomb and rec.get("action") in ("retract", "undo"):
+            targets = rec.get("targets")
+            if isinstance(targets, list):
+                life = (rec["action"], [t for t in targets if isinstance(t, str)])
+        base = (
             line.number,
             rec["seq"],
             rec["id"],
@@ -334,33 +374,68 @@ class Index:
             rec.get("source") if isinstance(rec.get("source"), str) else None,
             rec.get("supersedes") if isinstance(rec.get("supersedes"), str) else None,
             rec.get("client_op_id") if isinstance(rec.get("client_op_id"), str) else None,
-            session if isinstance(session, str) else None,
+            session if isinstance(session, str) and not tomb else None,
             rec["sha256"],
-            rec["text"],
+            rec.get("text", ""),
         )
+        by = forgotten.get("by") if isinstance(forgotten, dict) else None
+        hidden = 1 if tomb or rec["kind"] == FORGET_KIND else 0
+        return base + (by if isinstance(by, str) else ("?" if tomb else None), int(tomb), hidden, life)
 
     def _flush(self, db: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
         for row in rows:
             line, rid, supersedes = row[0], row[2], row[9]
+            retracted_by, tomb, hidden, life = row[14:18]
             try:
                 db.execute(
                     "INSERT INTO records (line, seq, id, offset, length, ts, kind, scope, source, supersedes,"
-                    " client_op_id, session, sha256, text, head) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    row + (line,),
+                    " client_op_id, session, sha256, text, head, retracted_by, tomb, hidden)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    row[:14] + (line, retracted_by, tomb, hidden),
                 )
             except sqlite3.IntegrityError:
                 self._add_problem(db, Problem(line, row[3], row[1], "duplicate", f"id {rid} already used by an earlier record"))
                 continue
-            db.execute("INSERT INTO fts(rowid, text) VALUES (?, ?)", (line, row[13]))
-            self._count(db, row[7], +1)
+            if not tomb:
+                db.execute("INSERT INTO fts(rowid, text) VALUES (?, ?)", (line, row[13]))
+            if not hidden:
+                self._count(db, row[7], +1)
             if supersedes:
                 target = db.execute("SELECT head FROM records WHERE id = ? AND line < ?", (supersedes, line)).fetchone()
                 if target is not None:
                     old_head = target[0]
-                    old_scope = db.execute("SELECT scope FROM records WHERE line = ?", (old_head,)).fetchone()[0]
+                    old_scope, old_hidden = db.execute("SELECT scope, hidden FROM records WHERE line = ?",
+                                                       (old_head,)).fetchone()
                     db.execute("UPDATE records SET superseded_by = ? WHERE line = ?", (rid, old_head))
                     db.execute("UPDATE records SET head = ? WHERE head = ?", (line, old_head))
-                    self._count(db, old_scope, -1)
+                    if not old_hidden:
+                        self._count(db, old_scope, -1)
+                    self._rehide(db, line)
+            if life is not None:
+                self._apply_forget(db, line, rid, *life)
+
+    def _apply_forget(self, db: sqlite3.Connection, line: int, rid: str, action: str, targets: list[str]) -> None:
+        """A retraction marks its targets (a retracted head hides its chain); an undo clears the mark.
+        Purged records stay purged: their tombstones carry the mark themselves."""
+        for target in targets:
+            row = db.execute("SELECT line, head FROM records WHERE id = ? AND line < ? AND tomb = 0 AND kind != ?",
+                             (target, line, FORGET_KIND)).fetchone()
+            if row is None:
+                continue
+            db.execute("UPDATE records SET retracted_by = ? WHERE line = ?",
+                       (rid if action == "retract" else None, row[0]))
+            self._rehide(db, row[1])
+
+    def _rehide(self, db: sqlite3.Connection, head: int) -> None:
+        """Recompute `hidden` for the chain whose head is line `head`, keeping scope_counts in step."""
+        scope, before = db.execute("SELECT scope, hidden FROM records WHERE line = ?", (head,)).fetchone()
+        db.execute(
+            "UPDATE records SET hidden = CASE WHEN kind = ? OR tomb = 1 OR retracted_by IS NOT NULL"
+            " OR (SELECT h.retracted_by FROM records h WHERE h.line = ?) IS NOT NULL THEN 1 ELSE 0 END"
+            " WHERE head = ?", (FORGET_KIND, head, head))
+        after = db.execute("SELECT hidden FROM records WHERE line = ?", (head,)).fetchone()[0]
+        if after != before:
+            self._count(db, scope, before - after)
 
     @staticmethod
     def _count(db: sqlite3.Connection, scope: str, delta: int) -> None:
@@ -372,6 +447,80 @@ class Index:
     @staticmethod
     def _add_problem(db: sqlite3.Connection, p: Problem) -> None:
         db.execute("INSERT OR REPLACE INTO problems VALUES (?,?,?,?,?)", (p.line, p.offset, p.seq, p.kind, p.reason))
+
+    # -- purging ------------------------------------------------------------------------------
+    def apply_purge(self, purged: list[dict[str, Any]], by: str, new_ino: int, install: Callable[[], None]) -> None:
+        """Bring the index in line with a log whose purged lines became tombstones, and install that log.
+
+        `purged` holds {line, length (of the tombstone line), sha (of the tombstone line)} per record.
+        The index transaction stays open across `install` (the rename): other processes wait for it,
+        and a crash before the commit leaves an index that no longer matches the log's inode, which the
+        next catch-up rebuilds from the new log. Record text leaves the index here; `compact` then
+        clears it from the FTS segments, free pages and the WAL.
+        """
+        with self._lock:
+            db = self.db()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                state = self._state(db)
+                last = state["last_line_offset"]  # where the last indexed line started, before the shifts
+                shift = 0
+                order = sorted(purged, key=lambda p: p["line"])
+                for i, p in enumerate(order):
+                    line = p["line"]
+                    row = db.execute("SELECT text, length, head FROM records WHERE line = ?", (line,)).fetchone()
+                    db.execute("INSERT INTO fts(fts, rowid, text) VALUES('delete', ?, ?)", (line, row[0]))
+                    for table in self._line_tables(db):
+                        db.execute(f"DELETE FROM {table} WHERE line = ?", (line,))
+                    db.execute("UPDATE records SET text = '', source = NULL, client_op_id = NULL, session = NULL,"
+                               " length = ?, offset = offset - ?, tomb = 1, retracted_by = ? WHERE line = ?",
+                               (p["length"], shift, by, line))
+                    self._rehide(db, row[2])
+                    if last == p["offset"]:
+                        state["last_line_sha"] = p["sha"]
+                    shift += row[1] - p["length"]
+                    # The lines up to the next purged one move back by the bytes removed so far.
+                    upto = order[i + 1]["line"] if i + 1 < len(order) else None
+                    bound, args = (" AND line < ?", (shift, line, upto)) if upto is not None else ("", (shift, line))
+                    db.execute(f"UPDATE records SET offset = offset - ? WHERE line > ?{bound}", args)
+                    db.execute(f"UPDATE problems SET offset = offset - ? WHERE line > ?{bound}", args)
+                    if last > p["offset"]:
+                        state["last_line_offset"] -= row[1] - p["length"]
+                state["offset"] -= shift
+                state["log_ino"] = new_ino
+                state["compact"] = True  # cleared by compact(): a purge killed before it still gets one
+                self._save_state(db, state)
+                install()
+                db.execute("COMMIT")
+            except BaseException:
+                self._known = None
+                db.execute("ROLLBACK")
+                raise
+            self._known = None
+
+    @staticmethod
+    def _line_tables(db: sqlite3.Connection) -> list[str]:
+        """Derived tables keyed by log line besides records and problems (vectors, ...): a purged line's
+        rows go from all of them."""
+        names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"
+                                          " AND name NOT IN ('records', 'problems') AND name NOT LIKE 'fts%'")]
+        return [n for n in names if any(c[1] == "line" for c in db.execute(f'PRAGMA table_info("{n}")'))]
+
+    def compact(self) -> None:
+        """Leave no byte of deleted text in the index's files: merge the FTS5 segments (a deleted row
+        stays in them until a merge), VACUUM away free pages, and truncate the WAL."""
+        with self._lock:
+            db = self.db()
+            db.execute("INSERT INTO fts(fts) VALUES('optimize')")
+            state = self._state(db)
+            if state.pop("compact", None):
+                self._save_state(db, state)
+            db.execute("VACUUM")
+            for _ in range(50):
+                busy = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                if not busy:
+                    return
+                threading.Event().wait(0.05)
 
     def rebuild(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Drop everything and index the whole log again."""
@@ -429,7 +578,7 @@ class Index:
         The unary + keeps SQLite from sorting every record of the scope: records of the project and
         global scopes are common, so the walk ends early.
         """
-        where, params = "superseded_by IS NULL", []
+        where, params = "superseded_by IS NULL AND " + visible(), []
         if scopes:
             where += f" AND +scope IN ({','.join('?' * len(scopes))})"
             params += scopes
@@ -458,6 +607,32 @@ class Index:
                 if not batch:
                     return
                 yield from batch
+
+    # -- export, import and the web page (retained/transfer.py, retained/ui.py) ------------------
+    def export_rows(self, scopes: list[str] | None) -> list[dict[str, Any]]:
+        """Where each record of the scopes sits in the log, in log order (export reads the bytes)."""
+        where, params = scope_clause(scopes, "scope")
+        return self.query(f"SELECT * FROM (SELECT line, id, kind, scope, offset, length, {_TOMB} AS tomb"
+                          f" FROM records WHERE 1=1{where}) ORDER BY line", params)
+
+    def markdown_rows(self, scopes: list[str] | None) -> list[dict[str, Any]]:
+        """Every record of the scopes, grouped for a readable export: scope, kind, newest first."""
+        where, params = scope_clause(scopes, "scope")
+        return self.query(f"SELECT id, ts, kind, scope, text, superseded_by, {_TOMB} AS tomb FROM records"
+                          f" WHERE 1=1{where} ORDER BY scope, kind, line DESC", params)
+
+    def same_text(self, scope: str, text: str) -> dict[str, Any] | None:
+        """A current record of the scope holding exactly this text."""
+        rows = self.query("SELECT id FROM records WHERE scope = ? AND text = ? AND superseded_by IS NULL LIMIT 1",
+                          (scope, text))
+        return rows[0] if rows else None
+
+    def scope_names(self) -> list[str]:
+        return [r["scope"] for r in self.query("SELECT scope FROM scope_counts")]
+
+
+# A tombstone (a purged record) is a row without text once the index knows purges; 0 before.
+_TOMB = "0"
 
 
 def scope_clause(scopes: list[str] | None, column: str) -> tuple[str, list[Any]]:

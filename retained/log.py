@@ -1,7 +1,9 @@
 """The append-only, hash-chained JSONL log: the store's single source of truth.
 
-Nothing here rewrites a record. The only bytes ever removed are a torn last line (an append that
-crashed before it was acknowledged), and those are copied to `quarantine/` first.
+Nothing here rewrites a record, with one exception a person asks for: a purge (`rewrite`) replaces
+the purged lines by tombstones, in a new copy of the file that atomically takes the old one's place.
+Otherwise the only bytes ever removed are a torn last line (an append that crashed before it was
+acknowledged), and those are copied to `quarantine/` first.
 """
 
 from __future__ import annotations
@@ -183,6 +185,7 @@ class Log:
         warnings: list[str] = []
         max_seq = 0
         skipped = 0
+        self.discard_rewrites()
         try:
             f = open(self.path, "rb")
         except FileNotFoundError:
@@ -309,6 +312,73 @@ class Log:
             return b"".join(chunks)
         finally:
             os.close(fd)
+
+
+    # -- purging: the one rewrite -------------------------------------------------------------
+    def rewrite(self, edits: list[tuple[int, int, bytes]], tail_line: bytes, size: int) -> tuple[Path, dict[str, bool]]:
+        """Write a copy of the log's first `size` bytes with each (offset, length, replacement) applied
+        and `tail_line` appended, fsync it and read it back. Must be called with the lock held.
+
+        Returns the temporary file (in the store directory, so `install` is an atomic rename) and the
+        checks. Nothing the log holds is changed until `install`.
+        """
+        self.discard_rewrites()
+        tmp = self.directory / f".{LOG_NAME}.purge-{os.getpid()}.tmp"
+        checks = {"append": False, "fsync": False, "readback_match": False}
+        digest = hashlib.sha256()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _BINARY, 0o600)
+        try:
+            with open(self.path, "rb") as src:
+                pos = 0
+                for offset, length, replacement in sorted(edits):
+                    _copy(src, fd, pos, offset - pos, digest)
+                    _write_all(fd, replacement, digest)
+                    pos = offset + length
+                _copy(src, fd, pos, size - pos, digest)
+            _write_all(fd, tail_line, digest)
+            checks["append"] = True
+            os.fsync(fd)
+            checks["fsync"] = True
+        except BaseException:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            raise
+        os.close(fd)
+        back = hashlib.sha256()
+        with open(tmp, "rb") as f:
+            if hasattr(os, "posix_fadvise"):  # read from the device, not from the pages just written
+                os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+            while chunk := f.read(1 << 20):
+                back.update(chunk)
+        checks["readback_match"] = back.digest() == digest.digest()
+        return tmp, checks
+
+    def install(self, tmp: Path) -> None:
+        """Atomically put a rewritten copy in the log's place and make the rename durable."""
+        os.replace(tmp, self.path)
+        fsutil.fsync_dir(self.directory)
+
+    def discard_rewrites(self) -> None:
+        """Remove copies left by a purge that was killed before its rename (the old log still stands)."""
+        for left in self.directory.glob(f".{LOG_NAME}.purge-*.tmp"):
+            left.unlink(missing_ok=True)
+
+
+def _write_all(fd: int, data: bytes, digest: Any) -> None:
+    digest.update(data)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _copy(src: Any, fd: int, offset: int, length: int, digest: Any) -> None:
+    src.seek(offset)
+    while length > 0:
+        chunk = src.read(min(length, 1 << 20))
+        if not chunk:
+            raise StoreError("the log shrank while it was being rewritten", hint="nothing was changed; retry")
+        _write_all(fd, chunk, digest)
+        length -= len(chunk)
 
 
 def _torn_span(f: Any, size: int) -> tuple[int, int] | None:

@@ -22,7 +22,15 @@ GENESIS = "0" * 64
 #: Top-level keys retained gives meaning to. Anything else on a record is kept verbatim.
 CORE_KEYS = ("seq", "id", "ts", "kind", "text", "prev", "sha256")
 OPTIONAL_KEYS = ("scope", "source", "supersedes", "client_op_id")
-RESERVED_KEYS = frozenset(CORE_KEYS + OPTIONAL_KEYS + ("fields",))
+#: Keys with a meaning on lifecycle records (kind `forget`) and tombstones, or added to records by reads.
+LIFECYCLE_KEYS = ("forgotten", "retracted", "superseded_by")
+RESERVED_KEYS = frozenset(CORE_KEYS + OPTIONAL_KEYS + LIFECYCLE_KEYS + ("fields",))
+
+#: The kind of retraction, undo and purge records; written by `Store.forget/unforget/purge` only.
+FORGET_KIND = "forget"
+#: What a tombstone keeps of the record it replaces (plus `forgotten`, and `supersedes` when present,
+#: so that a purged correction still closes the chain it belongs to).
+TOMBSTONE_KEYS = ("seq", "id", "ts", "kind", "scope", "prev", "sha256", "supersedes")
 
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 _KIND = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
@@ -83,6 +91,8 @@ def parse_line(line: bytes) -> dict[str, Any]:
         raise BadLine("not JSON") from None
     if not isinstance(record, dict):
         raise BadLine("not a JSON object")
+    if "text" not in record and "forgotten" in record:
+        return _parse_tombstone(record)
     for key in CORE_KEYS:
         if key not in record:
             raise BadLine(f"missing field {key!r}", record)
@@ -97,6 +107,54 @@ def parse_line(line: bytes) -> dict[str, Any]:
     if compute_sha256(record) != record["sha256"]:
         raise BadLine("sha256 does not match the record's content", record)
     return record
+
+
+def is_tombstone(record: dict[str, Any]) -> bool:
+    """A purged record: what is left of it in the log (see docs/FORMAT.md, "Tombstones")."""
+    return "text" not in record and isinstance(record.get("forgotten"), dict)
+
+
+def _parse_tombstone(record: dict[str, Any]) -> dict[str, Any]:
+    """A tombstone's own hash cannot be recomputed (its content is gone): check its shape here; the
+    chain (the next record's `prev`) and the purge record that lists it vouch for its `sha256`."""
+    for key in ("seq", "id", "ts", "kind", "prev", "sha256"):
+        if key not in record:
+            raise BadLine(f"tombstone without {key!r}", record)
+    seq = record["seq"]
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
+        raise BadLine("seq is not a positive integer", record)
+    for key in ("id", "ts", "kind", "prev", "sha256"):
+        if not isinstance(record[key], str):
+            raise BadLine(f"{key} is not a string", record)
+    if not _HEX64.match(record["sha256"]) or not _HEX64.match(record["prev"]):
+        raise BadLine("sha256/prev is not 64 lowercase hex digits", record)
+    by = record["forgotten"].get("by") if isinstance(record["forgotten"], dict) else None
+    if not isinstance(by, str) or set(record) - set(TOMBSTONE_KEYS) - {"forgotten"}:
+        raise BadLine("tombstone with content or without forgotten.by", record)
+    return record
+
+
+def tombstone(record: dict[str, Any], by: str) -> dict[str, Any]:
+    """What a purge leaves of `record`: position, identity and original hash; no content."""
+    kept = {k: record[k] for k in TOMBSTONE_KEYS if k in record}
+    kept["forgotten"] = {"by": by}
+    return kept
+
+
+def content_strings(record: dict[str, Any]) -> list[str]:
+    """Every string a purge must remove: text, source and every field value (keys left out)."""
+    out: list[str] = []
+    stack: list[Any] = [v for k, v in record.items() if k not in ("seq", "id", "ts", "kind", "scope", "prev",
+                                                                  "sha256", "supersedes")]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return out
 
 
 def now_rfc3339() -> str:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # the hook path imports no more than it runs
 
 from . import records
 from .errors import NotFound, StoreError, UsageError
-from .index import Index, query_terms, quote_query, scope_clause
+from .index import Index, query_terms, quote_query, scope_clause, visible
 from .log import ChainState, Log
 from .paths import read_only_requested
 from .tokens import estimate_tokens
@@ -105,6 +105,8 @@ class Store:
             records.check_text(client_op_id, "client_op_id")
         if supersedes is not None and (not isinstance(supersedes, str) or not supersedes.strip()):
             raise UsageError("supersedes must be a record id", hint="find it with search or list")
+        if kind == records.FORGET_KIND:
+            raise UsageError("kind 'forget' is kept for retractions", hint="use memory_forget (or `retained forget`) to forget a record")
         extra = records.check_fields(fields)
 
         from . import redact  # compiled patterns: paid by writes only, not by the hook path
@@ -136,18 +138,24 @@ class Store:
                     warnings.append(f"{supersedes} was already superseded; linked to the current record {head['id']}")
                 supersedes = head["id"]
             record: dict[str, Any] = dict(extra)
-            record.update(seq=tail.seq + 1, id=records.new_id(), ts=records.now_rfc3339(), kind=kind,
-                          text=text, prev=tail.sha256)
             for key, value in (("scope", scope), ("source", source), ("supersedes", supersedes),
                                ("client_op_id", client_op_id)):
                 if value is not None:
                     record[key] = value
-            record = records.seal(record)
-            result = self.log.append(record, tail)
+            receipt = self._append(record, kind, text, tail, warnings)
         # No index work here: the index catches up from the log before the next read, and before
         # the next write that needs it (client_op_id, supersedes), many records per transaction.
         if found:
-            warnings.append(redact.describe(found))
+            receipt["warnings"].append(redact.describe(found))
+        return receipt
+
+    def _append(self, record: dict[str, Any], kind: str, text: str, tail: Any, warnings: list[str]) -> dict[str, Any]:
+        """Seal and append one record after `tail` (lock held) and return its receipt."""
+        record = dict(record)
+        record.update(seq=tail.seq + 1, id=records.new_id(), ts=records.now_rfc3339(), kind=kind, text=text,
+                      prev=tail.sha256)
+        record = records.seal(record)
+        result = self.log.append(record, tail)
         durable = all(result["checks"].values())
         if not durable:
             warnings = result["reasons"] + warnings
@@ -175,6 +183,27 @@ class Store:
         warnings.append(f"client_op_id already used by {prior['id']}; nothing new was written")
         return {"id": prior["id"], "seq": prior["seq"], "sha256": prior["sha256"], "durable": ok,
                 "checks": checks, "warnings": warnings, "deduplicated": True}
+
+    # -- forgetting (retained/forget.py) ------------------------------------------------------------
+    def forget(self, ids: list[str], reason: str | None = None) -> dict[str, Any]:
+        """Retract records: an appended `forget` record leaves them (and the chain they head) out of
+        search, list, brief and recall; `get` still returns them, marked. Reversible with `unforget`."""
+        from .forget import retract
+
+        return retract(self, ids, reason)
+
+    def unforget(self, ids: list[str], reason: str | None = None) -> dict[str, Any]:
+        """Undo a retraction: an appended record brings the records back into every read."""
+        from .forget import retract
+
+        return retract(self, ids, reason, undo=True)
+
+    def purge(self, ids: list[str], reason: str | None = None) -> dict[str, Any]:
+        """Remove the records' bytes from every file of the store (irreversible; a person's call, never
+        an agent's). Their lines become tombstones and the chain still verifies."""
+        from .forget import purge
+
+        return purge(self, ids, reason)
 
     def checkpoint(self, label: str, summary: str | None = None, *, scope: str | None = None,
                    fields: dict[str, Any] | None = None, client_op_id: str | None = None) -> dict[str, Any]:
@@ -227,6 +256,7 @@ class Store:
                     "warnings": warnings}
         target = "r" if include_superseded else "h"
         where, params = scope_clause(scopes, f"{target}.scope")
+        where += " AND " + visible(target)
         if kind is not None:
             where += f" AND {target}.kind = ?"
             params.append(records.check_kind(kind))
@@ -299,7 +329,7 @@ class Store:
                 damaged += 1
                 warnings.append(f"{row['id']}: its line in the log is damaged ({bad.reason}); run `retained verify`")
                 continue
-            out.append(rec)
+            out.append(self._marked(rec, row))
         counts = self.index.counts()
         result = {"records": out, "missing": missing, "corrupt_lines": counts["corrupt"] + damaged,
                   "chain_ok": counts["corrupt"] == 0 and counts["breaks"] == 0 and damaged == 0,
@@ -308,6 +338,35 @@ class Store:
             result["total"] = counts["records"]
             result["truncated"] = counts["records"] > len(rows)
         return result
+
+    def _marked(self, rec: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+        """The record as stored, plus what later records say about it: `superseded_by`, and
+        `retracted` {by, reason, ts} when a retraction (of it or of its chain's head) hides it."""
+        if row.get("superseded_by"):
+            rec["superseded_by"] = row["superseded_by"]
+        if row.get("tomb") or not row.get("hidden") or row["kind"] == records.FORGET_KIND:
+            return rec
+        via = None
+        by = row.get("retracted_by")
+        if by is None:
+            head = self.index.head_of(row["id"])
+            if head is None or not head.get("retracted_by"):
+                return rec
+            by, via = head["retracted_by"], head["id"]
+        mark: dict[str, Any] = {"by": by}
+        forget = self.index.by_id(by)
+        if forget is not None:
+            try:
+                frec = records.parse_line(self.log.read_at(forget["offset"], forget["length"])[:-1])
+                mark["ts"] = frec["ts"]
+                if isinstance(frec.get("reason"), str):
+                    mark["reason"] = frec["reason"]
+            except records.BadLine:
+                pass
+        if via is not None:
+            mark["via"] = via
+        rec["retracted"] = mark
+        return rec
 
     def list(
         self,
@@ -322,6 +381,7 @@ class Store:
         limit = _check_int(limit, "limit", 1, MAX_LIST)
         warnings = self._fresh()
         where, params = scope_clause(scopes, "scope")
+        where += " AND " + visible()
         if kind is not None:
             where += " AND kind = ?"
             params.append(records.check_kind(kind))
@@ -357,6 +417,7 @@ class Store:
         valid = 0
         missing_from_index = 0
         index_only = 0
+        tombstones: dict[tuple[Any, ...], Any] = {}
         idx = self.index.iter_offsets()
         pending = next(idx, None)
         for n, line in enumerate(self.log.lines(), 1):
@@ -371,6 +432,7 @@ class Store:
                 pending = next(idx, None)
             if rec is not None:
                 valid += 1
+                _vouch(rec, line, tombstones)
                 if pending is not None and pending[0] == line.offset:
                     if pending[1] != rec["sha256"]:
                         missing_from_index += 1
@@ -388,6 +450,12 @@ class Store:
             pending = next(idx, None)
         if progress is not None:
             progress(size, size)
+        for (_rid, seq, _sha), line in tombstones.items():
+            item = {"line": line.number, "offset": line.offset, "seq": seq, "kind": "break",
+                    "reason": "tombstone that no purge record lists"}
+            breaks.append(item)
+            if first_break is None or line.number < first_break["line"]:
+                first_break = {"seq": seq, "line": line.number, "reason": item["reason"]}
         torn = self.log.torn_tail()
         chain_ok = not corrupt and not breaks
         coverage = 1.0 if valid == 0 else round((valid - missing_from_index) / valid, 6)
@@ -415,6 +483,16 @@ class Store:
         counts = self.index.counts()
         return {"lines_read": lines, "records": counts["records"], "corrupt_lines": counts["corrupt"],
                 "chain_breaks": counts["breaks"]}
+
+
+def _vouch(rec: dict[str, Any], line: Any, tombstones: dict[tuple[Any, ...], Any]) -> None:
+    """Track tombstones until a later purge record lists them ({id, seq, sha256}); verify names the rest."""
+    if records.is_tombstone(rec):
+        tombstones[(rec["id"], rec["seq"], rec["sha256"])] = line
+    elif rec["kind"] == records.FORGET_KIND and rec.get("action") == "purge" and isinstance(rec.get("purged"), list):
+        for p in rec["purged"]:
+            if isinstance(p, dict):
+                tombstones.pop((p.get("id"), p.get("seq"), p.get("sha256")), None)
 
 
 def _check_int(value: Any, name: str, lo: int, hi: int) -> int:

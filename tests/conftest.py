@@ -43,10 +43,14 @@ ISOLATED_VARS = (
     "HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME", "APPDATA", "LOCALAPPDATA",
     "CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME", "RETAINED_DIR",
 )
-LEAKY_VARS = (
-    "CLAUDE_PROJECT_DIR", "CLAUDECODE", "CLAUDE_CODE_SESSION_ID", "CODEX_THREAD_ID", "CURSOR_VERSION",
-    "RETAINED_REDACT", "RETAINED_DEBUG", "RETAINED_HOOK_STOP",
-)
+# Variables an agent session (or a developer's shell) may have set that change what retained or a
+# host does: host detection (GEMINI_*, CODEX_MANAGED_BY_NPM, CLAUDECODE, ...), read-only mode, the
+# early initialize reply, tool deferral. Every one is cleared, by prefix, so that running the suite
+# inside Claude Code, Codex or Gemini CLI tests the same thing as running it in a bare shell.
+LEAKY_PREFIXES = ("RETAINED_", "CLAUDE", "CODEX_", "GEMINI_", "CURSOR_", "VSCODE_", "ANTHROPIC_", "OPENAI_",
+                  "GOOGLE_GEMINI", "GOOGLE_GENAI", "MCP_")
+LEAKY_VARS = ("ENABLE_TOOL_SEARCH", "GOOGLE_API_KEY", "GOOGLE_CLOUD_PROJECT", "DISABLE_AUTOUPDATER")
+KEPT_VARS = ("RETAINED_NPM_CACHE",)  # where the host CLIs are: not a setting of retained itself
 
 
 @pytest.fixture(autouse=True)
@@ -55,8 +59,9 @@ def isolate_home(tmp_path, monkeypatch):
     home.mkdir()
     for var in ISOLATED_VARS:
         monkeypatch.delenv(var, raising=False)
-    for var in LEAKY_VARS:
-        monkeypatch.delenv(var, raising=False)
+    for var in list(os.environ):
+        if (var.startswith(LEAKY_PREFIXES) or var in LEAKY_VARS) and var not in KEPT_VARS:
+            monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))

@@ -221,9 +221,10 @@ def test_bad_lines_get_errors_and_the_server_keeps_serving(store_dir):
             assert "error" in reply, reply
         for msg_id in (90, 89):  # 10 MiB requests: refused by size, answered under their own id
             assert srv.wait_for(msg_id)["error"]["code"] == -32600
-        for msg_id in (98, 99):  # readable tool errors, not internal errors
-            reply = srv.wait_for(msg_id)
-            assert reply["result"]["isError"] is True or "error" not in reply
+        wrong_type = srv.wait_for(98)["result"]  # k="many": a tool error the model can read, not a hang
+        assert wrong_type["isError"] is True and "k" in wrong_type["content"][0]["text"]
+        odd_query = srv.wait_for(99)["result"]  # NUL and FTS syntax in a query are plain text: a search
+        assert odd_query["isError"] is False and odd_query["structuredContent"]["total_matched"] == 0
         assert srv.request(1, "ping") == {"jsonrpc": "2.0", "id": 1, "result": {}}
         tools = srv.request(2, "tools/list")["result"]["tools"]
         assert [t["name"] for t in tools] == list(TOOL_NAMES)
@@ -358,10 +359,10 @@ def test_unusable_store_gives_readable_tool_errors_not_a_dead_server(tmp_path):
 def test_handshake_constants_match_the_sdk():
     from mcp_types import version
 
-    from retained import server
+    from retained import stdio_guard
 
-    assert server.HANDSHAKE_VERSIONS == tuple(version.HANDSHAKE_PROTOCOL_VERSIONS)
-    assert server.LATEST_HANDSHAKE_VERSION == version.LATEST_HANDSHAKE_VERSION
+    assert stdio_guard.HANDSHAKE_VERSIONS == tuple(version.HANDSHAKE_PROTOCOL_VERSIONS)
+    assert stdio_guard.LATEST_HANDSHAKE_VERSION == version.LATEST_HANDSHAKE_VERSION
 
 
 def _exchange(early: bool, lines: list[dict], wanted: list) -> tuple[list[bytes], str]:
@@ -435,6 +436,6 @@ def test_a_4_mib_record_round_trips_over_stdio(store_dir):
     (b"xxxxxxxx", b"xxxx", None),
 ])
 def test_the_id_of_an_oversized_line_is_read_only_from_the_top_level(head, tail, wanted):
-    from retained.server import oversized_line_id
+    from retained.stdio_guard import oversized_line_id
 
     assert oversized_line_id(head, tail) == wanted

@@ -1,0 +1,275 @@
+"""Forgetting, two ways: retract (an appended record hides its targets; undo brings them back) and
+purge (a person's decision: the bytes leave every file of the store, the chain still verifies).
+
+Both are records of kind `forget` in the log (docs/FORMAT.md, "Forgetting"). The store calls these;
+`Store.forget`, `Store.unforget` and `Store.purge` are the API the edges use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the hook path imports no more than it runs
+    from typing import Any
+
+from . import records
+from .errors import NotFound, StoreError, UsageError
+
+MAX_IDS = 500
+WINDOW = 12  # a purge leaves no run of this many characters of purged content in any file
+SESSIONS_DIR = "sessions"
+
+
+def check_ids(ids: Any) -> list[str]:
+    if isinstance(ids, str):
+        ids = [ids]
+    if not isinstance(ids, list) or not ids or not all(isinstance(i, str) and i.strip() for i in ids):
+        raise UsageError("ids must be a non-empty list of record ids", hint='e.g. ["mem_01J..."]; find them with search or list')
+    if len(ids) > MAX_IDS:
+        raise UsageError(f"at most {MAX_IDS} ids per call", hint="split the ids over several calls")
+    return list(dict.fromkeys(i.strip() for i in ids))
+
+
+def _check_reason(reason: Any) -> str | None:
+    if reason is None or (isinstance(reason, str) and not reason.strip()):
+        return None
+    return records.check_text(reason, "reason").strip()
+
+
+def _rows(store: Any, ids: list[str]) -> list[dict[str, Any]]:
+    rows = []
+    for rid in ids:
+        row = store.index.by_id(rid)
+        if row is None:
+            raise NotFound(f"{rid!r} is not a record in this store", hint="copy the id from search, list or a receipt")
+        if row["kind"] == records.FORGET_KIND:
+            raise UsageError(f"{rid} is itself a forget record", hint="to bring records back, use undo on their ids")
+        rows.append(row)
+    return rows
+
+
+def _redacted(reason: str | None, found: Counter[str]) -> str | None:
+    if reason is None or os.environ.get("RETAINED_REDACT", "on").strip().lower() in ("off", "0", "false", "no"):
+        return reason
+    from . import redact
+
+    return redact.redact_value(reason, found)
+
+
+def _plural(n: int) -> str:
+    return f"{n} record{'s' if n != 1 else ''}"
+
+
+def retract(store: Any, ids: Any, reason: Any, *, undo: bool = False) -> dict[str, Any]:
+    """Append a record that hides `ids` from default reads (or, with undo, shows them again)."""
+    store._check_writable()
+    ids = check_ids(ids)
+    reason = _check_reason(reason)
+    found: Counter[str] = Counter()
+    reason = _redacted(reason, found)
+    store.log.check_safe()
+    with store._write_lock, store.log.lock():
+        tail = store.log.tail()
+        warnings = list(tail.warnings)
+        store.index.catch_up()
+        rows = _rows(store, ids)
+        targets, skipped = [], []
+        for row in rows:
+            if row["tomb"]:
+                skipped.append(f"{row['id']} was purged; nothing is left to {'bring back' if undo else 'retract'}")
+            elif undo and not row["retracted_by"]:
+                head = store.index.head_of(row["id"])
+                why = (f"; it is hidden because its current version {head['id']} is retracted: undo that one"
+                       if head is not None and head["id"] != row["id"] and head["retracted_by"] else "")
+                skipped.append(f"{row['id']} is not retracted{why}")
+            elif not undo and row["retracted_by"]:
+                skipped.append(f"{row['id']} is already retracted (by {row['retracted_by']})")
+            else:
+                targets.append(row)
+        if not targets:
+            if not undo and rows and all(r["retracted_by"] and not r["tomb"] for r in rows):
+                prior = store.index.by_id(rows[0]["retracted_by"])
+                if prior is not None:
+                    receipt = store._dedup_receipt(prior, warnings + skipped[:1])
+                    receipt["warnings"] = [w for w in receipt["warnings"] if "client_op_id" not in w]
+                    receipt["warnings"].append("nothing new was written")
+                    receipt.update(action="retract", targets=[], reason=reason)
+                    return receipt
+            raise UsageError("; ".join(skipped), hint="nothing was written")
+        action = "undo" if undo else "retract"
+        verb = "brought back" if undo else "retracted"
+        text = f"{verb} {_plural(len(targets))}" + (f": {reason}" if reason else "")
+        fields: dict[str, Any] = {"action": action, "targets": [r["id"] for r in targets], "scope": targets[0]["scope"]}
+        if reason is not None:
+            fields["reason"] = reason
+        receipt = store._append(fields, records.FORGET_KIND, text, tail, warnings + skipped)
+    if found:
+        from . import redact
+
+        receipt["warnings"].append(redact.describe(found))
+    receipt.update(action=action, targets=fields["targets"], reason=reason)
+    return receipt
+
+
+def purge(store: Any, ids: Any, reason: Any) -> dict[str, Any]:
+    """Replace the records' lines by tombstones and append the purge record, in one atomic rewrite."""
+    store._check_writable()
+    ids = check_ids(ids)
+    reason = _check_reason(reason)
+    found: Counter[str] = Counter()
+    reason = _redacted(reason, found)
+    store.log.check_safe()
+    with store._write_lock, store.log.lock():
+        tail = store.log.tail()
+        warnings = list(tail.warnings)
+        store.index.catch_up()
+        rows = []
+        for row in _rows(store, ids):
+            if row["tomb"]:
+                warnings.append(f"{row['id']} was already purged")
+            else:
+                rows.append(row)
+        if not rows:
+            raise UsageError("every record named was already purged", hint="nothing was written")
+        purge_id = records.new_id()
+        originals = []
+        for row in rows:
+            raw = store.log.read_at(row["offset"], row["length"])
+            try:
+                rec = records.parse_line(raw[:-1])
+            except records.BadLine as bad:
+                raise StoreError(f"{row['id']}: its line in the log is damaged ({bad.reason})",
+                                 hint="run `retained verify`; nothing was purged") from None
+            if rec["id"] != row["id"] or rec["sha256"] != row["sha256"] or not raw.endswith(b"\n"):
+                raise StoreError(f"{row['id']}: the log no longer holds the record the index points at",
+                                 hint="run `retained reindex`, then retry; nothing was purged")
+            originals.append((row, rec))
+        listed = [{"id": rec["id"], "seq": rec["seq"], "sha256": rec["sha256"]} for _, rec in originals]
+        text = f"purged {_plural(len(listed))}" + (f": {reason}" if reason else "")
+        record: dict[str, Any] = {"action": "purge", "purged": listed, "scope": originals[0][0]["scope"]}
+        if reason is not None:
+            record["reason"] = reason
+        record.update(seq=tail.seq + 1, id=purge_id, ts=records.now_rfc3339(), kind=records.FORGET_KIND,
+                      text=text, prev=tail.sha256)
+        record = records.seal(record)
+        edits, index_edits, strings = [], [], []
+        for row, rec in originals:
+            line = records.format_line(records.tombstone(rec, purge_id))
+            edits.append((row["offset"], row["length"], line))
+            index_edits.append({"line": row["line"], "offset": row["offset"], "length": len(line),
+                                "sha": hashlib.sha256(line).hexdigest()})
+            strings += records.content_strings(rec)
+        chain_versions = _older_versions(store, [row for row, _ in originals])
+        # Copies outside the log first: if the purge is killed after this, the old log still stands and
+        # only unacknowledged fragments or session notes that held the text are gone.
+        scrubbed = scrub_files(store.directory, strings)
+        if store.log.size() != tail.end:
+            raise StoreError("another program appended to the log without its lock during the purge",
+                             hint="nothing was purged; retry")
+        tmp, checks = store.log.rewrite(edits, records.format_line(record), tail.end)
+        if not checks["readback_match"]:
+            tmp.unlink(missing_ok=True)
+            raise StoreError("the rewritten log did not read back as written; nothing was purged",
+                             hint="check the disk (`retained verify`), then retry")
+        new_ino = os.stat(tmp).st_ino
+        try:
+            store.index.apply_purge(index_edits, purge_id, new_ino, lambda: store.log.install(tmp))
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        checks["chain"] = _check_new_tail(store, record, tail)
+    store.index.catch_up()  # indexes the purge record, then compacts (the state asks for it)
+    if found:
+        from . import redact
+
+        warnings.append(redact.describe(found))
+    if chain_versions:
+        warnings.append(f"{_plural(len(chain_versions))} corrected by a purged record still hold their own "
+                        f"text, hidden from reads: {', '.join(chain_versions[:10])} (purge them too if they must go)")
+    warnings += scrubbed
+    durable = all(checks.values())
+    return {"id": record["id"], "seq": record["seq"], "sha256": record["sha256"], "durable": durable,
+            "checks": checks, "warnings": warnings, "deduplicated": False, "action": "purge", "purged": listed,
+            "reason": reason}
+
+
+def _older_versions(store: Any, rows: list[dict[str, Any]]) -> list[str]:
+    purged = {r["id"] for r in rows}
+    out: list[str] = []
+    for row in rows:
+        if row["superseded_by"] is None:
+            for other in store.index.query("SELECT id FROM records WHERE head = ? AND tomb = 0 AND line != ?",
+                                           (row["line"], row["line"])):
+                if other["id"] not in purged:
+                    out.append(other["id"])
+    return out
+
+
+def _check_new_tail(store: Any, record: dict[str, Any], tail: Any) -> bool:
+    """The purge record, read back from the installed log, links to the record before it."""
+    size = store.log.size()
+    line = records.format_line(record)
+    back = store.log.read_at(size - len(line), len(line))
+    if back != line:
+        return False
+    again = records.parse_line(back[:-1])
+    return again["prev"] == tail.sha256 and again["seq"] == tail.seq + 1
+
+
+def _windows(strings: list[str]) -> set[bytes]:
+    """Every WINDOW-character run of the strings, as written raw and as written inside JSON."""
+    import json
+
+    out: set[bytes] = set()
+    for s in strings:
+        for form in {s, json.dumps(s, ensure_ascii=False)[1:-1]}:
+            for i in range(len(form) - WINDOW + 1):
+                out.add(form[i : i + WINDOW].encode("utf-8", "replace"))
+    return out
+
+
+def holds_any(data: bytes, windows: set[bytes], starts: set[bytes]) -> bool:
+    """Whether `data` holds any of the windows (each WINDOW characters of purged text, as UTF-8)."""
+    if not windows:
+        return False
+    # Look only where the first 4 bytes of some window occur, then test the windows starting there.
+    for prefix in starts:
+        pos = data.find(prefix)
+        while pos >= 0:
+            if any(data.startswith(w, pos) for w in windows if w.startswith(prefix)):
+                return True
+            pos = data.find(prefix, pos + 1)
+    return False
+
+
+def scrub_files(directory: Path, strings: list[str]) -> list[str]:
+    """Remove the files under quarantine/ and sessions/ that hold any window of the purged content.
+
+    Quarantine holds torn fragments of writes that were never acknowledged; session notes are a
+    hook's short-lived state. Neither is a record, and a purge outranks both. Returns what was removed.
+    """
+    windows = _windows(strings)
+    if not windows:
+        return []
+    starts = {w[:4] for w in windows}
+    removed = []
+    for sub in ("quarantine", SESSIONS_DIR):
+        folder = directory / sub
+        try:
+            entries = sorted(folder.iterdir())
+        except OSError:
+            continue
+        for path in entries:
+            try:
+                if not path.is_file() or path.is_symlink():
+                    continue
+                if holds_any(path.read_bytes(), windows, starts):
+                    path.unlink()
+                    removed.append(f"removed {sub}/{path.name}: it held purged text")
+            except OSError as e:
+                removed.append(f"could not check {sub}/{path.name}: {e.strerror or e}")
+    return removed

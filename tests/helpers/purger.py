@@ -1,0 +1,19 @@
+"""A process for the purge crash test: writes a record to keep and one to purge, purges it, repeats.
+
+Prints `keep ID` after each acknowledged write it keeps and `purged ID` after each acknowledged purge.
+"""
+
+import sys
+
+from retained.store import Store
+
+directory, count, prefix = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+with Store(directory) as store:
+    for i in range(count):
+        keep = store.write(f"{prefix} keeps record {i}")
+        if keep["durable"]:
+            print("keep", keep["id"], flush=True)
+        doomed = store.write(f"{prefix} doomed{i}-QuillWhisperMarmalade {i}")
+        receipt = store.purge([doomed["id"]], "crash test")
+        if receipt["durable"]:
+            print("purged", doomed["id"], flush=True)
