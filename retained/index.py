@@ -235,14 +235,22 @@ class Index:
     def _connect_read_only(self) -> sqlite3.Connection:
         """A private copy of the index in memory, which catches up there: no file is changed."""
         mem = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        if self.path.exists():
+        # In a directory this user may write, a plain reader leaves no -wal/-shm behind when it closes.
+        # Elsewhere (someone else's store, a read-only disk) mode=ro, or where even that needs a file
+        # it cannot create, immutable=1: the last checkpoint, and catching up fills in the rest.
+        writable = os.access(self.path.parent, os.W_OK)
+        for query in ([None] if writable else ["mode=ro", "mode=ro&immutable=1"]):
+            if not self.path.exists():
+                break
             try:
-                disk = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+                target = self.path if query is None else f"{self.path.absolute().as_uri()}?{query}"
+                disk = sqlite3.connect(target, timeout=30, isolation_level=None, uri=query is not None)
                 try:
                     if disk.execute("PRAGMA user_version").fetchone()[0] <= len(MIGRATIONS):
                         disk.backup(mem)
                 finally:
                     disk.close()
+                break
             except sqlite3.Error:  # unusable: start from nothing, as a normal open would
                 mem.close()
                 mem = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)

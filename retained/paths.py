@@ -24,7 +24,11 @@ def default_data_dir() -> Path:
 
 
 def store_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """Resolve the store directory by the documented precedence."""
+    """Resolve the store directory by the documented precedence. An explicit empty one is refused."""
+    if explicit is not None and not str(explicit).strip():
+        from .errors import UsageError
+
+        raise UsageError("--dir is empty", hint="give a directory, or leave --dir out for the default store")
     if explicit:
         return Path(explicit).expanduser()
     env = os.environ.get("RETAINED_DIR", "").strip()
@@ -36,3 +40,59 @@ def store_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
 def read_only_requested() -> bool:
     """RETAINED_READ_ONLY=1: change no file in the store (doctor runs hooks and servers this way)."""
     return os.environ.get("RETAINED_READ_ONLY", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+# Files of a store this user must be able to change to write to it (log.py / index.py names).
+_STORE_FILES = ("log.jsonl", "log.lock", "index.sqlite3", "index.sqlite3-wal", "index.sqlite3-shm")
+
+
+def _owner(path: Path) -> str:
+    try:
+        uid = path.stat().st_uid
+    except OSError:
+        return "another user"
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
+def _me() -> str:
+    try:
+        import getpass
+
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - only for a message
+        return "this user"
+
+
+def _read_only_fs(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except (AttributeError, OSError):  # no statvfs on Windows
+        return False
+
+
+def unreadable_reason(directory: Path) -> str | None:
+    """Why this user cannot read the store at `directory` (an existing directory), or None."""
+    log = directory / "log.jsonl"
+    if not os.access(directory, os.R_OK | os.X_OK):
+        return f"permission denied (the directory belongs to {_owner(directory)}; running as {_me()})"
+    if os.path.lexists(log) and not os.access(log, os.R_OK):
+        return f"permission denied on log.jsonl (it belongs to {_owner(log)}; running as {_me()})"
+    return None
+
+
+def unwritable_reason(directory: Path) -> str | None:
+    """Why this user cannot change the store at `directory` (an existing directory), or None."""
+    if _read_only_fs(directory):
+        return "it is on a read-only file system"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return f"the directory belongs to {_owner(directory)}; running as {_me()}"
+    for name in _STORE_FILES:
+        path = directory / name
+        if os.path.exists(path) and not os.access(path, os.W_OK):
+            return f"{name} belongs to {_owner(path)}; running as {_me()}"
+    return None

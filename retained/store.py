@@ -55,6 +55,7 @@ class Store:
                                  hint="pass --dir or set RETAINED_DIR to a writable place") from None
         elif not self.directory.is_dir():
             raise StoreError(f"{self.directory} is not a directory", hint="pass --dir pointing at a directory")
+        self._open_as_this_user()
         self.log = Log(self.directory)
         self.log.check_safe()
         self.index = Index(self.directory, self.log, read_only=self.read_only)
@@ -72,18 +73,45 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _open_as_this_user(self) -> None:
+        """A store this user cannot write (someone else's, a read-only disk) is opened read-only.
+
+        Reads then work as usual, the first read's warnings say so once, and writes are refused
+        with the reason. A store this user cannot even read is a clear error, not a crash.
+        """
+        from .paths import unreadable_reason, unwritable_reason
+
+        self.read_only_reason: str | None = None
+        self._notice: str | None = None
+        reason = unreadable_reason(self.directory)
+        if reason is not None:
+            raise StoreError(f"cannot read the store at {self.directory}: {reason}",
+                             hint="run as the store's owner, or pass --dir for a store of your own")
+        if not self.read_only:
+            reason = unwritable_reason(self.directory)
+            if reason is not None:
+                self.read_only, self.read_only_reason = True, reason
+                self._notice = (f"the store at {self.directory} is read-only for this user ({reason}): "
+                                "opened read-only, so memory can be read but not written")
+
     def _check_writable(self) -> None:
+        if self.read_only and self.read_only_reason:
+            raise StoreError(f"cannot write: the store at {self.directory} is read-only for this user "
+                             f"({self.read_only_reason})",
+                             hint="run as the store's owner, or pass --dir for a store of your own")
         if self.read_only:
             raise StoreError(f"the store at {self.directory} is open read-only (RETAINED_READ_ONLY is set)",
                              hint="unset RETAINED_READ_ONLY to write")
 
     def _fresh(self) -> list[str]:
         """Bring the index up to date; a broken index degrades to a warning, never to a failure."""
+        notice, self._notice = self._notice, None  # said once, with the first read
+        said = [notice] if notice else []
         try:
             self.index.catch_up()
-            return []
+            return said
         except Exception as e:  # noqa: BLE001 - the index is derived; report and carry on
-            return [f"index could not catch up with the log ({e}); run `retained reindex`"]
+            return [*said, f"index could not catch up with the log ({e}); run `retained reindex`"]
 
     # -- writing ------------------------------------------------------------------------------
     def write(
