@@ -1,7 +1,8 @@
 """`retained` command line: parses arguments in one place, calls one function per command, prints.
 
-Only this module (and the hook entry point) prints. Errors are one line with a hint, never a traceback:
-exit 0 ok, 1 not intact / not found / failed, 2 usage.
+Only this module (and the hook entry point) prints. Errors are one line with a hint, never a traceback
+(with --json, also {"error", "hint"} on stdout): exit 0 ok, 1 not intact / not found / failed,
+2 usage, 3 a bug, 130 interrupted (README, "Exit codes").
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from .errors import RetainedError, UsageError
 if TYPE_CHECKING:
     import argparse
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 3
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
 def _out(text: str = "") -> None:
@@ -284,7 +285,11 @@ def cmd_brief(args: argparse.Namespace) -> int:
 
     project = _project()
     directory = store_dir(args.dir)
-    if not (directory / LOG_NAME).exists():
+    try:
+        empty = not (directory / LOG_NAME).exists()
+    except OSError:  # e.g. someone else's store: the Store names the problem
+        empty = False
+    if empty:
         result = render([], 0, project=project, budget=args.budget, scope_label=args.scope)
     elif args.as_of:
         with Store(directory, create=False) as store:
@@ -445,7 +450,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     class _Parser(argparse.ArgumentParser):
         def error(self, message: str) -> Any:  # one line plus a pointer to help, exit 2
-            self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (hint: `{self.prog} --help`)\n")
+            hint = f"`{self.prog} --help`"
+            if _JSON_ERRORS[0]:
+                _print_json({"error": message, "hint": hint})
+            self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (hint: {hint})\n")
 
     common = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: `retained --json verify` and `retained verify --json` both work, neither resets the other.
@@ -601,10 +609,41 @@ def _fast_hook(argv: list[str]) -> int | None:
     return run(event, host, directory, int(budget))
 
 
+# Whether the command line asked for --json: then errors are a JSON object on stdout as well.
+_JSON_ERRORS = [False]
+
+
+def _fail(message: str, hint: str | None, code: int) -> int:
+    """An error: one line on stderr, and with --json also {"error": …, "hint": …} on stdout."""
+    if _JSON_ERRORS[0]:
+        _print_json({"error": message, "hint": hint})
+    _err(f"error: {message}" + (f" (hint: {hint})" if hint else ""))
+    return code
+
+
+def _os_error(e: OSError) -> tuple[str, str]:
+    """A file the command could not use, said in one line (permission, read-only disk, full disk)."""
+    import errno
+
+    what = e.strerror or type(e).__name__
+    where = f": {e.filename}" if e.filename else ""
+    if e.errno in (errno.EACCES, errno.EPERM):
+        return f"permission denied{where}", "run as the owner of the store, or pass --dir for a store of your own"
+    if e.errno == errno.EROFS:
+        return f"read-only file system{where}", "pass --dir for a store on a writable disk"
+    if e.errno == errno.ENOSPC:
+        return f"no space left on the device{where}", "free some space and retry; nothing was acknowledged"
+    return f"{what}{where}", "check the path and its permissions"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    fast = _fast_hook(list(sys.argv[1:] if argv is None else argv))
+    """Exit codes (README, "Exit codes"): 0 ok, 1 failed / not found / not intact, 2 usage, 3 a bug,
+    130 interrupted."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    fast = _fast_hook(argv)
     if fast is not None:
         return fast
+    _JSON_ERRORS[0] = "--json" in argv
     parser = build_parser()
     args = parser.parse_args(argv)
     args.dir = getattr(args, "dir", None)
@@ -613,17 +652,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
+        if args.dir is not None and not args.dir.strip():
+            raise UsageError("--dir is empty", hint="give a directory, or leave --dir out for the default store")
         return args.func(args)
     except RetainedError as e:
-        _err(f"error: {e.message}" + (f" (hint: {e.hint})" if e.hint else ""))
-        return e.exit_code
+        return _fail(e.message, e.hint, e.exit_code)
     except KeyboardInterrupt:
         _err("interrupted")
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return EXIT_OK
+    except OSError as e:  # a file the command needs: say which and why, in one line
+        if os.environ.get("RETAINED_DEBUG"):
+            raise
+        return _fail(*_os_error(e), EXIT_FAIL)
     except Exception as e:  # noqa: BLE001 - the last line of defence: one line, never a traceback
         if os.environ.get("RETAINED_DEBUG"):
             raise
-        _err(f"error: internal error: {type(e).__name__}: {e} (hint: set RETAINED_DEBUG=1 for a traceback and report it)")
-        return EXIT_BUG
+        if type(e).__module__ == "sqlite3":  # the derived index: the log itself is untouched
+            return _fail(f"the search index could not be used ({e})",
+                         "run `retained verify`; `retained reindex` rebuilds the index from the log", EXIT_FAIL)
+        return _fail(f"internal error: {type(e).__name__}: {e}",
+                     "set RETAINED_DEBUG=1 for a traceback and report it", EXIT_BUG)

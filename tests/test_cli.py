@@ -138,3 +138,50 @@ def test_write_dash_reads_the_text_from_stdin_byte_for_byte(store_dir):
 def test_write_dash_refuses_stdin_that_is_not_utf8(store_dir):
     proc = _cli_bytes("write", "-", data=b"caf\xe9")
     assert proc.returncode == 2 and b"not UTF-8" in proc.stderr and b"Traceback" not in proc.stderr
+
+
+def test_with_json_an_error_is_a_json_object_on_stdout_and_a_line_on_stderr(store_dir):
+    for args, code in ((["write", "x", "--supersedes", "mem_NOPE"], 1), (["search", "x", "-k", "0"], 2),
+                       (["--dir", "", "list"], 2)):
+        proc = run_cli(*args, "--json")
+        assert proc.returncode == code, proc.stderr
+        reply = json.loads(proc.stdout)
+        assert set(reply) == {"error", "hint"} and reply["error"] and reply["hint"], reply
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and reply["error"] in lines[0]
+
+
+@pytest.mark.parametrize("args", [["--dir", "", "list"], ["list", "--dir", ""], ["--dir", " ", "write", "x"],
+                                  ["write", "x", "--dir="]])
+def test_an_empty_dir_is_a_usage_error_not_the_default_store(store_dir, args):
+    proc = run_cli(*args)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "--dir is empty" in proc.stderr
+    assert not (store_dir / "log.jsonl").exists()
+
+
+def test_an_empty_dir_for_the_hook_prints_nothing_and_exits_zero():
+    proc = run_cli("--dir", "", "hook", "session-start", input="{}")
+    assert proc.returncode == 0 and proc.stdout == ""
+
+
+def test_every_exit_code_the_cli_returns_is_in_the_readme():
+    import re
+    from pathlib import Path
+
+    from retained import cli
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    table = readme.split("#### Exit codes", 1)[1].split("\n\n", 2)[1]
+    documented = {int(m) for m in re.findall(r"^\| `(\d+)` \|", table, re.M)}
+    returned = {v for k, v in vars(cli).items() if k.startswith("EXIT_")}
+    assert returned == documented, (returned, documented)
+
+
+def test_a_full_disk_or_unreadable_file_is_one_line_not_an_internal_error(tmp_path):
+    blocked = tmp_path / "store"
+    blocked.mkdir()
+    (blocked / "log.jsonl").mkdir()  # not a file: reading it fails with an OSError
+    proc = run_cli("--dir", str(blocked), "list")
+    assert proc.returncode == 1 and "internal error" not in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
