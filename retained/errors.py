@@ -8,10 +8,11 @@ class RetainedError(Exception):
 
     exit_code = 1
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
+    def __init__(self, message: str, hint: str | None = None, tool_hint: str | None = None) -> None:
         super().__init__(message)
         self.message = message
-        self.hint = hint
+        self.hint = hint  # for a person at the command line
+        self.tool_hint = tool_hint  # for a model calling tools over MCP, where it differs (no CLI flags)
 
     def __str__(self) -> str:
         return f"{self.message} (hint: {self.hint})" if self.hint else self.message

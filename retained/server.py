@@ -189,6 +189,117 @@ def _replace_in_strings(value: Any, old: str, new: str) -> Any:
     return value
 
 
+# -- errors a model can act on: one line, naming tools and arguments, never CLI flags -----------------
+# What core messages say for the command line, and what a model over MCP can do instead.
+_FOR_MODEL = (
+    ("run `retained verify`", "run memory_verify"),
+    ("`retained verify`", "memory_verify"),
+    ("run `retained reindex`", "the search index needs rebuilding: tell the user"),
+    ("`retained reindex`", "a rebuild of the search index (tell the user)"),
+    ("copy the id from `search` or `list`", "copy the id from memory_search or memory_list"),
+    ("find it with search or list", "find it with memory_search or memory_list"),
+    ("or pass --dir for a store of your own", "or use a store of their own"),
+    ("pass --dir or set RETAINED_DIR to a writable place", "the user must point retained at a writable directory"),
+    ("pass --dir pointing at a directory", "the user must point retained at a directory"),
+    ("or point --dir at the directory that holds it", "or point retained at the directory that holds it"),
+    ("run as the store's owner", "the store's owner can write to it"),
+)
+
+
+def for_model(text: str | None) -> str | None:
+    """A hint or warning worded for the command line, reworded for a model calling tools."""
+    if not text:
+        return text
+    for cli, tool in _FOR_MODEL:
+        text = text.replace(cli, tool)
+    return text
+
+
+_JSON_TYPES = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "true or false",
+               "array": "a list", "object": "a JSON object", "null": "null"}
+
+
+def _expects(schema: dict[str, Any]) -> str:
+    """What a JSON schema asks for, in words: 'an integer from 1 to 100', 'a list of strings'."""
+    options = schema.get("anyOf")
+    if isinstance(options, list):
+        words = [_expects(o) for o in options if isinstance(o, dict) and o.get("type") != "null"]
+        nullable = any(isinstance(o, dict) and o.get("type") == "null" for o in options)
+        return " or ".join(words) + (" (or leave it out)" if nullable else "")
+    kind = schema.get("type")
+    if "enum" in schema:
+        return "one of " + ", ".join(json.dumps(v) for v in schema["enum"])
+    text = _JSON_TYPES.get(kind, "a value of the documented type") if isinstance(kind, str) else "a value"
+    lo, hi = schema.get("minimum"), schema.get("maximum")
+    if kind in ("integer", "number") and lo is not None and hi is not None:
+        text += f" from {lo} to {hi}"
+    elif kind in ("integer", "number") and lo is not None:
+        text += f" of at least {lo}"
+    elif kind in ("integer", "number") and hi is not None:
+        text += f" of at most {hi}"
+    items = schema.get("items")
+    if kind == "array" and isinstance(items, dict) and isinstance(items.get("type"), str):
+        text += " of " + {"string": "strings", "integer": "integers", "number": "numbers"}.get(items["type"], "values")
+    return text
+
+
+def _json_kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "a list" if isinstance(value, list) else "an object"
+
+
+def argument_error(tool: str, errors: list[dict[str, Any]], schema: dict[str, Any] | None) -> str:
+    """The SDK's pydantic dump for bad tool arguments, as one line naming each argument and what it expects."""
+    props = (schema or {}).get("properties", {})
+    parts: list[str] = []
+    for err in errors:
+        loc = [p for p in err.get("loc", ()) if p != "__root__"]
+        if not loc:
+            parts.append("the arguments must be a JSON object")
+            continue
+        name = str(loc[0])
+        prop = props.get(name, {}) if isinstance(props.get(name), dict) else {}
+        where = name + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc[1:])
+        if len(loc) > 1 and isinstance(loc[1], int) and isinstance(prop.get("items"), dict):
+            prop = prop["items"]
+        elif len(loc) > 1 and isinstance(prop.get("anyOf"), list):  # the item of a nullable list
+            inner = next((o for o in prop["anyOf"] if isinstance(o, dict) and o.get("type") == "array"), {})
+            prop = inner.get("items", prop) if isinstance(loc[1], int) else prop
+        if err.get("type") == "missing":
+            parts.append(f"argument {where} is required: {_expects(prop)}")
+            continue
+        got = json.dumps(err.get("input"), ensure_ascii=False, default=str)
+        got = got if len(got) <= 40 else got[:39] + "…"
+        parts.append(f"argument {where} must be {_expects(prop)} (got {got}, {_json_kind(err.get('input'))})")
+    return f"Error executing tool {tool}: " + "; ".join(dict.fromkeys(parts))
+
+
+def _server_class() -> Any:
+    """MCPServer, with argument errors in one line instead of pydantic's dump with its URL."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+    from pydantic import ValidationError
+
+    class RetainedServer(MCPServer):
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as e:
+                if isinstance(e.__cause__, ValidationError):
+                    schema = self._tool_input_schema(name)
+                    raise ToolError(argument_error(name, e.__cause__.errors(), schema)) from None
+                raise
+
+    return RetainedServer
+
+
 def build_server(store: Store, project: str | None, instructions: str | None = None, session_id: str | None = None):
     """The MCPServer with retained's six tools, bound to one store and one project."""
     from mcp.server.mcpserver import MCPServer
@@ -275,12 +386,16 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
 
     def call(fn, *args: Any, **kw: Any) -> Any:
         try:
-            return fn(*args, **kw)
+            result = fn(*args, **kw)
         except RetainedError as e:
-            raise ToolError(str(e)) from None
+            hint = e.tool_hint or for_model(e.hint)
+            raise ToolError(e.message + (f" (hint: {hint})" if hint else "")) from None
         except OSError as e:
             raise ToolError(f"the store could not be read or written: {e.strerror or e} "
-                            f"(hint: check the store directory {store.directory})") from None
+                            f"(hint: the user must check the store directory {store.directory})") from None
+        if isinstance(result, dict) and isinstance(result.get("warnings"), list):
+            result["warnings"] = [for_model(w) if isinstance(w, str) else w for w in result["warnings"]]
+        return result
 
     here = here_phrase(project)
     scope_read_doc = (
@@ -290,7 +405,7 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
     AS_OF_DOC = ("Optional point in time (RFC 3339, e.g. 2026-11-30T12:00:00Z, or a date = the end of that "
                  "day, UTC): answer as the memory stood then, from records written at or before it, "
                  "superseded only by records written at or before it.")
-    server = MCPServer("retained", version=__version__, instructions=instructions or GUIDANCE)
+    server = _server_class()("retained", version=__version__, instructions=instructions or GUIDANCE)
     RO = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
     WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
 
@@ -426,6 +541,7 @@ class _UnusableStore:
 
     def __init__(self, error: RetainedError) -> None:
         self._error = error
+        self.reason = error.message
         self._write_lock = threading.Lock()
 
     def close(self) -> None:
@@ -457,6 +573,9 @@ def serve(directory: Any) -> int:
     box: dict[str, str] = {}
 
     def _brief() -> None:
+        if isinstance(store, _UnusableStore):  # say why in the instructions, where the model reads it
+            box["text"] = f"{GUIDANCE}\n\nThe memory store cannot be used now: {store.reason}"
+            return
         try:
             box["text"] = compute_instructions(store, project)
         except Exception as e:  # noqa: BLE001 - the server must start even when the brief cannot be made

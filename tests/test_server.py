@@ -90,19 +90,19 @@ async def test_supersede_and_idempotency_through_tools(server):
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("tool, args, needle", [
-    ("memory_search", {"query": "x", "k": 0}, "greater than or equal to 1"),
-    ("memory_search", {"query": "x", "k": 101}, "less than or equal to 100"),
-    ("memory_search", {"query": 5}, "valid string"),
-    ("memory_search", {}, "Field required"),
+    ("memory_search", {"query": "x", "k": 0}, "argument k must be an integer from 1 to 100 (got 0"),
+    ("memory_search", {"query": "x", "k": 101}, "argument k must be an integer from 1 to 100"),
+    ("memory_search", {"query": 5}, "argument query must be a string (got 5, a number)"),
+    ("memory_search", {}, "argument query is required: a string"),
     ("memory_write", {"text": ""}, "text is empty"),
     ("memory_write", {"text": "x", "scope": "a\x00b"}, "control character"),
     ("memory_write", {"text": "x", "scope": "../../etc"}, "'..'"),
     ("memory_write", {"text": "x", "kind": "no spaces allowed"}, "invalid kind"),
     ("memory_write", {"text": "x", "supersedes": "mem_MISSING"}, "not a record"),
     ("memory_write", {"text": "x", "fields": {"seq": 3}}, "reserved"),
-    ("memory_write", {"text": "x", "fields": "not an object"}, "valid dictionary"),
-    ("memory_get", {"ids": "mem_X"}, "valid list"),
-    ("memory_list", {"before_seq": 0}, "greater than or equal to 1"),
+    ("memory_write", {"text": "x", "fields": "not an object"}, "argument fields must be a JSON object"),
+    ("memory_get", {"ids": "mem_X"}, "argument ids must be a list of strings"),
+    ("memory_list", {"before_seq": 0}, "argument before_seq must be an integer of at least 1"),
     ("memory_list", {"kind": "bad kind"}, "invalid kind"),
     ("memory_search", {"query": "x", "scope": "../etc"}, "'..'"),
     ("memory_list", {"scope": "a\x00b"}, "control character"),
@@ -113,6 +113,7 @@ async def test_bad_arguments_are_readable_tool_errors(server, store, tool, args,
     assert result.is_error is True
     text = result.content[0].text
     assert needle in text and "Traceback" not in text
+    assert "\n" not in text and "pydantic" not in text and "http" not in text and "--" not in text
     assert store.verify()["records"] == 0
 
 
@@ -616,3 +617,69 @@ def test_a_stale_handshake_snapshot_is_never_served(tmp_path, monkeypatch):
         stale.write_text(json.dumps({**data, "made_with": {**data["made_with"], key: other}}))
         monkeypatch.setattr(srv_mod, "HANDSHAKE_SNAPSHOT", stale)
         assert srv_mod.early_snapshot(PROJECT) is None, key
+
+
+def _valid(schema: dict):
+    kind = schema.get("type") or next(o.get("type") for o in schema["anyOf"] if o.get("type") != "null")
+    return {"string": "x", "integer": 1, "number": 1, "boolean": True, "array": ["mem_X"], "object": {}}[kind]
+
+
+def _wrong(schema: dict):
+    kinds = {schema.get("type")} | {o.get("type") for o in schema.get("anyOf", [])}
+    return [1] if "object" in kinds else {"a": 1} if "array" in kinds else [1] if "string" in kinds else "not-this"
+
+
+@pytest.mark.slow
+def test_wrong_argument_types_are_one_line_tool_errors_for_every_tool(store_dir):
+    """Every argument of every tool, given a value of the wrong type over real stdio: one line naming
+    the argument and what it expects, never pydantic's dump or its URL."""
+    srv = WireServer()
+    try:
+        srv.initialize()
+        tools = srv.request("l", "tools/list")["result"]["tools"]
+        n = 0
+        for tool in tools:
+            props = tool["inputSchema"].get("properties", {})
+            required = {k: _valid(props[k]) for k in tool["inputSchema"].get("required", [])}
+            for name, prop in props.items():
+                n += 1
+                reply = srv.call(f"c{n}", tool["name"], {**required, name: _wrong(prop)})["result"]
+                text = reply["content"][0]["text"]
+                where = f"{tool['name']}.{name}: {text!r}"
+                assert reply["isError"] is True, where
+                assert "\n" not in text and "pydantic" not in text and "http" not in text, where
+                assert f"argument {name} must be" in text, where
+        assert n >= 20
+    finally:
+        srv.close()
+
+
+def test_hints_over_mcp_name_tools_not_command_line_flags(tmp_path, store_dir):
+    """A model cannot pass --dir or run `retained reindex`: what it reads names tools and arguments."""
+    texts = []
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    (linked / "log.jsonl").symlink_to(tmp_path / "elsewhere.jsonl")
+    srv = WireServer(env={"RETAINED_DIR": str(linked)})
+    try:
+        srv.initialize()
+        texts.append(srv.call(1, "memory_search", {"query": "x"})["result"]["content"][0]["text"])
+    finally:
+        srv.close()
+    with Store(store_dir) as s:
+        s.write("first record")
+    with open(store_dir / "log.jsonl", "ab") as f:
+        f.write(b'{"not": "a record"}\n')
+    srv = WireServer()
+    try:
+        srv.initialize()
+        w = srv.call(2, "memory_write", {"text": "after a damaged line"})["result"]["structuredContent"]
+        texts += w["warnings"]
+        texts.append(srv.call(3, "memory_write", {"text": "x", "supersedes": "mem_NOPE"})["result"]["content"][0]["text"])
+        texts.append(srv.call(4, "memory_list", {"limit": "many"})["result"]["content"][0]["text"])
+    finally:
+        srv.close()
+    assert any("memory_verify" in t for t in texts), texts
+    assert any("memory_search or memory_list" in t for t in texts), texts
+    for t in texts:
+        assert "--" not in t and "`retained " not in t and "RETAINED_DIR" not in t, t
