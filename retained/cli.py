@@ -326,12 +326,16 @@ def cmd_hook(args: argparse.Namespace) -> int:
 
 
 def cmd_install(args: argparse.Namespace, uninstalling: bool = False) -> int:
-    from .installers.commands import install
+    from .installers.commands import INSTALL_FLAGS, install
     from .paths import store_dir
 
-    return install(host_names=args.host, scope=args.scope, dry_run=args.dry_run,
-                   hooks=not getattr(args, "no_hooks", False), approve=not getattr(args, "no_approve", False),
-                   stop=not getattr(args, "no_stop_hook", False), yes=args.yes,
+    hooks = not getattr(args, "no_hooks", False)
+    flags = {name: not getattr(args, f"no_{name}", False) for name in INSTALL_FLAGS}
+    flags["hooks"] = hooks
+    flags["stop"] = hooks and not getattr(args, "no_stop_hook", False)
+    flags["prompt"] = hooks and not getattr(args, "no_prompt_hook", False)
+    flags["compact"] = hooks
+    return install(host_names=args.host, scope=args.scope, dry_run=args.dry_run, flags=flags, yes=args.yes,
                    store=store_dir(args.dir).absolute(), out=_out, err=_err, uninstalling=uninstalling)
 
 
@@ -340,10 +344,11 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from .installers.commands import doctor
+    from .installers.doctor import doctor
     from .paths import store_dir
 
-    return doctor(host_names=args.host, store=store_dir(args.dir).absolute(), as_json=args.json, out=_out)
+    return doctor(host_names=args.host, store=store_dir(args.dir).absolute(), as_json=args.json, out=_out,
+                  scope=args.scope)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -509,7 +514,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scope", help="one scope, or '*' for all (default: this project + global)")
     p.add_argument("--as-of", metavar="TIME", help="as the memory stood then: RFC 3339 time or a date (end of day, UTC)")
 
-    hosts_help = "claude, codex, cursor, vscode or gemini; repeat for several (default: every host found)"
+    from .hook import EVENTS
+    from .installers.hosts import names as host_names
+
+    hosts_help = f"{', '.join(host_names())}; repeat for several (default: every host found)"
     for name, func, text in (("install", cmd_install, "wire retained into agent hosts, safely"),
                              ("uninstall", cmd_uninstall, "remove retained's entries and hooks, nothing else")):
         p = add(name, func, text)
@@ -523,8 +531,12 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--no-approve", action="store_true",
                            help="do not pre-approve retained's own tools (the host then asks each time)")
             p.add_argument("--no-stop-hook", action="store_true", help="no Stop hook asking for a checkpoint")
+            p.add_argument("--no-prompt-hook", action="store_true",
+                           help="no prompt-submit hook recalling memory relevant to each prompt")
     p = add("doctor", cmd_doctor, "prove the wiring works: configs, server start, hooks, store (read-only)")
     p.add_argument("--host", action="append", metavar="H", help=hosts_help)
+    p.add_argument("--scope", choices=["user", "project"], default="user",
+                   help="check the user config (default) or the current project's files")
 
     p = add("export", cmd_export, "write the memory out: jsonl (records verbatim) or Markdown (one file per project)")
     p.add_argument("--scope", help="one scope, or '*' for all (default: every scope)")
@@ -540,9 +552,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scope", help="file every imported record under this scope")
     p.add_argument("--apply", action="store_true", help="write; without it nothing is written")
 
-    p = add("hook", cmd_hook, "what agent hosts run at session start and stop (always exits 0)")
-    p.add_argument("event", choices=["session-start", "stop"])
-    p.add_argument("--host", choices=["claude", "codex", "gemini", "vscode", "cursor"],
+    p = add("hook", cmd_hook, "what agent hosts run at session start, prompt, compaction and stop (always exits 0)")
+    p.add_argument("event", choices=list(EVENTS))
+    p.add_argument("--host", choices=host_names(),
                    help="the calling host (default: worked out from the input and the environment)")
     p.add_argument("--budget", type=_positive, default=800, help="brief token budget (default 800)")
     return parser
@@ -559,7 +571,9 @@ def _fast_hook(argv: list[str]) -> int | None:
     if len(args) >= 2 and args[0] == "--dir":
         opts["--dir"] = args[1]
         args = args[2:]
-    if len(args) < 2 or args[0] != "hook" or args[1] not in ("session-start", "stop"):
+    from .hook import EVENTS
+
+    if len(args) < 2 or args[0] != "hook" or args[1] not in EVENTS:
         return None
     event, rest = args[1], args[2:]
     while rest:
@@ -568,8 +582,11 @@ def _fast_hook(argv: list[str]) -> int | None:
         opts[rest[0]] = rest[1]
         rest = rest[2:]
     host = opts.get("--host")
-    if host is not None and host not in ("claude", "codex", "gemini", "vscode", "cursor"):
-        return None
+    if host is not None:
+        from .installers.hosts import get
+
+        if get(host) is None:
+            return None
     budget = opts.get("--budget", "800")
     if not budget.isdigit() or int(budget) < 1:
         return None

@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from . import __version__, stdio_guard
@@ -101,6 +102,25 @@ DESCRIPTIONS = {
 }
 
 
+# Claude Code defers MCP tools behind its ToolSearch by default (2.1.332 everywhere): alwaysLoad keeps
+# retained's tools in the model's tool list, and the hint gives search words the descriptions lack
+# ("remember" finds nothing otherwise). A tool's _meta changes only retained's own tools.
+SEARCH_HINTS = {
+    "memory_write": "remember save store note persist a decision fact or preference in long-term memory",
+    "memory_search": "recall remember find search look up past decisions notes facts in long-term memory",
+    "memory_get": "read fetch memory records by id full text",
+    "memory_list": "recent memories browse what was decided last session history checkpoints",
+    "memory_verify": "check verify memory integrity hash chain corrupt log",
+    "memory_checkpoint": "save progress where the work stands handoff resume next session remember",
+    "memory_forget": "forget retract delete remove wrong outdated memory records",
+}
+
+
+def tool_meta(name: str) -> dict[str, Any]:
+    """A tool's `_meta`: always loaded, never deferred behind a tool search, with search words."""
+    return {"anthropic/alwaysLoad": True, "anthropic/searchHint": SEARCH_HINTS[name]}
+
+
 GUIDANCE = (
     "retained is this project's long-term memory, shared across sessions and agent hosts. "
     "Before relying on what you think was decided earlier, memory_search (by words) or memory_list (newest "
@@ -120,6 +140,47 @@ def compute_instructions(store: Store, project: str | None) -> str:
             return GUIDANCE + "\n\n" + brief["text"]
         budget = budget * 3 // 4
     return GUIDANCE
+
+
+def here_phrase(project: str | None) -> str:
+    """The only project-dependent words in tools/list (handshake.json holds them for PROJECT_MARK)."""
+    return f"the current project ({project})" if project else "no project (the server was started outside a git repository)"
+
+
+# -- the SDK's replies to the opening requests, precomputed ----------------------------------------
+HANDSHAKE_SNAPSHOT = Path(__file__).with_name("handshake.json")
+EARLY_WINDOW_S = 0.3  # longest the SDK's import waits for the opening to be answered
+PROJECT_MARK = "<project>"
+
+
+def made_with() -> dict[str, str | None]:
+    """What handshake.json's replies depend on besides this file: retained's and the SDK's versions."""
+    return {"retained": __version__, **stdio_guard.sdk_versions()}
+
+
+def early_snapshot(project: str | None) -> dict[str, Any] | None:
+    """The SDK's replies to the opening requests for this project, or None when they may be stale.
+
+    tests/test_server.py captures them from the SDK over real stdio into retained/handshake.json and
+    fails when they differ from what the SDK answers (RETAINED_UPDATE_SNAPSHOT=1 rewrites the file).
+    """
+    try:
+        data = json.loads(HANDSHAKE_SNAPSHOT.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("made_with") != made_with():
+        return None
+    return _replace_in_strings(data["replies"], here_phrase(PROJECT_MARK), here_phrase(project))
+
+
+def _replace_in_strings(value: Any, old: str, new: str) -> Any:
+    if isinstance(value, str):
+        return value.replace(old, new)
+    if isinstance(value, dict):
+        return {k: _replace_in_strings(v, old, new) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_replace_in_strings(v, old, new) for v in value]
+    return value
 
 
 def build_server(store: Store, project: str | None, instructions: str | None = None, session_id: str | None = None):
@@ -215,7 +276,7 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
             raise ToolError(f"the store could not be read or written: {e.strerror or e} "
                             f"(hint: check the store directory {store.directory})") from None
 
-    here = f"the current project ({project})" if project else "no project (the server was started outside a git repository)"
+    here = here_phrase(project)
     scope_read_doc = (
         "Scope to search. Default: the current project plus 'global' records (every scope when there is no "
         f"project; here: {here}). '*' = every scope; any other value = exactly that scope."
@@ -231,6 +292,7 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
         title="Write a memory",
         description=DESCRIPTIONS["memory_write"],
         annotations=WRITES,
+        meta=tool_meta("memory_write"),
     )
     def memory_write(
         text: Annotated[str, Field(description="What to remember, as a self-contained statement a future session "
@@ -262,7 +324,8 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
         return call(store.write, text, kind=kind, scope=scope if scope is not None else default_write_scope(project),
                     source=source, supersedes=supersedes, client_op_id=client_op_id, fields=extra)
 
-    @server.tool(title="Search memory", description=DESCRIPTIONS["memory_search"], annotations=RO)
+    @server.tool(title="Search memory", description=DESCRIPTIONS["memory_search"], annotations=RO,
+                 meta=tool_meta("memory_search"))
     def memory_search(
         query: Annotated[str, Field(description="What to look for: keywords, an identifier, or a question in "
                                                 "your own words. Punctuation and operators are plain text.")],
@@ -281,7 +344,8 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
         return call(lambda: store.search(query, scopes=read_scopes(scope, project), k=k, max_tokens=max_tokens,
                                          include_superseded=include_superseded, as_of=as_of))
 
-    @server.tool(title="Get memories by id", description=DESCRIPTIONS["memory_get"], annotations=RO)
+    @server.tool(title="Get memories by id", description=DESCRIPTIONS["memory_get"], annotations=RO,
+                 meta=tool_meta("memory_get"))
     def memory_get(
         ids: Annotated[list[str] | None, Field(description=f"Record ids (from search, list or a receipt), at most "
                                                            f"{MAX_LIST}. Omit to get the newest records.")] = None,
@@ -290,7 +354,8 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
     ) -> GetResult:
         return call(store.get, ids, limit=limit)
 
-    @server.tool(title="List recent memories", description=DESCRIPTIONS["memory_list"], annotations=RO)
+    @server.tool(title="List recent memories", description=DESCRIPTIONS["memory_list"], annotations=RO,
+                 meta=tool_meta("memory_list"))
     def memory_list(
         scope: Annotated[str | None, Field(description=scope_read_doc)] = None,
         kind: Annotated[str | None, Field(description="Only records of this kind, e.g. 'decision' or "
@@ -305,7 +370,8 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
         return call(lambda: store.list(scopes=read_scopes(scope, project), kind=kind, limit=limit,
                                        before_seq=before_seq, as_of=as_of))
 
-    @server.tool(title="Verify the memory log", description=DESCRIPTIONS["memory_verify"], annotations=RO)
+    @server.tool(title="Verify the memory log", description=DESCRIPTIONS["memory_verify"], annotations=RO,
+                 meta=tool_meta("memory_verify"))
     def memory_verify() -> VerifyResult:
         return call(store.verify)
 
@@ -313,6 +379,7 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
         title="Save a checkpoint",
         description=DESCRIPTIONS["memory_checkpoint"],
         annotations=WRITES,
+        meta=tool_meta("memory_checkpoint"),
     )
     def memory_checkpoint(
         label: Annotated[str, Field(description="One line: what this checkpoint is, e.g. 'auth refactor: "
@@ -335,6 +402,7 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
         description=DESCRIPTIONS["memory_forget"],
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
                                     open_world_hint=False),
+        meta=tool_meta("memory_forget"),
     )
     def memory_forget(
         ids: Annotated[list[str], Field(description=f"Ids of the records to retract (from search, list or a "
@@ -402,17 +470,22 @@ def serve(directory: Any) -> int:
 
     out = stdio_guard.WireOut(wire_out)
     guarded = stdio_guard.GuardedIn(wire_in, out, tools=TOOL_NAMES)
-    server_info = {"name": "retained", "version": __version__}
 
-    def _answer_early(line: bytes) -> None:
+    def instructions() -> str:
         worker.join(timeout=5)
-        reply = stdio_guard.early_initialize_reply(line, box.get("text") or GUIDANCE, server_info)
-        if reply is not None:
-            out.write_line(json.dumps(reply, ensure_ascii=False, separators=(",", ":")))
-            out.swallow(reply)  # the SDK sees the request only after this returns
+        return box.get("text") or GUIDANCE
 
+    early = None
     if os.environ.get("RETAINED_EARLY_INITIALIZE", "on").strip().lower() not in ("off", "0", "false", "no"):
-        guarded.read_first_line_now(_answer_early)
+        snapshot = early_snapshot(project)
+        if snapshot is None:
+            log.info("no early replies: retained/handshake.json was made with another SDK or retained version")
+        else:
+            early = stdio_guard.EarlyReplies(out, snapshot, instructions, TOOL_NAMES)
+    guarded.read_ahead(early)  # the SDK gets every line; `early` may answer some while it imports
+    if early is not None:
+        # The import holds the GIL for most of half a second: let the opening be answered first.
+        early.done.wait(EARLY_WINDOW_S)
 
     import anyio
 
