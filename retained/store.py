@@ -149,8 +149,6 @@ class Store:
             receipt = self._append(record, kind, text, tail, warnings)
         # No index work here: the index catches up from the log before the next read, and before
         # the next write that needs it (client_op_id, supersedes), many records per transaction.
-        if self._sem is not None:  # the semantic tier is in use here: embed in the background
-            self._sem.start_background()
         if found:
             receipt["warnings"].append(redact.describe(found))
         return receipt
