@@ -42,6 +42,8 @@ CLIENT_INFO_KEY = "io.modelcontextprotocol/clientInfo"
 SUBSCRIPTION_ID_KEY = "io.modelcontextprotocol/subscriptionId"
 ACK_METHOD = "notifications/subscriptions/acknowledged"
 LIST_CHANGED = frozenset({"toolsListChanged", "promptsListChanged", "resourcesListChanged"})
+# The lists hosts ask for while connecting (Claude Code asks for prompts and resources too).
+LISTS = ("tools/list", "prompts/list", "resources/list", "resources/templates/list")
 
 
 def _error(msg_id: Any, code: int, message: str) -> dict[str, Any]:
@@ -330,10 +332,10 @@ class EarlyReplies:
     before their first model request (Codex and Claude Code 2.1.332 do not wait long). So while it
     imports, these are answered here, each only in the well-formed shape the hosts send:
 
-    - the handshake era (2024-11-05 … 2025-11-25): the first request's `initialize`, then `tools/list`
-      and `ping`;
-    - the 2026-07-28 era (a first request carrying the `_meta` envelope): `server/discover`,
-      `tools/list`, and the acknowledgement that opens a `subscriptions/listen` stream.
+    - the handshake era (2024-11-05 … 2025-11-25): the first request's `initialize`, then the
+      lists (`tools/list`, `prompts/list`, `resources/list`, `resources/templates/list`) and `ping`;
+    - the 2026-07-28 era (a first request carrying the `_meta` envelope): `server/discover`, the
+      same lists, and the acknowledgement that opens a `subscriptions/listen` stream.
 
     `snapshot` holds the SDK's own results for these (`retained/handshake.json`, captured from the
     SDK and kept equal to it by tests). Anything else, or anything odd, is left to the SDK; after an
@@ -411,8 +413,8 @@ class EarlyReplies:
     def _handshake(self, rid: Any, method: str, params: Any) -> None:
         if has_modern_envelope(params):
             return
-        if method == "tools/list" and _no_cursor(params):
-            self._reply(rid, self._snapshot["handshake"]["tools/list"])
+        if method in LISTS and method in self._snapshot["handshake"] and _no_cursor(params):
+            self._reply(rid, self._snapshot["handshake"][method])
         elif method == "ping" and _no_cursor(params):
             self._reply(rid, {})
 
@@ -421,8 +423,8 @@ class EarlyReplies:
             return
         if method == "server/discover" and set(params) == {"_meta"}:
             self._reply(rid, dict(self._snapshot["modern"]["server/discover"], instructions=self._instructions()))
-        elif method == "tools/list" and _no_cursor(params):
-            self._reply(rid, self._snapshot["modern"]["tools/list"])
+        elif method in LISTS and method in self._snapshot["modern"] and _no_cursor(params):
+            self._reply(rid, self._snapshot["modern"][method])
         elif method == "subscriptions/listen" and set(params) == {"_meta", "notifications"}:
             wanted = params["notifications"]
             if isinstance(wanted, dict) and set(wanted) <= LIST_CHANGED and all(isinstance(v, bool) for v in wanted.values()):

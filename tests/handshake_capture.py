@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from retained.server import PROJECT_MARK, _replace_in_strings, made_with
+from retained.stdio_guard import LISTS
 from tests.mcp_wire import WireServer
 
 MODERN = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -32,20 +33,19 @@ def capture(project: Path, store: Path) -> dict[str, Any]:
         init = srv.request(0, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
                                              "clientInfo": {"name": "capture", "version": "1"}})["result"]
         srv.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        tools = srv.request(1, "tools/list")["result"]
+        lists = {m: srv.request(i, m)["result"] for i, m in enumerate(LISTS, 1)}
     finally:
         srv.close()
     srv = sdk_server(project, project, store)
     try:
         discover = srv.request(0, "server/discover", {"_meta": MODERN})["result"]
-        modern_tools = srv.request(1, "tools/list", {"_meta": MODERN})["result"]
+        modern_lists = {m: srv.request(i, m, {"_meta": MODERN})["result"] for i, m in enumerate(LISTS, 1)}
     finally:
         srv.close()
     replies = {
         "handshake": {"initialize": {k: v for k, v in init.items() if k not in ("instructions", "protocolVersion")},
-                      "tools/list": tools},
-        "modern": {"server/discover": {k: v for k, v in discover.items() if k != "instructions"},
-                   "tools/list": modern_tools},
+                      **lists},
+        "modern": {"server/discover": {k: v for k, v in discover.items() if k != "instructions"}, **modern_lists},
     }
     return {
         "about": "The MCP SDK's replies to the opening requests, answered from here while it imports "

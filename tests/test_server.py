@@ -461,7 +461,9 @@ HOST_OPENINGS = {
         {"jsonrpc": "2.0", "id": "listen:0", "method": "subscriptions/listen",
          "params": {"_meta": MODERN_META, "notifications": LISTEN}},
         {"method": "server/discover", "jsonrpc": "2.0", "id": 0, "params": {"_meta": MODERN_META}},
-        {"method": "tools/list", "params": {"_meta": MODERN_META}, "jsonrpc": "2.0", "id": 1},
+        {"method": "prompts/list", "jsonrpc": "2.0", "id": 1, "params": {"_meta": MODERN_META}},
+        {"method": "resources/list", "jsonrpc": "2.0", "id": 2, "params": {"_meta": MODERN_META}},
+        {"method": "tools/list", "params": {"_meta": MODERN_META}, "jsonrpc": "2.0", "id": 3},
     ],
     "claude-code-2.1.197": [
         {"method": "initialize", "params": {"protocolVersion": "2025-11-25",
@@ -473,6 +475,8 @@ HOST_OPENINGS = {
          "jsonrpc": "2.0", "id": 0},
         {"method": "notifications/initialized", "jsonrpc": "2.0"},
         {"method": "tools/list", "jsonrpc": "2.0", "id": 1},
+        {"method": "prompts/list", "jsonrpc": "2.0", "id": 2},
+        {"method": "resources/list", "jsonrpc": "2.0", "id": 3},
     ],
     "codex-0.171.0": [
         {"jsonrpc": "2.0", "id": 0, "method": "initialize",
