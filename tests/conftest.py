@@ -35,7 +35,9 @@ def require_npm_bin(name: str, title: str) -> str:
 def host_env(home: Path, **extra: str) -> dict[str, str]:
     """The environment for a real host CLI: this one, less any host's or model API's own variables."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "CODEX", "ANTHROPIC", "OPENAI"))}
-    env.update(HOME=str(home), **extra)
+    # Claude Code's tool deferral on, as users get it since 2.1.332 (a custom ANTHROPIC_BASE_URL
+    # turned it off in 2.1.197): a test that finds retained's tools inline cannot pass by accident.
+    env.update(HOME=str(home), ENABLE_TOOL_SEARCH="true", **extra)
     return env
 
 

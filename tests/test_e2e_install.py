@@ -64,6 +64,11 @@ def test_claude_code_sees_the_installed_server_and_uses_it(isolate_home, store_d
     assert proc.returncode == 0, proc.stderr[-2000:]
     convo = fm.conversation_requests("anthropic")
     assert MARKER in fm.text_of(convo[0])
+    tools = {t.get("name"): t for t in convo[0].get("tools", [])}
+    assert "ToolSearch" in tools, "tool deferral was not on: the test would prove nothing"
+    for name in ("memory_write", "memory_search", "memory_list"):  # loaded inline, not behind ToolSearch
+        tool = tools.get(f"mcp__retained__{name}")
+        assert tool is not None and not tool.get("defer_loading"), sorted(tools)
     assert "written by claude through retained" in _log_texts(store_dir)
     with Store(store_dir) as s:
         assert s.verify()["intact"] is True
