@@ -90,7 +90,7 @@ def meaning_query(store: Any, query: str, inline_embed: int, warnings: list[str]
         return "on", None
     try:
         pending = sem.pending()
-        if pending and need_vectors and pending > inline_embed and sem.index.vector_stats(sem.embedder.key)[0] == 0:
+        if pending and need_vectors and pending > inline_embed and not sem.index.has_vectors(sem.embedder.key):
             return "off: the records are not embedded yet", None
         if pending:
             sem.catch_up(limit=min(pending, inline_embed))
@@ -172,7 +172,7 @@ def _meaning(store: Any, qvec: Any, filters: dict[str, Any], cands: dict[int, Ca
     import numpy as np
 
     sem = store.semantic()
-    lines, sims = sem.similarities(qvec)
+    lines, sims, approximate = sem.similarities(qvec)
     n = len(lines)
     if not n:
         return None, None, True
@@ -193,7 +193,7 @@ def _meaning(store: Any, qvec: Any, filters: dict[str, Any], cands: dict[int, Ca
     if not best:
         return None, None, True
     cut = float(sims[top].min()) if m < n else -1.0
-    exact = m >= n or cut < MEANING_FLOOR  # every record above the floor was looked at
+    exact = not approximate and (m >= n or cut < MEANING_FLOOR)  # every record above the floor was looked at
     values = [cos for _, cos in best.values()]
     lo, hi = min(values), max(values)
     for key, (row, cos) in best.items():
