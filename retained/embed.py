@@ -103,14 +103,23 @@ class LocalEmbedder(Embedder):
     def _load(self) -> None:
         path = self.model_path()
         try:
+            before = _stamp(path)
             data = path.read_bytes()
+            after = _stamp(path)
         except FileNotFoundError:
             raise Unavailable(f"model file missing: {path}") from None
         except OSError as e:
             raise Unavailable(f"model file unreadable: {path}: {e.strerror or e}") from None
-        if len(data) != MODEL_SIZE or hashlib.sha256(data).hexdigest() != MODEL_SHA256:
+        if len(data) != MODEL_SIZE:
             raise Unavailable(f"model file {path} does not match its pinned sha256 (size {len(data)} bytes); "
                               "not loaded")
+        # The hash of these very bytes, unless this process or an earlier one hashed the file in exactly
+        # this state (same inode, size, mtime and ctime: any write or replacement changes ctime).
+        if before != after or not _known_good(after):
+            if hashlib.sha256(data).hexdigest() != MODEL_SHA256:
+                raise Unavailable(f"model file {path} does not match its pinned sha256; not loaded")
+            if before == after:
+                _remember_good(after)
         try:
             import numpy  # noqa: F401
             import onnxruntime as ort
@@ -158,6 +167,53 @@ class LocalEmbedder(Embedder):
             pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
             out[idx] = pooled
         return _normalise(np, out)
+
+
+def _stamp(path: Path) -> list[Any]:
+    st = os.stat(path)
+    return [str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, MODEL_SHA256]
+
+
+def _stamp_file() -> Path | None:
+    """Where a verified model file's stamp is kept: the user cache dir (as platformdirs names it)."""
+    import sys
+
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA") or str(Path.home() / "AppData" / "Local")
+        return Path(base) / "retained" / "Cache" / "model-verified.json"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches" / "retained" / "model-verified.json"
+    base = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
+    return Path(base) / "retained" / "model-verified.json"
+
+
+_GOOD: list[list[Any]] = []
+
+
+def _known_good(stamp: list[Any]) -> bool:
+    if stamp in _GOOD:
+        return True
+    f = _stamp_file()
+    try:
+        return f is not None and json.loads(f.read_text(encoding="utf-8")).get("stamp") == stamp
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _remember_good(stamp: list[Any]) -> None:
+    _GOOD.append(stamp)
+    from .paths import read_only_requested
+
+    f = _stamp_file()
+    if f is None or read_only_requested():
+        return
+    try:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        tmp = f.with_name(f"{f.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"stamp": stamp}), encoding="utf-8")
+        os.replace(tmp, f)
+    except OSError:
+        pass  # a cache: without it the next process hashes the file again
 
 
 def _loopback(host: str) -> bool:

@@ -353,3 +353,25 @@ def test_prompt_hook_with_semantic_off_imports_no_numpy_onnxruntime_or_mcp(store
     assert out.returncode == 0, out.stderr
     assert "make migrate" in out.stdout
     assert "MODULES \n" in out.stderr, out.stderr
+
+
+def test_a_model_file_changed_after_it_was_verified_is_hashed_again_and_refused(tmp_path, monkeypatch):
+    """The sha256 check is skipped only for the very file state it passed in (inode, size, mtime, ctime)."""
+    import shutil
+
+    from retained import embed
+
+    good = tmp_path / "model.onnx"
+    shutil.copyfile(embed.LocalEmbedder({}).model_path(), good)
+    first = embed.LocalEmbedder({"RETAINED_EMBED_MODEL_PATH": str(good)})
+    assert first.embed(["hello"]).shape == (1, embed.LOCAL_DIM)
+    stamp_file = embed._stamp_file()
+    assert stamp_file is not None and stamp_file.exists()
+    with open(good, "r+b") as f:  # same size, one byte different
+        f.seek(embed.MODEL_SIZE // 2)
+        byte = f.read(1)
+        f.seek(embed.MODEL_SIZE // 2)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    second = embed.LocalEmbedder({"RETAINED_EMBED_MODEL_PATH": str(good)})
+    with pytest.raises(embed.Unavailable, match="sha256"):
+        second.embed(["hello"])
