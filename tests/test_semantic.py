@@ -375,3 +375,11 @@ def test_a_model_file_changed_after_it_was_verified_is_hashed_again_and_refused(
     second = embed.LocalEmbedder({"RETAINED_EMBED_MODEL_PATH": str(good)})
     with pytest.raises(embed.Unavailable, match="sha256"):
         second.embed(["hello"])
+
+
+def test_a_forgotten_record_is_not_found_by_meaning_either(store):
+    ids = _seed(store)
+    assert store.search("which tool holds our passwords?")["hits"][0]["id"] == ids["secrets"]
+    store.forget([ids["secrets"]], "moved to the vault")
+    hits = store.search("which tool holds our passwords?")["hits"]
+    assert ids["secrets"] not in [h["id"] for h in hits]
