@@ -253,7 +253,7 @@ class OllamaEmbedder(Embedder):
         req = urllib.request.Request(self.url + "/api/embed", data=body, method="POST",
                                      headers={"Content-Type": "application/json"})
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        timeout = 3.0 if len(texts) <= 4 else 30.0
+        timeout = 2.0 if len(texts) <= 4 else 20.0  # a query waits briefly; a background batch longer
         try:
             with opener.open(req, timeout=timeout) as resp:
                 reply = json.loads(resp.read())

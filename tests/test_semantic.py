@@ -383,3 +383,16 @@ def test_a_forgotten_record_is_not_found_by_meaning_either(store):
     store.forget([ids["secrets"]], "moved to the vault")
     hits = store.search("which tool holds our passwords?")["hits"]
     assert ids["secrets"] not in [h["id"] for h in hits]
+
+
+def test_an_ollama_model_that_is_not_pulled_answers_lexically_saying_so(store_dir, monkeypatch):
+    with FakeOllama(model="toy-embed") as fake:
+        monkeypatch.setenv("RETAINED_EMBED", "ollama")
+        monkeypatch.setenv("RETAINED_OLLAMA_URL", fake.url)
+        monkeypatch.setenv("RETAINED_EMBED_MODEL", "nomic-embed-text")
+        with Store(store_dir) as store:
+            ids = _seed(store)
+            res = store.search("PostgreSQL")
+            assert res["semantic"].startswith("off: ollama at 127.0.0.1:") and "404" in res["semantic"]
+            assert "nomic-embed-text" in res["semantic"]
+            assert [h["id"] for h in res["hits"]] == [ids["db"]]
