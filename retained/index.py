@@ -185,8 +185,9 @@ def phrase_query(phrases: list[str]) -> str | None:
 
 
 # Past this many full-text matches only the newest RANK_CAP are ranked, and the count they give is
-# reported as a lower bound: ranking cost stays bounded however common a word is.
-RANK_CAP = 20_000
+# reported as a lower bound: ranking cost stays bounded however common a word is (measured here:
+# bm25 ranking and the count cost a few µs a match each on an idle core, far more on a busy one).
+RANK_CAP = 5_000
 
 
 class Index:
@@ -708,15 +709,28 @@ class Index:
     # -- search ------------------------------------------------------------------------------
     def ranked(self, match: str, *, scopes: list[str] | None, kind: str | None, as_of: str | None,
                include_superseded: bool, limit: int, only: list[int] | None = None,
-               cap: int | None = None) -> tuple[int, bool, list[dict[str, Any]]]:
+               cap: int | None = None, need: int | None = None) -> tuple[int, bool, list[dict[str, Any]]]:
         """Full-text matches, best bm25 first: (total, total is exact, rows with `rank` and `line`).
 
         Without include_superseded or as_of each match folds onto the current record of its supersede
         chain (the head). `only`: consider just these result lines. Past `cap` matches only the newest
-        `cap` are ranked and counted, and the total is a lower bound. bm25 is computed once, inside
-        FTS5's own top-N sort; the count joins the matches without scoring them.
+        `cap` are ranked and counted, and the total is a lower bound; when filters leave fewer than
+        `need` rows there, the window grows. bm25 is computed once, inside FTS5's own top-N sort; the
+        count joins the matches without scoring them.
         """
         cap = RANK_CAP if cap is None else cap
+        while True:
+            total, exact, rows = self._ranked_window(match, scopes=scopes, kind=kind, as_of=as_of,
+                                                     include_superseded=include_superseded, limit=limit,
+                                                     only=only, cap=cap)
+            # Filters (a rare scope or kind) left too few in the newest matches: look further back.
+            if exact or len(rows) >= (limit if need is None else need) or cap >= 1 << 30:
+                return total, exact, rows
+            cap *= 8
+
+    def _ranked_window(self, match: str, *, scopes: list[str] | None, kind: str | None, as_of: str | None,
+                       include_superseded: bool, limit: int, only: list[int] | None,
+                       cap: int) -> tuple[int, bool, list[dict[str, Any]]]:
         fold = not include_superseded and as_of is None
         window, wparams = "", []
         exact = True

@@ -113,11 +113,11 @@ def rank(store: Any, query: str, terms: list[str], qvec: Any, filters: dict[str,
     match = quote_query(terms)
     want = max(LEXICAL_CANDIDATES, k * 5)
     if match is not None:
-        lex_total, exact, lex_rows = idx.ranked(match, limit=want, **filters)
+        lex_total, exact, lex_rows = idx.ranked(match, limit=want, need=k, **filters)
         if lex_total == 0 and len(terms) > 1:
             mode = "any"
             match = quote_query(terms, any_word=True)
-            lex_total, exact, lex_rows = idx.ranked(match, limit=want, **filters)
+            lex_total, exact, lex_rows = idx.ranked(match, limit=want, need=k, **filters)
     cands: dict[int, Candidate] = {row["line"]: Candidate(row, bm25=row["rank"]) for row in lex_rows}
     total = lex_total
 
