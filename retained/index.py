@@ -630,9 +630,13 @@ class Index:
     def scope_names(self) -> list[str]:
         return [r["scope"] for r in self.query("SELECT scope FROM scope_counts")]
 
+    def retracted_ids(self) -> list[str]:
+        """Records a retraction hides now (themselves, or through the head of their chain)."""
+        return [r["id"] for r in self.query("SELECT id FROM records WHERE hidden = 1 AND tomb = 0 AND kind != ?",
+                                            (FORGET_KIND,))]
 
-# A tombstone (a purged record) is a row without text once the index knows purges; 0 before.
-_TOMB = "0"
+
+_TOMB = "tomb"  # a purged record's row: its tombstone
 
 
 def scope_clause(scopes: list[str] | None, column: str) -> tuple[str, list[Any]]:
