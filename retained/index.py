@@ -878,6 +878,14 @@ class Index:
         return self.query("SELECT line, id, ts, offset, length FROM records WHERE kind = ? AND tomb = 0 ORDER BY line",
                           (FORGET_KIND,))
 
+    def sources(self, ids: list[str]) -> dict[str, dict[str, Any]]:
+        """id → its source and place in the log, for the brief's "does the host load this already?"."""
+        if not ids:
+            return {}
+        rows = self.query(f"SELECT id, source, offset, length FROM records WHERE id IN ({','.join('?' * len(ids))})"
+                          " AND source IS NOT NULL", list(ids))
+        return {r["id"]: r for r in rows}
+
     def problems(self, limit: int = 100) -> list[dict[str, Any]]:
         return self.query("SELECT * FROM problems ORDER BY line LIMIT ?", (limit,))
 
