@@ -29,8 +29,17 @@ def isolated_env(home: Path) -> dict[str, str | None]:
     home.mkdir(parents=True, exist_ok=True)
     env: dict[str, str | None] = {k: None for k in ISOLATED_VARS + LEAKY_VARS}
     env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / ".config"), XDG_DATA_HOME=str(home / ".local" / "share"),
-               XDG_STATE_HOME=str(home / ".local" / "state"), XDG_CACHE_HOME=str(home / ".cache"))
+               XDG_STATE_HOME=str(home / ".local" / "state"), XDG_CACHE_HOME=str(home / ".cache"), **LEXICAL)
     return env
+
+
+# Words only, for comparisons that must not depend on how far background embedding has got; the
+# semantic tier has a test of its own below.
+LEXICAL = {"RETAINED_EMBED": "off"}
+
+
+def cli(*args: str) -> dict:
+    return cli_json(*args, env=LEXICAL)
 
 
 def shot(browser, name: str) -> None:
@@ -93,7 +102,7 @@ def test_list_is_newest_first_paged_and_counted(world):
     _go(b, "#/", "list")
     listed = _ids_listed(b)
     assert listed[0] == world["ids"]["newest"] and len(listed) == 50
-    current = cli_json("list", "--scope", "*", "--dir", str(world["store"]))["total"]
+    current = cli("list", "--scope", "*", "--dir", str(world["store"]))["total"]
     assert b.text("#summary").startswith(f"{current} records · current memory")
     shot(b, "list")
     b.click("#more")
@@ -137,12 +146,13 @@ def test_search_uses_the_memory_search_engine_and_says_how_each_hit_matched(worl
     b.js("document.body.dataset.ready = '';")
     b.keys("\ue007")  # Enter
     b.wait("return document.body.dataset.ready === 'list'")
-    engine = cli_json("search", "release train", "--scope", "*", "-k", "50", "--dir", str(world["store"]))
+    engine = cli("search", "release train", "--scope", "*", "-k", "50", "--dir", str(world["store"]))
     assert _ids_listed(b) == [h["id"] for h in engine["hits"]] == [world["ids"]["chain_new"]]
     how = b.js("return [...document.querySelectorAll('a.rec .how')].map(e => e.textContent)")
     assert how == ["matched every word"]
     assert b.js("return [...document.querySelectorAll('a.rec mark')].map(e => e.textContent)") == ["release", "train"]
     shot(b, "search")
+    assert "semantic off" in b.text("#summary")  # the reply says meaning was not used, and why
     _go(b, "#/?q=" + "albatross%20unicorn", "list")
     assert "showing records with any of them" in b.text("#summary")
     assert b.js("return [...document.querySelectorAll('a.rec .how')].map(e => e.textContent)") == ["matched some of the words"]
@@ -196,11 +206,11 @@ def test_retract_then_undo(world):
     b.wait("return document.body.dataset.ready === 'record' && !!document.querySelector('.banner.retracted')")
     assert "the box was renamed" in b.text(".banner")
     shot(b, "retracted")
-    assert cli_json("search", "albatross", "--scope", "*", "--dir", str(world["store"]))["hits"] == []
+    assert cli("search", "albatross", "--scope", "*", "--dir", str(world["store"]))["hits"] == []
     b.js("document.body.dataset.ready = '';")
     b.click("#undo")
     b.wait("return document.body.dataset.ready === 'record' && !document.querySelector('.banner')")
-    hits = cli_json("search", "albatross", "--scope", "*", "--dir", str(world["store"]))["hits"]
+    hits = cli("search", "albatross", "--scope", "*", "--dir", str(world["store"]))["hits"]
     assert [h["id"] for h in hits] == [rid]
     actions = b.js("return [...document.querySelectorAll('#history li.forget .badge')].map(e => e.textContent)")
     assert actions == ["retract", "undo"]
@@ -328,3 +338,27 @@ def test_narrow_window_and_dark_mode(world):
     finally:
         b.dark(False)
         b.window(1280, 900)
+
+
+def test_search_with_the_semantic_tier_says_how_each_hit_matched(tmp_path):
+    store_dir = tmp_path / "sem"
+    with Store(store_dir) as s:
+        s.write("deployments go out through the release train on wednesdays", kind="decision", scope="global")
+        s.write("the cafeteria serves soup on fridays", kind="note", scope="global")
+    env = isolated_env(tmp_path / "home")
+    env.pop("RETAINED_EMBED")
+    with UiServer(store_dir, env=env) as server:
+        b = browser_or_skip()
+        try:
+            b.get(server.url)
+            b.wait("return document.body.dataset.ready === 'list'")
+            _go(b, "#/?q=release%20train", "list")
+            summary = b.text("#summary")
+            assert "semantic on" in summary or "semantic off: " in summary
+            how = b.js("return [...document.querySelectorAll('a.rec .how')].map(e => e.textContent)")
+            allowed = {"matched every word", "matched some of the words", "matched by meaning (no shared word)",
+                       "matched every word and by meaning", "matched some of the words and by meaning"}
+            assert how and set(how) <= allowed
+            assert how[0].startswith("matched every word")
+        finally:
+            b.close()
