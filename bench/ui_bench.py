@@ -12,6 +12,7 @@ static file from the same server (what any page costs before its data), and copy
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import shutil
 import statistics
@@ -86,6 +87,7 @@ def browser_times(srv: UiServer, runs: int, queries: list[str]) -> dict[str, flo
 
 
 def main() -> int:
+    os.environ.setdefault("RETAINED_EMBED", "off")  # the page and the index, not the embedding model
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=100_000)
     ap.add_argument("--runs", type=int, default=5)
