@@ -41,12 +41,15 @@ def _header(label: str, total: int, shown: int, budget: int) -> str:
 
 
 def render(rows: list[dict[str, Any]], total: int, *, project: str | None, budget: int = DEFAULT_BUDGET,
-           scope_label: str | None = None) -> dict[str, Any]:
-    """Fit as many rows (already in brief order) as the budget allows. Never exceeds the budget."""
+           scope_label: str | None = None, damage: str | None = None) -> dict[str, Any]:
+    """Fit as many rows (already in brief order) as the budget allows. Never exceeds the budget.
+
+    `damage` (records that could not be read, and what to run) goes right under the header: a brief
+    never leaves damage out."""
     label = scope_label or project or "all scopes"
     lines = [_line(r, project) for r in rows]
     # Reserve the frame with the widest numbers it can show, so the final header never overflows.
-    frame = estimate_tokens("\n".join([_header(label, total, total, budget), BEGIN, END])) + 4
+    frame = estimate_tokens("\n".join([_header(label, total, total, budget), damage or "", BEGIN, END])) + 4
     used = frame
     kept: list[int] = []
     for i, line in enumerate(lines):
@@ -57,7 +60,7 @@ def render(rows: list[dict[str, Any]], total: int, *, project: str | None, budge
         used += cost
     while True:
         body = [lines[i] for i in kept]
-        text_lines = [_header(label, total, len(kept), budget)]
+        text_lines = [_header(label, total, len(kept), budget)] + ([f"Warning: {damage}."] if damage else [])
         if total and not kept:
             text_lines.append("(no record fits the budget)")
         text_lines += [BEGIN, *body, END] if kept else []
@@ -67,7 +70,7 @@ def render(rows: list[dict[str, Any]], total: int, *, project: str | None, budge
             break
         kept.pop()
     if tokens > budget:  # a budget too small even for the header: say only the counts
-        text = f"retained memory: {total} records, 0 shown."
+        text = f"retained memory: {total} records, 0 shown." + (" Damaged lines: run `retained verify`." if damage else "")
         tokens = estimate_tokens(text)
     included = [rows[i] for i in kept]
     return {
@@ -102,4 +105,5 @@ def make_brief(store: Any, project: str | None, *, budget: int = DEFAULT_BUDGET,
     # Each line costs at least ~8 tokens, so this many rows always cover the budget.
     rows, total = brief_rows(store, scopes, max(budget // 8, 1) + 1)
     label = scope if scope not in (None, "*") else None
-    return render(rows, total, project=project, budget=budget, scope_label=label)
+    damage = store.damage_note() if hasattr(store, "damage_note") else None
+    return render(rows, total, project=project, budget=budget, scope_label=label, damage=damage)

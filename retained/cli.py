@@ -112,9 +112,8 @@ def cmd_write(args: argparse.Namespace) -> int:
         except UnicodeDecodeError as e:
             raise UsageError(f"stdin is not UTF-8 text (byte {e.start})", hint="convert it to UTF-8") from None
     with _store(args) as store:
-        scope = args.scope if args.scope is not None else default_write_scope(_project())
-        result = store.write(text, kind=args.kind, scope=scope, source=args.source,
-                             supersedes=args.supersedes, client_op_id=args.client_op_id,
+        result = store.write(text, kind=args.kind, scope=args.scope, default_scope=default_write_scope(_project()),
+                             source=args.source, supersedes=args.supersedes, client_op_id=args.client_op_id,
                              fields=_parse_fields(args.field))
     return _report_write(args, result)
 
@@ -241,6 +240,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if result["torn_tail"]:
             _out(f"torn tail: {result['torn_tail']['bytes']} bytes after the last complete line "
                  "(an unacknowledged write; the next write quarantines it)")
+        q = result.get("quarantine") or {}
+        if q.get("files"):
+            whole = f", {len(q['records'])} of them whole records the log lacks" if q["records"] else ""
+            _out(f"quarantine/: {q['files']} file(s), {q['bytes']} bytes{whole}")
         if result["missing_from_index"] or result["index_only"]:
             _out(f"index: {result['missing_from_index']} record(s) missing, {result['index_only']} row(s) not in the log "
                  "(hint: `retained reindex`)")

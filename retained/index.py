@@ -21,7 +21,8 @@ if TYPE_CHECKING:  # the hook path imports no more than it runs
     from typing import Any
 
 from .log import ChainState, Line, Log, Problem
-from .records import FORGET_KIND, GENESIS, GLOBAL_SCOPE
+from .records import FORGET_KIND, GENESIS, GLOBAL_SCOPE, BadLine, text_key
+from .records import parse_line as records_parse
 
 INDEX_NAME = "index.sqlite3"
 _BATCH = 2000
@@ -107,7 +108,25 @@ def _m004_lifecycle(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001_initial, _m002_scope_counts, _m004_lifecycle]
+def _m005_text_keys(db: sqlite3.Connection) -> None:
+    """The fingerprint of each record's normalised text, so that a write finds an exact duplicate among
+    the current records of its scope with one lookup. Cleared and rebuilt from the log."""
+    _run_script(
+        db,
+        """
+        ALTER TABLE records ADD COLUMN text_key TEXT;
+        CREATE INDEX records_text_key ON records(text_key) WHERE text_key IS NOT NULL;
+        INSERT INTO fts(fts) VALUES('delete-all');
+        DELETE FROM records;
+        DELETE FROM problems;
+        DELETE FROM scope_counts;
+        DELETE FROM meta
+        """,
+    )
+
+
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001_initial, _m002_scope_counts, _m004_lifecycle,
+                                                          _m005_text_keys]
 
 
 def visible(alias: str = "") -> str:
@@ -117,7 +136,7 @@ def visible(alias: str = "") -> str:
 
 # Where the index stands in the log, saved as one JSON row so a catch-up costs one write.
 _EMPTY_STATE: dict[str, Any] = {"offset": 0, "line": 0, "seq": 0, "sha256": GENESIS, "after_bad": False,
-                                "last_line_offset": -1, "last_line_sha": "", "log_ino": 0}
+                                "last_line_offset": -1, "last_line_sha": "", "log_ino": 0, "log_mtime": 0}
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -157,7 +176,8 @@ class Index:
         self._lock = threading.RLock()
         self._db: sqlite3.Connection | None = None
         self._ino: int | None = None
-        self._known: tuple[int, int, int | None] | None = None  # (log size, log inode, index inode) last caught up
+        # (log size, log inode, log mtime, index inode) when this process last caught up
+        self._known: tuple[int, int, int, int | None] | None = None
 
     # -- connection ---------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -263,28 +283,32 @@ class Index:
         """
         with self._lock:
             db = self.db()
-            try:
-                st = os.stat(self.log.path)
-                size, ino = st.st_size, st.st_ino
-            except FileNotFoundError:
-                size, ino = 0, 0
-            if self._known == (size, ino, self._ino):
+            size, ino, mtime = self._stat_log()
+            if self._known == (size, ino, mtime, self._ino):
                 return 0
             state = self._state(db)
-            if size == state["offset"] and ino == state["log_ino"]:
+            if size == state["offset"] and ino == state["log_ino"] and mtime == state["log_mtime"]:
                 if state.get("compact"):
                     self.compact()
-                self._known = (size, ino, self._ino)
+                self._known = (size, ino, mtime, self._ino)
                 return 0
             db.execute("BEGIN IMMEDIATE")
             try:
                 state = self._state(db)  # another process may have caught up meanwhile
                 replaced = not self._still_same_log(state, size, ino)
+                if not replaced and size == state["offset"] and mtime != state["log_mtime"] and state["offset"]:
+                    # Same size, same file, yet changed: bytes were edited in place (damage, or a repair
+                    # from a backup). Compare the log with the index; rebuild when they disagree.
+                    replaced = self._differs(db)
                 if replaced:
                     self._clear(db)
                     state = dict(_EMPTY_STATE)
                 n = self._index_from(db, state, progress, size)
                 state["log_ino"] = ino
+                after = self._stat_log()
+                # An append during the catch-up leaves the saved time stale: the next call sees the size
+                # grow and takes the incremental path, which never compares the whole log.
+                state["log_mtime"] = after[2] if after[0] == state["offset"] else mtime
                 self._save_state(db, state)
                 db.execute("COMMIT")
             except BaseException:
@@ -292,12 +316,39 @@ class Index:
                 db.execute("ROLLBACK")
                 raise
             if state["offset"] == size:
-                self._known = (size, ino, self._ino)
+                self._known = (size, ino, state["log_mtime"], self._ino)
             if replaced or state.get("compact"):
                 # A replaced log (a purge, or a restored copy): the old text must not live on in
                 # segments, free pages or the WAL.
                 self.compact()
             return n
+
+    def _stat_log(self) -> tuple[int, int, int]:
+        try:
+            st = os.stat(self.log.path)
+            return st.st_size, st.st_ino, st.st_mtime_ns
+        except FileNotFoundError:
+            return 0, 0, 0
+
+    def _differs(self, db: sqlite3.Connection) -> bool:
+        """Whether any line of the log now reads differently from what the index holds for it."""
+        rows = db.execute("SELECT line, offset, sha256 FROM records ORDER BY line")
+        problems = {r[0]: r[1] for r in db.execute("SELECT line, kind FROM problems")}
+        pending = rows.fetchone()
+        for line in self.log.lines():
+            try:
+                rec = records_parse(line.raw)
+            except BadLine:
+                rec = None
+            if pending is not None and pending[0] == line.number:
+                if rec is None or pending[1] != line.offset or pending[2] != rec["sha256"]:
+                    return True
+                pending = rows.fetchone()
+            elif rec is None and problems.get(line.number) != "corrupt":
+                return True
+            elif rec is not None and problems.get(line.number) != "duplicate":
+                return True  # a line once unreadable reads again: index it
+        return pending is not None
 
     def _still_same_log(self, state: dict[str, Any], size: int, ino: int) -> bool:
         if state["offset"] == 0:
@@ -380,18 +431,19 @@ class Index:
         )
         by = forgotten.get("by") if isinstance(forgotten, dict) else None
         hidden = 1 if tomb or rec["kind"] == FORGET_KIND else 0
-        return base + (by if isinstance(by, str) else ("?" if tomb else None), int(tomb), hidden, life)
+        key = None if tomb or hidden else text_key(rec["text"])
+        return base + (by if isinstance(by, str) else ("?" if tomb else None), int(tomb), hidden, life, key)
 
     def _flush(self, db: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
         for row in rows:
             line, rid, supersedes = row[0], row[2], row[9]
-            retracted_by, tomb, hidden, life = row[14:18]
+            retracted_by, tomb, hidden, life, key = row[14:19]
             try:
                 db.execute(
                     "INSERT INTO records (line, seq, id, offset, length, ts, kind, scope, source, supersedes,"
-                    " client_op_id, session, sha256, text, head, retracted_by, tomb, hidden)"
-                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    row[:14] + (line, retracted_by, tomb, hidden),
+                    " client_op_id, session, sha256, text, head, retracted_by, tomb, hidden, text_key)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    row[:14] + (line, retracted_by, tomb, hidden, key),
                 )
             except sqlite3.IntegrityError:
                 self._add_problem(db, Problem(line, row[3], row[1], "duplicate", f"id {rid} already used by an earlier record"))
@@ -446,10 +498,12 @@ class Index:
 
     @staticmethod
     def _add_problem(db: sqlite3.Connection, p: Problem) -> None:
-        db.execute("INSERT OR REPLACE INTO problems VALUES (?,?,?,?,?)", (p.line, p.offset, p.seq, p.kind, p.reason))
+        db.execute("INSERT OR REPLACE INTO problems (line, offset, seq, kind, reason) VALUES (?,?,?,?,?)",
+                   (p.line, p.offset, p.seq, p.kind, p.reason))
 
     # -- purging ------------------------------------------------------------------------------
-    def apply_purge(self, purged: list[dict[str, Any]], by: str, new_ino: int, install: Callable[[], None]) -> None:
+    def apply_purge(self, purged: list[dict[str, Any]], by: str, new_stat: tuple[int, int],
+                    install: Callable[[], None]) -> None:
         """Bring the index in line with a log whose purged lines became tombstones, and install that log.
 
         `purged` holds {line, length (of the tombstone line), sha (of the tombstone line)} per record.
@@ -473,7 +527,8 @@ class Index:
                     for table in self._line_tables(db):
                         db.execute(f"DELETE FROM {table} WHERE line = ?", (line,))
                     db.execute("UPDATE records SET text = '', source = NULL, client_op_id = NULL, session = NULL,"
-                               " length = ?, offset = offset - ?, tomb = 1, retracted_by = ? WHERE line = ?",
+                               " text_key = NULL, length = ?, offset = offset - ?, tomb = 1, retracted_by = ?"
+                               " WHERE line = ?",
                                (p["length"], shift, by, line))
                     self._rehide(db, row[2])
                     if last == p["offset"]:
@@ -487,7 +542,7 @@ class Index:
                     if last > p["offset"]:
                         state["last_line_offset"] -= row[1] - p["length"]
                 state["offset"] -= shift
-                state["log_ino"] = new_ino
+                state["log_ino"], state["log_mtime"] = new_stat
                 state["compact"] = True  # cleared by compact(): a purge killed before it still gets one
                 self._save_state(db, state)
                 install()
@@ -529,13 +584,10 @@ class Index:
             db.execute("BEGIN IMMEDIATE")
             try:
                 self._clear(db)
-                try:
-                    ino = os.stat(self.log.path).st_ino
-                except FileNotFoundError:
-                    ino = 0
+                size, ino, mtime = self._stat_log()
                 state = dict(_EMPTY_STATE)
-                n = self._index_from(db, state, progress, self.log.size())
-                state["log_ino"] = ino
+                n = self._index_from(db, state, progress, size)
+                state["log_ino"], state["log_mtime"] = ino, mtime
                 self._save_state(db, state)
                 db.execute("COMMIT")
             except BaseException:
@@ -563,6 +615,26 @@ class Index:
     def head_of(self, rid: str) -> dict[str, Any] | None:
         rows = self.query("SELECT h.* FROM records r JOIN records h ON h.line = r.head WHERE r.id = ?", (rid,))
         return rows[0] if rows else None
+
+    def duplicate_of(self, text: str, kind: str, scope: str) -> dict[str, Any] | None:
+        """The oldest current record of this kind and scope whose normalised text equals `text`'s."""
+        rows = self.query("SELECT * FROM records WHERE text_key = ? AND kind = ? AND scope = ? AND superseded_by IS NULL"
+                          " AND " + visible() + " ORDER BY line LIMIT 1", (text_key(text), kind, scope))
+        return rows[0] if rows else None
+
+    def similar_candidates(self, match: str | None, scope: str, limit: int) -> list[dict[str, Any]]:
+        """Current records of the scope holding every word of `match`, best first (for near-duplicates)."""
+        if match is None:
+            return []
+        return self.query(
+            "WITH m AS MATERIALIZED (SELECT rowid AS line, bm25(fts) AS rank FROM fts WHERE fts MATCH ?)"
+            " SELECT r.id, r.kind, r.ts, r.text FROM m JOIN records r ON r.line = m.line"
+            " WHERE r.scope = ? AND r.superseded_by IS NULL AND " + visible("r") + " ORDER BY m.rank LIMIT ?",
+            (match, scope, limit))
+
+    def unreadable(self) -> int:
+        """How many lines of the log could not be read as records (corrupt), as of the last catch-up."""
+        return int(self.query("SELECT COUNT(*) AS n FROM problems WHERE kind = 'corrupt'")[0]["n"])
 
     def current_count(self, scopes: list[str] | None) -> int:
         """How many current (not superseded) records the scopes hold (every scope when None)."""

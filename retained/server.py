@@ -190,6 +190,7 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
         intact: bool
         first_break: Break | None
         last_seq: int
+        quarantine: dict[str, Any]
         warnings: list[str]
 
     def call(fn, *args: Any, **kw: Any) -> Any:
@@ -221,14 +222,16 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
                                                "line is capped at 8 MiB); one record per fact.")],
         kind: Annotated[str, Field(description="Record kind. Default 'note'; use e.g. 'decision', 'fact', "
                                                "'preference', 'todo'. 1-64 letters, digits, '_', '-', '.'.")] = "note",
-        scope: Annotated[str | None, Field(description="Where this belongs. Default: the current project "
-                                                       "(its path), else 'global'. Use 'global' for facts about "
-                                                       "the user that hold in every project.")] = None,
+        scope: Annotated[str | None, Field(description="Where this belongs. Default: a correction keeps the "
+                                                       "scope of the record it corrects; anything else goes to the "
+                                                       "current project, else 'global'. Use 'global' for facts "
+                                                       "about the user that hold in every project.")] = None,
         source: Annotated[str | None, Field(description="Where it came from: a file, URL, ticket or "
                                                         "commit. Optional.")] = None,
-        supersedes: Annotated[str | None, Field(description="Id of the record this one corrects or replaces. "
-                                                            "The old record stays in the log; searches then show "
-                                                            "this one. Optional.")] = None,
+        supersedes: Annotated[str | None, Field(description="Id of the current record this one corrects or "
+                                                            "replaces (a record already corrected is refused, naming "
+                                                            "its current version). The old record stays in the log; "
+                                                            "searches then show this one. Optional.")] = None,
         client_op_id: Annotated[str | None, Field(description="Your idempotency key. Repeating a call with the "
                                                               "same key returns the first receipt with "
                                                               "deduplicated=true and writes nothing. "
@@ -242,7 +245,7 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
             extra = {"session_id": session_id}
         elif session_id and isinstance(extra, dict):
             extra.setdefault("session_id", session_id)
-        return call(store.write, text, kind=kind, scope=scope if scope is not None else default_write_scope(project),
+        return call(store.write, text, kind=kind, scope=scope, default_scope=default_write_scope(project),
                     source=source, supersedes=supersedes, client_op_id=client_op_id, fields=extra)
 
     @server.tool(title="Search memory", description=DESCRIPTIONS["memory_search"], annotations=RO)
