@@ -1,32 +1,29 @@
-"""A host described by data (templates/<name>.json) plus, at most, a small adapter.
+"""A host's template turned into file plans: which files, which typed edits, applied safely.
 
-The template says which files hold retained's entries, their format, and the entries themselves with
-placeholders ({command}, {hook}, {store}, paths); this module fills them in, plans the edits, applies
-them with safe_file.edit, and reads them back for doctor.
+The template (templates/<name>.json) says which files hold retained's entries, their format, and the
+entries themselves with placeholders ({command}, {hook}, {store}, paths); this module fills them in,
+makes the edit objects (installers/edits.py), applies them with safe_file.edit, and reads them back.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
-import shutil
 import sys
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import edits as edit_kinds
 from . import formats, safe_file
 
 if TYPE_CHECKING:
     from typing import Any
 
+    from .edits import Edit, ServerEntry
+    from .host import Host
 
-def load_template(name: str) -> dict[str, Any]:
-    return json.loads(resources.files("retained.templates").joinpath(f"{name}.json").read_text("utf-8"))
 
-
-def _fill(value: Any, ctx: dict[str, Any]) -> Any:
+def fill(value: Any, ctx: dict[str, Any]) -> Any:
     if isinstance(value, str):
         if value.startswith("{") and value.endswith("}") and value[1:-1] in ctx and not isinstance(ctx[value[1:-1]], str):
             return ctx[value[1:-1]]
@@ -36,20 +33,23 @@ def _fill(value: Any, ctx: dict[str, Any]) -> Any:
                 out = out.replace("{" + key + "}", sub)
         return out
     if isinstance(value, list):
-        return [_fill(v, ctx) for v in value]
+        return [fill(v, ctx) for v in value]
     if isinstance(value, dict):
-        return {k: _fill(v, ctx) for k, v in value.items()}
+        return {k: fill(v, ctx) for k, v in value.items()}
     return value
 
 
-def retained_command() -> tuple[str, list[str], str]:
-    """(command, args for serve, hook command prefix): absolute paths, so hosts need nothing on PATH."""
+def retained_command(store: Path) -> tuple[str, list[str], str]:
+    """(command, args for serve, hook command prefix): absolute paths, so hosts need nothing on PATH.
+
+    The hook prefix names the store (`--dir`), so hooks open the store the server entry opens.
+    """
     script = Path(sys.executable).with_name("retained.exe" if os.name == "nt" else "retained")
     if script.exists() and os.access(script, os.X_OK):
         exe = str(script.absolute())
-        return exe, ["serve"], f"{_quote(exe)} hook"
+        return exe, ["serve"], f"{_quote(exe)} --dir {_quote(str(store))} hook"
     py = str(Path(sys.executable).absolute())
-    return py, ["-m", "retained", "serve"], f"{_quote(py)} -m retained hook"
+    return py, ["-m", "retained", "serve"], f"{_quote(py)} -m retained --dir {_quote(str(store))} hook"
 
 
 def _quote(path: str) -> str:
@@ -58,40 +58,24 @@ def _quote(path: str) -> str:
     return shlex.quote(path)
 
 
-def base_context(store: Path, project: Path) -> dict[str, Any]:
-    home = Path.home()
-    claude_dir = Path(os.environ["CLAUDE_CONFIG_DIR"]) if os.environ.get("CLAUDE_CONFIG_DIR") else home / ".claude"
-    legacy = claude_dir / ".config.json"
-    claude_json = legacy if legacy.exists() else (
-        Path(os.environ["CLAUDE_CONFIG_DIR"]) if os.environ.get("CLAUDE_CONFIG_DIR") else home) / ".claude.json"
-    if sys.platform == "win32":
-        vscode_user = Path(os.environ.get("APPDATA") or home / "AppData" / "Roaming") / "Code" / "User"
-    elif sys.platform == "darwin":
-        vscode_user = home / "Library" / "Application Support" / "Code" / "User"
-    else:
-        vscode_user = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config") / "Code" / "User"
-    command, serve_args, hook = retained_command()
-    return {
-        "home": str(home),
-        "claude_dir": str(claude_dir),
-        "claude_json": str(claude_json),
-        "codex_home": os.environ.get("CODEX_HOME") or str(home / ".codex"),
-        "gemini_home": os.environ.get("GEMINI_CLI_HOME") or str(home),
-        "vscode_user": str(vscode_user),
-        "project": str(project),
-        "store": str(store),
-        "command": command,
-        "serve_args": serve_args,
-        "hook": hook,
-    }
+def base_context(store: Path, project: Path, scope: str = "user") -> dict[str, Any]:
+    """The placeholders every template may use: common ones, plus each registered host's own paths."""
+    from .hosts import context_vars
+
+    home = str(Path.home())
+    command, serve_args, hook = retained_command(store)
+    ctx: dict[str, Any] = {"home": home, "project": str(project), "store": str(store), "command": command,
+                           "serve_args": serve_args, "hook": hook}
+    ctx.update(context_vars(home, dict(os.environ)))
+    return ctx
 
 
 class FilePlan:
-    """One file and retained's edits to it."""
+    """One file and retained's edits to it (one host's, or several hosts' when they share the file)."""
 
-    def __init__(self, host: Host, role: str, path: Path, fmt: str, edits: list[dict[str, Any]],
+    def __init__(self, hosts: list[Host], role: str, path: Path, fmt: str, edits: list[Edit],
                  defaults: dict[str, Any] | None, rewritten_by_host: bool = False) -> None:
-        self.host = host
+        self.hosts = hosts
         self.rewritten_by_host = rewritten_by_host  # the host rewrites it while running (~/.claude.json)
         self.role = role
         self.path = path
@@ -100,23 +84,19 @@ class FilePlan:
         self.defaults = defaults
 
     @property
+    def host(self) -> Host:
+        return self.hosts[0]
+
+    @property
     def editor(self) -> Any:
         return formats.EDITORS[self.format]
 
-    def describe(self) -> list[str]:
-        out = []
-        for e in self.edits:
-            if e["op"] == "member":
-                out.append(f"{'.'.join(e['at'])} = retained server entry")
-            elif e["op"] == "list-items":
-                out.append(f"{'.'.join(e['at'])} += {', '.join(e['values'])}")
-            elif e["op"] == "codex-trust":
-                n = len(e.get("entries", {}))
-                out.append(f"{'.'.join(e['at'])}: trust {n} retained hook(s) by hash" if n else
-                           f"{'.'.join(e['at'])}: retained's hook trust entries")
-            else:
-                out.append(f"{'.'.join(e['at'])} += {e['value'].get('command') or e['value']['hooks'][0]['command']}")
-        return out
+    @property
+    def server_edits(self) -> list[ServerEntry]:
+        return [e for e in self.edits if e.is_server]  # type: ignore[misc]
+
+    def describe(self, install: bool = True) -> list[str]:
+        return [e.describe(install) for e in self.edits]
 
     def original(self) -> Any:
         """The document as it was before retained first changed it (from the backup), if known."""
@@ -153,19 +133,7 @@ class FilePlan:
         """Which of retained's entries the parsed document holds, exactly as this plan would write them."""
         found: dict[str, bool] = {}
         for e in self.edits:
-            name = ".".join(e["at"])
-            got = formats._get(doc, e["at"])
-            if e["op"] == "member":
-                found[name] = got == e["value"]
-            elif e["op"] == "list-items":
-                found[name] = isinstance(got, list) and all(v in got for v in e["values"])
-            elif e["op"] == "codex-trust":
-                found[name] = isinstance(got, dict) and all(
-                    isinstance(got.get(k), dict) and got[k].get("trusted_hash") == h and got[k].get("enabled", True)
-                    for k, h in e.get("entries", {}).items())
-            else:
-                found[name + f" ({e['value'].get('command') or e['value']['hooks'][0]['command']})"] = (
-                    isinstance(got, list) and e["value"] in got)
+            found.update(e.present(doc))
         return found
 
     def apply(self, install: bool, dry_run: bool) -> safe_file.Outcome:
@@ -173,6 +141,8 @@ class FilePlan:
                                  default_text=self.editor.default_text, dry_run=dry_run,
                                  settle=safe_file.SETTLE if self.rewritten_by_host else None,
                                  remove_if_empty=None if install else self._empty)
+        if outcome.action == "removed":
+            safe_file.remove_made_folders(outcome.target.parent)
         if not install and outcome.action == "updated":
             # Back to the very bytes from before retained: the backup has nothing left to keep.
             backup = safe_file.backup_path(outcome.target)
@@ -192,74 +162,23 @@ class FilePlan:
         return formats.strip_ours(doc, self.edits, self.defaults) in (None, {}, [])
 
 
-class Host:
-    """A host from its template; adapters override `context` or `plans` for what data cannot say."""
-
-    template_name = ""
-
-    def __init__(self) -> None:
-        self.template = load_template(self.template_name)
-        self.name: str = self.template["name"]
-        self.title: str = self.template["title"]
-
-    def context(self, store: Path, project: Path) -> dict[str, Any]:
-        return base_context(store, project)
-
-    def detected(self, ctx: dict[str, Any]) -> bool:
-        det = self.template.get("detect", {})
-        if any(shutil.which(c) for c in det.get("commands", [])):
-            return True
-        return any(Path(_fill(p, ctx)).exists() for p in det.get("paths", []))
-
-    def plans(self, ctx: dict[str, Any], *, scope: str, hooks: bool, approve: bool, stop: bool,
-              install: bool = True) -> list[FilePlan]:
-        plans: list[FilePlan] = []
-        flags = {"hooks": hooks, "approve": approve, "stop": hooks and stop}
-        for f in self.template["files"]:
-            edits = []
-            for e in f["edits"]:
-                if e.get("scope") not in (None, scope):
-                    continue
-                if install and not flags.get(e.get("when", ""), True):
-                    continue
-                e = _fill(dict(e), ctx)
-                if e["op"] == "member" and approve and e.get("approve_fields"):
-                    e["value"] = {**e["value"], **e["approve_fields"]}
-                edits.append(e)
-            if edits:
-                path = Path(_fill(f["path"][scope], ctx))
-                plans.append(FilePlan(self, f["role"], path, f["format"], edits, f.get("defaults"),
-                                      f.get("rewritten_by_host", False)))
-        return self.finish(plans, ctx, install=install)
-
-    def finish(self, plans: list[FilePlan], ctx: dict[str, Any], *, install: bool) -> list[FilePlan]:
-        return plans
-
-    def server_installed(self, ctx: dict[str, Any], scope: str = "user") -> bool:
-        """Whether this host's config still holds retained's server entry."""
-        for plan in self.plans(ctx, scope=scope, hooks=False, approve=False, stop=False):
-            if plan.role != "server":
+def plans_from_template(host: Host, ctx: dict[str, Any], *, scope: str, flags: dict[str, bool],
+                        install: bool) -> list[FilePlan]:
+    """The host's files for this scope and the edits retained makes there (on install, those the flags allow)."""
+    plans: list[FilePlan] = []
+    for f in host.template["files"]:
+        edits: list[Edit] = []
+        for spec in f["edits"]:
+            if spec.get("scope") not in (None, scope):
                 continue
-            try:
-                doc = plan.editor.load(plan.path, plan.path.read_text("utf-8"))
-            except Exception:  # noqa: BLE001 - unreadable or absent: not installed as far as we can tell
+            if install and not flags.get(spec.get("when", ""), True):
                 continue
-            if any(formats._get(doc, e["at"]) for e in plan.edits if e["op"] == "member"):
-                return True
-        return False
-
-
-def keep_shared_hooks(plans: list[FilePlan], shared_path: str, other: Host, ctx: dict[str, Any],
-                      install: bool) -> list[FilePlan]:
-    """On uninstall, leave the hooks in a file another installed host also reads (~/.claude/settings.json
-    serves Claude Code and VS Code); only retained's other entries there are removed."""
-    if install or other.name in ctx.get("uninstalling", ()) or not other.server_installed(ctx):
-        return plans
-    kept = []
-    for plan in plans:
-        if str(plan.path) == shared_path:
-            plan.edits = [e for e in plan.edits if not e["op"].startswith("hook")]
-            if not plan.edits:
-                continue
-        kept.append(plan)
-    return kept
+            spec = fill(dict(spec), ctx)
+            if spec["op"] == "member" and flags.get("approve", True) and install and spec.get("approve_fields"):
+                spec["value"] = {**spec["value"], **spec["approve_fields"]}
+            edits.append(edit_kinds.make(spec))
+        if edits:
+            path = Path(fill(f["path"][scope], ctx))
+            plans.append(FilePlan([host], f["role"], path, f["format"], edits, f.get("defaults"),
+                                  f.get("rewritten_by_host", False)))
+    return plans

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 BACKUP_SUFFIX = ".retained-backup"
+MADE_MARK = ".retained-made-this-folder"  # in the outermost folder install created, so uninstall may remove it
 RETRIES = 8
 SETTLE = (0.02, 0.05, 0.13)  # seconds between looks after writing a file its host rewrites; 0.2 s in all
 
@@ -37,14 +38,89 @@ class ConfigError(RetainedError):
 
 
 class Outcome:
-    __slots__ = ("path", "target", "action", "diff", "backup")
+    __slots__ = ("path", "target", "action", "diff", "backup", "before", "after", "made_backup", "made_dirs")
 
     def __init__(self, path: Path, target: Path, action: str, diff: str = "", backup: Path | None = None) -> None:
         self.path = path
         self.target = target
-        self.action = action  # created, updated, unchanged, would create, would update
+        self.action = action  # created, updated, removed, unchanged, would create, would update, would remove
         self.diff = diff
         self.backup = backup
+        self.before: bytes | None = None  # the file's bytes before this edit (None: it did not exist)
+        self.after: bytes | None = None  # ... and after it (None: removed)
+        self.made_backup = False  # this edit wrote the backup
+        self.made_dirs: list[Path] = []  # folders this edit created, outermost first
+
+
+def undo(outcome: Outcome) -> bool:
+    """Put a file back as it was before `outcome`'s edit, only over our own bytes (never over another
+    program's later write); drop the backup and folders that edit created. False: left as it is."""
+    if outcome.action not in ("created", "updated", "removed"):
+        return True
+    target = outcome.target
+    mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o600
+    if outcome.before is None:
+        done = outcome.after is not None and _remove(target, outcome.after)
+    elif outcome.after is None:
+        done = _commit(target, None, outcome.before, mode)
+    else:
+        done = _commit(target, outcome.after, outcome.before, mode)
+    if done and outcome.made_backup:
+        _unlink(backup_path(target))
+    if done and outcome.made_dirs:
+        _unlink(outcome.made_dirs[0] / MADE_MARK)
+        for folder in reversed(outcome.made_dirs):
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+    return done
+
+
+def remove_made_folders(start: Path) -> list[Path]:
+    """After removing a file retained created: remove the folders install created for it, once empty."""
+    chain: list[Path] = []
+    folder = start
+    for _ in range(6):
+        chain.append(folder)
+        if (folder / MADE_MARK).exists():
+            break
+        folder = folder.parent
+    else:
+        return []
+    removed: list[Path] = []
+    for folder in chain:
+        try:
+            left = [p.name for p in folder.iterdir()]
+        except OSError:
+            return removed
+        if left and left != [MADE_MARK]:
+            return removed
+        _unlink(folder / MADE_MARK)
+        try:
+            folder.rmdir()
+        except OSError:
+            return removed
+        removed.append(folder)
+    return removed
+
+
+def _mark_made(made: list[Path]) -> None:
+    if made:
+        try:
+            with open(made[0] / MADE_MARK, "x", encoding="utf-8") as f:
+                f.write("retained install created this folder; retained uninstall removes it once empty\n")
+        except OSError:
+            pass
+
+
+def _missing_dirs(folder: Path) -> list[Path]:
+    """The folders above and including `folder` that do not exist yet, outermost first."""
+    out: list[Path] = []
+    while not folder.exists() and folder != folder.parent:
+        out.append(folder)
+        folder = folder.parent
+    return list(reversed(out))
 
 
 def _read(target: Path) -> tuple[bytes | None, os.stat_result | None]:
@@ -246,6 +322,7 @@ def edit(
     """
     target = Path(os.path.realpath(path))
     contended = False
+    made_dirs: list[Path] = []
     for attempt in range(RETRIES):
         if attempt:
             contended = True
@@ -259,7 +336,9 @@ def edit(
                     hint=f"make it writable (chmod u+w {target}) and run again, or pass --dry-run to see the change",
                 )
         elif not target.parent.exists() and not dry_run:
+            made_dirs = _missing_dirs(target.parent)
             target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _mark_made(made_dirs)
         # An empty or unparsable file may be one caught mid-write by a program that rewrites it in
         # place (truncate, then write): then it is different a moment later, and we start over.
         last_try = attempt == RETRIES - 1
@@ -280,10 +359,13 @@ def edit(
             if dry_run:
                 return Outcome(path, target, "would remove")
             if _remove(target, original):
-                return Outcome(path, target, "removed")
+                gone = Outcome(path, target, "removed")
+                gone.before = original
+                return gone
             time.sleep(0.01 * (attempt + 1))
             continue
         if dry_run:
+            _check_writable(path, target)
             old_lines = text.splitlines(keepends=True) if original is not None else []
             diff = "".join(difflib.unified_diff(old_lines, new_text.splitlines(keepends=True),
                                                 f"{path} (now)", f"{path} (after retained)"))
@@ -291,9 +373,11 @@ def edit(
         if target.parent.exists() and not os.access(target.parent, os.W_OK):
             raise ConfigError(f"cannot write in {target.parent}", hint="fix the directory's permissions")
         new_bytes = _encode(new_text, bom)
+        made_backup = False
         if original is None:
             backup = None
-        elif not backup.exists():  # one backup: the bytes from before retained ever touched the file
+        elif not backup.exists():
+            made_backup = True  # one backup: the bytes from before retained ever touched the file
             fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
                          stat.S_IMODE(st.st_mode) & 0o666 or 0o600)
             with os.fdopen(fd, "wb") as f:
@@ -329,9 +413,20 @@ def edit(
         pauses = settle if settle is not None else (SETTLE if contended else ())
         if pauses and not _settled(target, new_bytes, change, pauses):
             continue
-        return Outcome(path, target, "updated" if original is not None else "created", backup=backup)
+        done = Outcome(path, target, "updated" if original is not None else "created", backup=backup)
+        done.before, done.after, done.made_backup, done.made_dirs = original, new_bytes, made_backup, made_dirs
+        return done
     raise ConfigError(f"{path} kept changing while retained tried to edit it",
                       hint="close the program that is rewriting it (e.g. Claude Code) and run again")
+
+
+def _check_writable(path: Path, target: Path) -> None:
+    """A dry run's promise that the real run can write here: the folder it writes in (or would create)."""
+    folder = target.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot write in {folder}", hint="fix the directory's permissions")
 
 
 def describe_parse_error(path: Path, err: Any) -> ConfigError:

@@ -79,8 +79,8 @@ def _parse_fields(pairs: list[str] | None) -> dict[str, Any] | None:
     return fields
 
 
-def _warn_all(result: dict[str, Any]) -> None:
-    for w in result.get("warnings", []):
+def _warn_all(result: dict[str, Any] | list[str]) -> None:
+    for w in result if isinstance(result, list) else result.get("warnings", []):
         _err(f"warning: {w}")
 
 
@@ -94,6 +94,8 @@ def _show_hits(hits: list[dict[str, Any]]) -> None:
         meta = [h["kind"], h["scope"], h["ts"][:19].replace("T", " ")]
         if "score" in h:
             meta.append(f"score {h['score']:.3f}")
+        if "match" in h:
+            meta.append(f"by {h['match']}")
         if h.get("superseded_by"):
             meta.append(f"superseded by {h['superseded_by']}")
         _out(f"{h['id']}  seq {h['seq']}  " + "  ".join(meta))
@@ -144,14 +146,23 @@ def cmd_search(args: argparse.Namespace) -> int:
 
     with _store(args) as store:
         result = store.search(args.query, scopes=read_scopes(args.scope, _project()), kind=args.kind, k=args.k,
-                              max_tokens=args.max_tokens, include_superseded=args.include_superseded)
+                              max_tokens=args.max_tokens, include_superseded=args.include_superseded,
+                              as_of=args.as_of)
     if args.json:
         _print_json(result)
     else:
-        more = f", {result['total_matched'] - result['returned']} not shown" if result["truncated"] else ""
-        _out(f"{result['returned']} of {result['total_matched']} matching records{more}")
+        at_least = "" if result.get("total_exact", True) else "at least "
+        more = (f", {at_least}{result['total_matched'] - result['returned']} not shown"
+                if result["truncated"] and result["total_matched"] > result["returned"] else "")
+        when = f" as of {args.as_of}" if args.as_of else ""
+        _out(f"{result['returned']} of {at_least}{result['total_matched']} matching records{more}{when}")
+        if result.get("match") == "any":
+            _out("no record holds every word; showing records that hold any of them"
+                 + (" or are close in meaning" if result.get("semantic") == "on" else ""))
+        if str(result.get("semantic", "on")).startswith("off"):
+            _out(f"words only (semantic {result['semantic']})")
         _show_hits(result["hits"])
-        _warn_all(result)
+        _warn_all([w for w in result["warnings"] if not w.startswith("no record holds every word")])
     return EXIT_OK if result["hits"] else EXIT_FAIL
 
 
@@ -176,12 +187,14 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     with _store(args) as store:
         result = store.list(scopes=read_scopes(args.scope, _project()), kind=args.kind, limit=args.limit,
-                            before_seq=args.before_seq, include_superseded=args.include_superseded)
+                            before_seq=args.before_seq, include_superseded=args.include_superseded,
+                            as_of=args.as_of)
     if args.json:
         _print_json(result)
     else:
         more = " (more: use --before-seq)" if result["truncated"] else ""
-        _out(f"{result['returned']} of {result['total']} records, newest first{more}")
+        when = f" as of {args.as_of}" if args.as_of else ""
+        _out(f"{result['returned']} of {result['total']} records{when}, newest first{more}")
         _show_hits(result["records"])
         _warn_all(result)
     return EXIT_OK
@@ -253,12 +266,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_reindex(args: argparse.Namespace) -> int:
     with _store(args) as store:
-        result = store.reindex(progress=_progress("reindex"))
+        result = store.reindex(progress=_progress("reindex"))  # rebuilds the index, then its vectors
     if args.json:
         _print_json(result)
     else:
         _out(f"reindexed {result['records']} records from {result['lines_read']} lines"
              + (f"; {result['corrupt_lines']} corrupt line(s) skipped" if result["corrupt_lines"] else ""))
+        if result.get("semantic") == "on":
+            _out(f"embedded {result['embedded']} records in {result['embed_seconds']:.1f} s")
+        elif result.get("semantic"):
+            _out(f"no vectors: semantic {result['semantic']}; search uses words only")
     return EXIT_OK
 
 
@@ -272,6 +289,9 @@ def cmd_brief(args: argparse.Namespace) -> int:
     directory = store_dir(args.dir)
     if not (directory / LOG_NAME).exists():
         result = render([], 0, project=project, budget=args.budget, scope_label=args.scope)
+    elif args.as_of:
+        with Store(directory, create=False) as store:
+            result = _brief_as_of(store, project, args)
     else:
         with Store(directory, create=False) as store:
             result = make_brief(store, project, budget=args.budget, scope=args.scope)
@@ -280,6 +300,20 @@ def cmd_brief(args: argparse.Namespace) -> int:
     else:
         _out(result["text"])
     return EXIT_OK
+
+
+def _brief_as_of(store: Any, project: str | None, args: argparse.Namespace) -> dict[str, Any]:
+    """The brief as it would have read at --as-of: the records current then, checkpoints first."""
+    from .brief import render
+    from .project import read_scopes
+
+    scopes = read_scopes(args.scope, project)
+    rows_needed = max(args.budget // 8, 1) + 1
+    checkpoints = store.list(scopes=scopes, kind="checkpoint", limit=min(rows_needed, 500), as_of=args.as_of)
+    every = store.list(scopes=scopes, limit=min(rows_needed * 2, 500), as_of=args.as_of)
+    rows = checkpoints["records"] + [r for r in every["records"] if r["kind"] != "checkpoint"]
+    label = (args.scope if args.scope not in (None, "*") else project or "all scopes") + f" as of {args.as_of}"
+    return render(rows[:rows_needed], every["total"], project=project, budget=args.budget, scope_label=label)
 
 
 def cmd_hook(args: argparse.Namespace) -> int:
@@ -295,12 +329,16 @@ def cmd_hook(args: argparse.Namespace) -> int:
 
 
 def cmd_install(args: argparse.Namespace, uninstalling: bool = False) -> int:
-    from .installers.commands import install
+    from .installers.commands import INSTALL_FLAGS, install
     from .paths import store_dir
 
-    return install(host_names=args.host, scope=args.scope, dry_run=args.dry_run,
-                   hooks=not getattr(args, "no_hooks", False), approve=not getattr(args, "no_approve", False),
-                   stop=not getattr(args, "no_stop_hook", False), yes=args.yes,
+    hooks = not getattr(args, "no_hooks", False)
+    flags = {name: not getattr(args, f"no_{name}", False) for name in INSTALL_FLAGS}
+    flags["hooks"] = hooks
+    flags["stop"] = hooks and not getattr(args, "no_stop_hook", False)
+    flags["prompt"] = hooks and not getattr(args, "no_prompt_hook", False)
+    flags["compact"] = hooks
+    return install(host_names=args.host, scope=args.scope, dry_run=args.dry_run, flags=flags, yes=args.yes,
                    store=store_dir(args.dir).absolute(), out=_out, err=_err, uninstalling=uninstalling)
 
 
@@ -309,10 +347,11 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from .installers.commands import doctor
+    from .installers.doctor import doctor
     from .paths import store_dir
 
-    return doctor(host_names=args.host, store=store_dir(args.dir).absolute(), as_json=args.json, out=_out)
+    return doctor(host_names=args.host, store=store_dir(args.dir).absolute(), as_json=args.json, out=_out,
+                  scope=args.scope)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -320,6 +359,75 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .server import serve
 
     return serve(store_dir(args.dir))
+
+
+# -- export, import, the web page (retained/transfer.py, retained/ui.py) -----------------------------
+def cmd_export(args: argparse.Namespace) -> int:
+    from .project import read_scopes
+    from .transfer import export
+
+    scopes = read_scopes(args.scope, _project()) if args.scope is not None else None
+    with _store(args) as store:
+        result = export(store, scopes=scopes, fmt=args.format, include_history=args.include_history, path=args.output)
+    to_stdout = result["path"] == "-"
+    if args.json and not to_stdout:
+        _print_json(result)
+    else:
+        say = _err if to_stdout else _out
+        if args.json:
+            say(json.dumps(result, ensure_ascii=False))
+        elif result["format"] == "jsonl":
+            left = result["left_out"]
+            extra = "".join([f", {result['tombstones']} tombstone(s)" if result["tombstones"] else "",
+                             f", {result['retracted']} retracted" if result["retracted"] else "",
+                             f"; left out {left['retracted']} retracted (--include-history keeps them)" if left["retracted"] else ""])
+            say(f"exported {result['records']} records{extra} to {'stdout' if to_stdout else result['path']}")
+        else:
+            where = "stdout" if to_stdout else ", ".join(result["files"]) or result["path"]
+            say(f"exported {result['projects']} project(s) as Markdown to {where}")
+        for w in result.get("warnings", []):
+            _err(f"warning: {w}")
+    return EXIT_OK
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from .transfer import apply, plan
+
+    from .paths import store_dir
+    from .store import Store
+
+    directory = store_dir(args.dir)
+    source = getattr(args, "from_source", None)
+    if args.apply:
+        with Store(directory) as store:
+            result = apply(store, plan(store, path=args.path, source=source, scope=args.scope))
+    elif directory.exists():  # a dry run changes no file of the store, the derived index included
+        with Store(directory, read_only=True) as store:
+            result = plan(store, path=args.path, source=source, scope=args.scope)
+    else:  # nor creates one: plan against an empty store that is thrown away
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as empty, Store(empty) as store:
+            result = plan(store, path=args.path, source=source, scope=args.scope)
+    if args.json:
+        data = dict(result)
+        data["actions"] = [a.as_dict() for a in result["actions"]]
+        _print_json(data)
+    else:
+        for a in result["actions"]:
+            mark = {"add": "+", "already": "=", "skip": "!"}[a.action]
+            note = f" (already there as {a.id})" if a.action == "already" and a.id else ""
+            note += f" ({a.why})" if a.why else ""
+            _out(f"{mark} {a.kind:<10} {a.scope}  {_oneline(a.text, 100)}{note}")
+        if result["dry_run"]:
+            _out(f"dry run: would add {result['would_add']}, already there {result['already']}, "
+                 f"skipped {result['skipped']}; nothing was written (pass --apply to write)")
+        else:
+            _out(f"added {result['added']}, already there {result['already'] + result['deduplicated']}, "
+                 f"skipped {result['skipped']}" + (f", NOT durable {result['not_durable']}" if result["not_durable"] else ""))
+        for n in result["notes"]:
+            _err(f"note: {n}")
+    return EXIT_FAIL if not result["dry_run"] and result["not_durable"] else EXIT_OK
 
 
 # -- parsing ------------------------------------------------------------------------------------
@@ -372,13 +480,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--summary", help="state of the work, decisions, next steps")
     p.add_argument("--scope", help="scope (default: the current git project, else global)")
 
-    p = add("search", cmd_search, "full-text search, best first; says how much it did not return")
+    p = add("search", cmd_search, "search by words and meaning, best first; says how much it did not return")
     p.add_argument("query")
     p.add_argument("--scope", help="one scope, or '*' for all (default: this project + global)")
     p.add_argument("--kind", help="only records of this kind")
     p.add_argument("-k", type=_positive, default=8, help="hits to return (default 8, max 100)")
     p.add_argument("--max-tokens", type=_positive, help="trim the hits to this token budget")
     p.add_argument("--include-superseded", action="store_true", help="show corrected records too")
+    p.add_argument("--as-of", metavar="TIME", help="as the memory stood then: RFC 3339 time or a date (end of day, UTC)")
 
     p = add("get", cmd_get, "records by id, verbatim from the log")
     p.add_argument("ids", nargs="+", metavar="ID")
@@ -389,6 +498,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=_positive, default=20, help="records to return (default 20, max 500)")
     p.add_argument("--before-seq", type=_positive, metavar="N", help="page: only records older than seq N")
     p.add_argument("--include-superseded", action="store_true", help="show corrected records too")
+    p.add_argument("--as-of", metavar="TIME", help="as the memory stood then: RFC 3339 time or a date (end of day, UTC)")
 
     p = add("forget", cmd_forget, "retract records (reversible), bring them back (--undo) or purge their bytes (--purge)")
     p.add_argument("ids", nargs="+", metavar="ID")
@@ -405,8 +515,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("brief", cmd_brief, "the budgeted digest of this project's memory that sessions start with")
     p.add_argument("--budget", type=_positive, default=800, help="token budget (default 800)")
     p.add_argument("--scope", help="one scope, or '*' for all (default: this project + global)")
+    p.add_argument("--as-of", metavar="TIME", help="as the memory stood then: RFC 3339 time or a date (end of day, UTC)")
 
-    hosts_help = "claude, codex, cursor, vscode or gemini; repeat for several (default: every host found)"
+    from .hook import EVENTS
+    from .installers.hosts import names as host_names
+
+    hosts_help = f"{', '.join(host_names())}; repeat for several (default: every host found)"
     for name, func, text in (("install", cmd_install, "wire retained into agent hosts, safely"),
                              ("uninstall", cmd_uninstall, "remove retained's entries and hooks, nothing else")):
         p = add(name, func, text)
@@ -420,12 +534,30 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--no-approve", action="store_true",
                            help="do not pre-approve retained's own tools (the host then asks each time)")
             p.add_argument("--no-stop-hook", action="store_true", help="no Stop hook asking for a checkpoint")
+            p.add_argument("--no-prompt-hook", action="store_true",
+                           help="no prompt-submit hook recalling memory relevant to each prompt")
     p = add("doctor", cmd_doctor, "prove the wiring works: configs, server start, hooks, store (read-only)")
     p.add_argument("--host", action="append", metavar="H", help=hosts_help)
+    p.add_argument("--scope", choices=["user", "project"], default="user",
+                   help="check the user config (default) or the current project's files")
 
-    p = add("hook", cmd_hook, "what agent hosts run at session start and stop (always exits 0)")
-    p.add_argument("event", choices=["session-start", "stop"])
-    p.add_argument("--host", choices=["claude", "codex", "gemini", "vscode", "cursor"],
+    p = add("export", cmd_export, "write the memory out: jsonl (records verbatim) or Markdown (one file per project)")
+    p.add_argument("--scope", help="one scope, or '*' for all (default: every scope)")
+    p.add_argument("--format", choices=["jsonl", "markdown"], default="jsonl", help="jsonl (default) or markdown")
+    p.add_argument("--include-history", action="store_true", help="also retracted records and forget records")
+    p.add_argument("-o", "--output", metavar="PATH", help="file (jsonl), folder or .md file (markdown); default stdout")
+
+    p = add("import", cmd_import, "bring memory in (dry run unless --apply): a retained export, CLAUDE.md/AGENTS.md/"
+            "GEMINI.md, a memory folder, or a host's own memory")
+    p.add_argument("path", nargs="?", metavar="PATH", help="an export (.jsonl), an instruction file or a memory folder")
+    p.add_argument("--from", dest="from_source", choices=["claude", "codex", "gemini"], metavar="SOURCE",
+                   help="a host's own memory: claude (auto memory), codex (memories) or gemini (memory files)")
+    p.add_argument("--scope", help="file every imported record under this scope")
+    p.add_argument("--apply", action="store_true", help="write; without it nothing is written")
+
+    p = add("hook", cmd_hook, "what agent hosts run at session start, prompt, compaction and stop (always exits 0)")
+    p.add_argument("event", choices=list(EVENTS))
+    p.add_argument("--host", choices=host_names(),
                    help="the calling host (default: worked out from the input and the environment)")
     p.add_argument("--budget", type=_positive, default=800, help="brief token budget (default 800)")
     return parser
@@ -442,7 +574,9 @@ def _fast_hook(argv: list[str]) -> int | None:
     if len(args) >= 2 and args[0] == "--dir":
         opts["--dir"] = args[1]
         args = args[2:]
-    if len(args) < 2 or args[0] != "hook" or args[1] not in ("session-start", "stop"):
+    from .hook import EVENTS
+
+    if len(args) < 2 or args[0] != "hook" or args[1] not in EVENTS:
         return None
     event, rest = args[1], args[2:]
     while rest:
@@ -451,8 +585,11 @@ def _fast_hook(argv: list[str]) -> int | None:
         opts[rest[0]] = rest[1]
         rest = rest[2:]
     host = opts.get("--host")
-    if host is not None and host not in ("claude", "codex", "gemini", "vscode", "cursor"):
-        return None
+    if host is not None:
+        from .installers.hosts import get
+
+        if get(host) is None:
+            return None
     budget = opts.get("--budget", "800")
     if not budget.isdigit() or int(budget) < 1:
         return None

@@ -1,7 +1,10 @@
-"""What hosts run: `retained hook session-start` and `retained hook stop`.
+"""What hosts run: `retained hook session-start`, `prompt`, `pre-compact` and `stop`.
 
 Fail open, fast: standard library only (no `mcp`), any internal error means exit 0, nothing on
 stdout and one line on stderr. A hook must never be the reason a session cannot start or stop.
+Input that is not a JSON object (garbage, empty, an array, bytes that are not UTF-8) prints nothing.
+Which host called, the shape it needs and how much of it it keeps come from the host registry
+(installers/hosts/).
 """
 
 from __future__ import annotations
@@ -15,13 +18,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the hook path imports no more than it runs
+if TYPE_CHECKING:
     from typing import Any
 
-HOSTS = ("claude", "codex", "gemini", "vscode", "cursor")
-CLAUDE_MAX_CHARS = 9_000  # Claude Code persists hook output over 10,000 characters and shows a 2 KB preview
-CODEX_MAX_TOKENS = 2_000  # Codex cuts hook output at about 2,500 tokens (estimated here on the high side)
-DUPLICATE_WINDOW_S = 120  # two hooks for one session start (Claude's file read by VS Code or Cursor too)
+    from .installers.host import Host
+
+EVENTS = ("session-start", "stop", "prompt", "pre-compact")
+DUPLICATE_WINDOW_S = 120  # two hooks for one session start (one host's hook file read by another host too)
+COMPACT_DUPLICATE_S = 10  # two copies of a hook for one compaction run within moments of each other
 SESSIONS_DIR = "sessions"
 SESSION_TTL_S = 14 * 24 * 3600
 
@@ -43,46 +47,47 @@ STOP_REASON = (
 
 
 # -- what the host told us ------------------------------------------------------------------------
-def read_input(stream: Any) -> dict[str, Any]:
-    """The host's JSON on stdin; anything unreadable becomes an empty object (fail open)."""
+def read_input(stream: Any) -> dict[str, Any] | None:
+    """The host's JSON object on stdin; None for anything else (garbage, empty, an array, not UTF-8).
+
+    Run by hand at a terminal there is no host input to wait for: an empty object.
+    """
     try:
-        if stream.isatty():  # run by hand at a terminal: no host input to wait for
+        if stream.isatty():
             return {}
-        raw = stream.read()
+        raw = getattr(stream, "buffer", stream).read()
     except (OSError, ValueError):
-        return {}
+        return None
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
     if not raw or not raw.strip():
-        return {}
+        return None
     try:
         data = json.loads(raw)
     except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}
+        return None
+    return data if isinstance(data, dict) else None
 
 
-def detect_host(data: dict[str, Any], env: dict[str, str], explicit: str | None = None) -> str:
-    """Which host called: --host wins, then the input's shape, then the environment."""
-    if explicit in HOSTS:
-        return explicit  # type: ignore[return-value]
-    if "cursor_version" in data or "workspace_roots" in data or "conversation_id" in data or env.get("CURSOR_VERSION"):
-        return "cursor"
-    if "sessionId" in data or "hookEventName" in data:
-        return "vscode"
-    if env.get("CLAUDECODE") == "1":
-        return "claude"
-    if env.get("GEMINI_SESSION_ID") or env.get("GEMINI_CLI") or data.get("hook_event_name") == "AfterAgent":
-        return "gemini"
-    if env.get("CODEX_MANAGED_BY_NPM") or ("turn_id" in data) or ("model" in data and "permission_mode" in data):
-        return "codex"
-    return "claude"
+def detect_host(data: dict[str, Any], env: dict[str, str], explicit: str | None = None) -> Host:
+    """Which host called: --host wins, then the input's shape and the environment (the registry's rules)."""
+    from .installers.hosts import recognise
+
+    return recognise(data, env, explicit)
 
 
 def session_id(data: dict[str, Any], env: dict[str, str]) -> str | None:
-    for key in ("session_id", "sessionId", "conversation_id"):
+    """The host's session id: from the input (each host's key), else its environment."""
+    from .installers.hosts import session_keys, session_vars
+
+    for key in session_keys():
         value = data.get(key)
         if isinstance(value, str) and value:
             return value
-    for key in ("CLAUDE_CODE_SESSION_ID", "GEMINI_SESSION_ID"):
+    for key in session_vars():
         if env.get(key):
             return env[key]
     return None
@@ -90,36 +95,16 @@ def session_id(data: dict[str, Any], env: dict[str, str]) -> str | None:
 
 def project_of(data: dict[str, Any], env: dict[str, str]) -> str | None:
     """The project of the session: the input's workspace root or cwd, by the rule of `project_dir`."""
+    from .installers.hosts import project_hint, project_start
     from .project import project_dir
 
-    hints = dict(env)
-    if not hints.get("CLAUDE_PROJECT_DIR") and env.get("GEMINI_PROJECT_DIR"):
-        hints["CLAUDE_PROJECT_DIR"] = env["GEMINI_PROJECT_DIR"]
-    roots = data.get("workspace_roots")
-    start = None
-    if isinstance(roots, list) and roots and isinstance(roots[0], str) and os.path.isdir(roots[0]):
-        start = roots[0]
-    elif isinstance(data.get("cwd"), str) and os.path.isdir(data["cwd"]):
-        start = data["cwd"]
-    root = project_dir(start, hints) if start else project_dir(None, hints) if hints.get("CLAUDE_PROJECT_DIR") else None
+    hint = project_hint(env)
+    hints = dict(env, CLAUDE_PROJECT_DIR=hint) if hint else dict(env)  # the variable project_dir reads
+    start = project_start(data)
+    if start is not None and not os.path.isdir(start):
+        start = None
+    root = project_dir(start, hints) if start else project_dir(None, hints) if hint else None
     return str(root) if root is not None else None
-
-
-# -- output shapes ----------------------------------------------------------------------------------
-def session_start_output(host: str, text: str) -> dict[str, Any]:
-    if host == "cursor":
-        return {"continue": True, "additional_context": text}
-    return {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": text}}
-
-
-def stop_output(host: str, reason: str) -> dict[str, Any]:
-    if host == "cursor":
-        return {"followup_message": reason}
-    if host == "vscode":
-        return {"hookSpecificOutput": {"hookEventName": "Stop", "decision": "block", "reason": reason}}
-    if host == "gemini":
-        return {"decision": "deny", "reason": reason}
-    return {"decision": "block", "reason": reason}
 
 
 # -- per-session state --------------------------------------------------------------------------------
@@ -161,23 +146,48 @@ def _prune(store_dir: Path, now: float) -> None:
             pass
 
 
-# -- the two hooks ----------------------------------------------------------------------------------------
-def _fit_for_host(host: str, store: Any, project: str | None, budget: int) -> dict[str, Any]:
+# -- session start, and again after a compaction --------------------------------------------------------
+def _fit_for_host(host: Host, store: Any, project: str | None, budget: int) -> dict[str, Any]:
+    """The biggest brief within `budget` whose output the host keeps whole (its character and token caps)."""
     from .brief import make_brief
+    from .records import GLOBAL_SCOPE
 
-    if host == "codex":
-        budget = min(budget, CODEX_MAX_TOKENS)
+    if host.max_tokens:
+        budget = min(budget, host.max_tokens)
     while True:
-        brief = make_brief(store, project, budget=budget)
-        out = json.dumps(session_start_output(host, brief["text"]), ensure_ascii=False)
-        if len(out) <= CLAUDE_MAX_CHARS or budget <= 50:
+        # No project given: global records only, never every project's (a session must not see others').
+        brief = make_brief(store, project, budget=budget, scope=None if project else GLOBAL_SCOPE)
+        out = json.dumps(host.session_start_output(brief["text"]), ensure_ascii=False)
+        if not host.max_chars or len(out) <= host.max_chars or budget <= 50:
             return brief
         budget = budget * 3 // 4
 
 
-def session_start(data: dict[str, Any], env: dict[str, str], host: str, store_dir: Path,
+def _damage_note(store: Any) -> str:
+    """A note for the brief's header when some lines of the log could not be read."""
+    counts = store.index.counts()
+    bad = counts.get("corrupt", 0) + counts.get("breaks", 0)
+    if not bad:
+        return ""
+    return (f" {bad} record{'s' if bad != 1 else ''} in the log could not be read (damaged lines);"
+            " the brief holds what could be. Run `retained verify` to name them.")
+
+
+def _with_note(text: str, note: str) -> str:
+    if not note:
+        return text
+    head, _, rest = text.partition("\n")
+    return head + note + ("\n" + rest if rest else "")
+
+
+def session_start(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Path,
                   budget: int) -> dict[str, Any] | None:
-    """The brief in the host's shape, or None when this session already got it moments ago."""
+    """The brief in the host's shape, or None when this session already got it moments ago.
+
+    After a compaction (a session-start input the host marks as one) the brief the host injected at
+    the start is gone from the context: it is given again, unless this same compaction was just briefed
+    by another copy of the hook.
+    """
     from .brief import render
     from .log import LOG_NAME
     from .paths import read_only_requested
@@ -185,35 +195,164 @@ def session_start(data: dict[str, Any], env: dict[str, str], host: str, store_di
     project = project_of(data, env)
     sid = session_id(data, env)
     now = time.time()
+    compaction = host.is_compaction(data)
     # Read-only (doctor's trial run): no session note, and no "already briefed" silence either.
     state_path = _session_file(store_dir, sid) if sid and not read_only_requested() else None
-    if state_path is not None:
-        prior = _load(state_path)
-        if prior and now - prior.get("started", 0) < DUPLICATE_WINDOW_S and prior.get("source") == data.get("source"):
-            return None  # the same session start, reported by a second copy of the hook
+    prior = _load(state_path) if state_path is not None else None
+    if prior and compaction:
+        if prior.get("compact_briefed_n") == prior.get("compactions", 0) and \
+                now - prior.get("compact_briefed", 0) < COMPACT_DUPLICATE_S:
+            return None  # this compaction, reported by a second copy of the hook
+    elif prior and now - prior.get("started", 0) < DUPLICATE_WINDOW_S and prior.get("source") == data.get("source"):
+        return None  # the same session start, reported by a second copy of the hook
     start_seq = 0
     if not (store_dir / LOG_NAME).exists():
         # No memory yet: say so, without creating a log from a hook.
-        brief = render([], 0, project=project, budget=budget)
+        brief = render([], 0, project=project, budget=budget, scope_label=None if project else "global")
     else:
         from .store import Store
 
         with Store(store_dir, create=False) as store:
             brief = _fit_for_host(host, store, project, budget)
+            note = _damage_note(store)
             start_seq = store.index.query("SELECT COALESCE(MAX(seq), 0) AS n FROM records")[0]["n"]
+        if note:
+            brief = dict(brief, text=_with_note(brief["text"], note))
     if state_path is not None:
-        try:
-            store_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            _save(state_path, {"session_id": sid, "host": host, "project": project, "started": now,
-                               "source": data.get("source"), "start_seq": start_seq, "asked": False})
-            _prune(store_dir, now)
-        except OSError as e:
-            sys.stderr.write(f"retained hook: could not note the session start ({e})\n")
-    return session_start_output(host, brief["text"])
+        if prior and compaction:
+            # the session goes on: keep when it began
+            state = dict(prior, compact_briefed=now, compact_briefed_n=prior.get("compactions", 0), rebrief=False)
+        else:
+            state = {"session_id": sid, "host": host.name, "project": project, "started": now,
+                     "source": data.get("source"), "start_seq": start_seq, "asked": False}
+        state["shown"] = sorted(set(state.get("shown") or []) | set(_ids(brief)))
+        _note(store_dir, state_path, state, now)
+    return host.session_start_output(brief["text"])
 
 
+def _ids(brief: dict[str, Any]) -> list[str]:
+    out = []
+    for rec in brief.get("records") or []:
+        rid = rec.get("id") if isinstance(rec, dict) else rec
+        if isinstance(rid, str):
+            out.append(rid)
+    return out
+
+
+def _note(store_dir: Path, state_path: Path, state: dict[str, Any], now: float) -> None:
+    try:
+        store_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _save(state_path, state)
+        _prune(store_dir, now)
+    except OSError as e:
+        sys.stderr.write(f"retained hook: could not note the session ({e})\n")
+
+
+PRE_COMPACT_ASK = (
+    "retained memory: the conversation is being compacted. Keep in the summary, as the first thing to do "
+    "after compaction: call memory_checkpoint once with a one-line label and a short summary of where the "
+    "work stands (what changed, decisions and why, what is left), so it survives this and later compactions."
+)
+
+
+def pre_compact(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Path) -> Any:
+    """A compaction is starting: ask (once per compaction) that the current state be kept with
+    memory_checkpoint, where the host puts this hook's output in front of the model; and note it, so
+    the brief is given again after it (by the session-start hook, or with the next prompt)."""
+    from .paths import read_only_requested
+
+    if read_only_requested():
+        return None
+    sid = session_id(data, env)
+    if not sid:
+        return host.pre_compact_output(PRE_COMPACT_ASK)
+    state_path = _session_file(store_dir, sid)
+    now = time.time()
+    state = _load(state_path) or _new_state(sid, host, project_of(data, env), now)
+    key = _compaction_key(data)
+    if key is not None and key == state.get("compact_key") or \
+            key is None and now - state.get("compact_asked", 0) < COMPACT_DUPLICATE_S:
+        return None  # this compaction was noted by another copy of the hook
+    state["compact_asked"] = now
+    state["compact_key"] = key
+    state["compactions"] = int(state.get("compactions", 0)) + 1
+    state["rebrief"] = True
+    _save(state_path, state)  # once per compaction: if this cannot be saved, stay silent
+    return host.pre_compact_output(PRE_COMPACT_ASK)
+
+
+def _compaction_key(data: dict[str, Any]) -> str | None:
+    """What tells one compaction from the next: the transcript as it stands (each compaction adds to it)."""
+    path = data.get("transcript_path")
+    if not isinstance(path, str) or not path:
+        return None
+    try:
+        st = os.stat(os.path.expanduser(path))
+    except OSError:
+        return None
+    return f"{data.get('trigger')}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def _new_state(sid: str, host: Host, project: str | None, now: float) -> dict[str, Any]:
+    return {"session_id": sid, "host": host.name, "project": project, "started": now, "source": None,
+            "start_seq": 0, "asked": False}
+
+
+# -- prompt submit: what memory says about this prompt ----------------------------------------------------
+def prompt(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Path) -> dict[str, Any] | None:
+    """Records relevant to the prompt the user just submitted, not shown before in this session; after a
+    compaction the host gave no session-start hook for, the brief again first."""
+    from .log import LOG_NAME
+    from .paths import read_only_requested
+
+    text = host.prompt_of(data)
+    if not text or not text.strip() or host.prompt_output("") is None:
+        return None
+    if not (store_dir / LOG_NAME).exists():
+        return None
+    sid = session_id(data, env)
+    state_path = _session_file(store_dir, sid) if sid and not read_only_requested() else None
+    state = (_load(state_path) if state_path is not None else None) or {}
+    project = project_of(data, env)
+    shown = set(state.get("shown") or [])
+    parts: list[str] = []
+    from .store import Store
+
+    with Store(store_dir, create=False) as store:
+        if state.get("rebrief"):
+            brief = _fit_for_host(host, store, project, 800)
+            parts.append(_with_note(brief["text"], _damage_note(store)))
+            shown |= set(_ids(brief))
+        found = _recall(store, text, project, shown, env)
+    if found:
+        parts.append(found["text"])
+        shown |= {i for i in found.get("ids") or [] if isinstance(i, str)}
+    if not parts:
+        return None
+    if state_path is not None:
+        now = time.time()
+        state = state or _new_state(sid, host, project, now)  # type: ignore[arg-type]
+        state["shown"] = sorted(shown)
+        state["rebrief"] = False
+        _note(store_dir, state_path, state, now)
+    return host.prompt_output("\n\n".join(parts))
+
+
+def _recall(store: Any, text: str, project: str | None, shown: set[str], env: dict[str, str]) -> dict[str, Any] | None:
+    """The recall contract (retained/recall.py): the few relevant records, fenced, or None."""
+    if env.get("RETAINED_RECALL", "on").strip().lower() in ("off", "0", "false", "no"):
+        return None
+    try:
+        from .recall import recall
+    except ImportError:
+        return None  # a retained without recall: the prompt hook only re-briefs after compactions
+    found = recall(store, text, project=project, shown=shown)
+    return found if isinstance(found, dict) and found.get("text") else None
+
+
+# -- stop -----------------------------------------------------------------------------------------------
 def _transcript_start(path: Any) -> str | None:
-    """The first timestamp in a transcript (Claude Code, Codex and Gemini lines carry one), as retained writes ts."""
+    """The first timestamp in a transcript (most hosts' transcript lines carry one), as retained writes ts."""
     if not isinstance(path, str) or not path:
         return None
     try:
@@ -254,7 +393,7 @@ def _transcript_flags(path: Any) -> tuple[bool, bool]:
     return bool(_WORK_TOOLS.search(blob)), bool(_MEMORY_WRITES.search(blob))
 
 
-def stop(data: dict[str, Any], env: dict[str, str], host: str, store_dir: Path) -> dict[str, Any] | None:
+def stop(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Path) -> dict[str, Any] | None:
     """Ask once for a checkpoint when the session worked but wrote nothing to memory."""
     if data.get("stop_hook_active") is True or data.get("stopHookActive") is True:
         return None
@@ -280,7 +419,7 @@ def stop(data: dict[str, Any], env: dict[str, str], host: str, store_dir: Path) 
         began = _transcript_start(data.get("transcript_path"))
         if began is None:
             return None
-        state = {"session_id": sid, "host": host, "project": project_of(data, env), "began_ts": began,
+        state = {"session_id": sid, "host": host.name, "project": project_of(data, env), "began_ts": began,
                  "asked": False}
     from .log import LOG_NAME
 
@@ -301,24 +440,30 @@ def stop(data: dict[str, Any], env: dict[str, str], host: str, store_dir: Path) 
         return None
     state["asked"] = True
     _save(state_path, state)  # never twice: if this cannot be saved, the exception keeps us silent
-    return stop_output(host, STOP_REASON)
+    return host.stop_output(STOP_REASON)
 
 
 def run(event: str, host_flag: str | None, store_dir: Path, budget: int, stdin: Any = None) -> int:
     """Entry point for `retained hook EVENT`: always exit 0."""
     try:
+        if event not in EVENTS:
+            sys.stderr.write(f"retained hook: unknown event {event!r} (use {', '.join(EVENTS)})\n")
+            return 0
         env = dict(os.environ)
         data = read_input(stdin if stdin is not None else sys.stdin)
+        if data is None:
+            return 0  # not a host's input: say nothing (a brief here could show another project's memory)
         host = detect_host(data, env, host_flag)
         if event == "session-start":
             out = session_start(data, env, host, store_dir, budget)
         elif event == "stop":
             out = stop(data, env, host, store_dir)
+        elif event == "prompt":
+            out = prompt(data, env, host, store_dir)
         else:
-            sys.stderr.write(f"retained hook: unknown event {event!r} (use session-start or stop)\n")
-            return 0
+            out = pre_compact(data, env, host, store_dir)
         if out is not None:
-            sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+            sys.stdout.write((out if isinstance(out, str) else json.dumps(out, ensure_ascii=False)) + "\n")
             sys.stdout.flush()
     except Exception as e:  # noqa: BLE001 - fail open: the session must go on without memory
         msg = " ".join(str(e).split())[:300]

@@ -88,6 +88,25 @@ def _m002_scope_counts(db: sqlite3.Connection) -> None:
     )
 
 
+def _m003_vectors(db: sqlite3.Connection) -> None:
+    """Embedding vectors (float16), one per record line, each tagged with the model that made it and the
+    record's sha256, so a model change or a rewritten log never pairs a vector with the wrong text."""
+    _run_script(
+        db,
+        """
+        CREATE TABLE vectors (
+            vid INTEGER PRIMARY KEY AUTOINCREMENT,  -- only grows: a process loads just the new vectors
+            line INTEGER NOT NULL UNIQUE,
+            model TEXT NOT NULL,
+            sha256 TEXT NOT NULL,
+            dim INTEGER NOT NULL,
+            vec BLOB NOT NULL
+        );
+        CREATE INDEX vectors_model ON vectors(model, line)
+        """,
+    )
+
+
 def _m004_lifecycle(db: sqlite3.Connection) -> None:
     """Retraction and purge. `hidden` = 1 leaves a row out of search, list, brief and recall: a record of
     kind `forget`, a retracted or purged record, and every record of a chain whose head is one. Every
@@ -125,8 +144,8 @@ def _m005_text_keys(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001_initial, _m002_scope_counts, _m004_lifecycle,
-                                                          _m005_text_keys]
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001_initial, _m002_scope_counts, _m003_vectors,
+                                                          _m004_lifecycle, _m005_text_keys]
 
 
 def visible(alias: str = "") -> str:
@@ -155,15 +174,37 @@ def query_terms(query: str) -> list[str]:
     return content or words
 
 
-def quote_query(terms: list[str], *, any_word: bool = False) -> str | None:
+def _prefixable(term: str) -> bool:
+    # Words of four letters or more also match longer words (postgres → PostgreSQL); the porter
+    # tokenizer stems both sides, so migrate → migrations as well. Numbers and short words stay exact.
+    return len(term) >= 4 and not any(c.isdigit() for c in term)
+
+
+def quote_query(terms: list[str], *, any_word: bool = False, prefix: bool = True) -> str | None:
     """A safe FTS5 query: each word quoted, so FTS5 operators in user input are plain text.
 
-    All words must match (implicit AND) unless `any_word`. None when there is no word.
+    All words must match (implicit AND) unless `any_word`; words of 4+ letters match as prefixes
+    (after stemming) unless `prefix` is false. None when there is no word.
     """
     if not terms:
         return None
-    quoted = ['"' + w.replace('"', '""') + '"' for w in terms]
+    quoted = ['"' + w.replace('"', '""') + '"' + ("*" if prefix and _prefixable(w) else "") for w in terms]
     return (" OR " if any_word else " ").join(quoted)
+
+
+def phrase_query(phrases: list[str]) -> str | None:
+    """Each string as an exact FTS5 phrase (its words in order), OR'ed: for identifiers and paths."""
+    quoted = []
+    for p in phrases:
+        words = _WORD.findall(p.lower())
+        if words:
+            quoted.append('"' + " ".join(words).replace('"', '""') + '"')
+    return " OR ".join(quoted) if quoted else None
+
+
+# Past this many full-text matches only the newest RANK_CAP are ranked, and the count they give is
+# reported as a lower bound: ranking cost stays bounded however common a word is.
+RANK_CAP = 20_000
 
 
 class Index:
@@ -366,6 +407,7 @@ class Index:
         db.execute("DELETE FROM records")
         db.execute("DELETE FROM problems")
         db.execute("DELETE FROM scope_counts")
+        db.execute("DELETE FROM vectors")
         db.execute("DELETE FROM meta")
         self._known = None
 
@@ -669,6 +711,142 @@ class Index:
         )[0]
         return {k: int(v) for k, v in row.items()}
 
+    # -- vectors (the semantic tier) -------------------------------------------------------------
+    def vectors_pending_count(self, model: str) -> int:
+        """Records after the last one embedded by `model` (embedding runs in line order)."""
+        return int(self.query("SELECT COUNT(*) AS n FROM records WHERE line >"
+                              " (SELECT COALESCE(MAX(line), 0) FROM vectors WHERE model = ?)", (model,))[0]["n"])
+
+    def vectors_pending(self, model: str, limit: int) -> list[tuple[int, str, str]]:
+        rows = self.query("SELECT line, sha256, text FROM records WHERE line >"
+                          " (SELECT COALESCE(MAX(line), 0) FROM vectors WHERE model = ?) ORDER BY line LIMIT ?",
+                          (model, limit))
+        return [(r["line"], r["sha256"], r["text"]) for r in rows]
+
+    def drop_other_vectors(self, model: str) -> int:
+        """Forget vectors of any other model (a model change re-embeds; spaces are never mixed)."""
+        with self._lock:
+            db = self.db()
+            if db.execute("SELECT 1 FROM vectors WHERE model != ? LIMIT 1", (model,)).fetchone() is None:
+                return 0
+            return db.execute("DELETE FROM vectors WHERE model != ?", (model,)).rowcount
+
+    def put_vectors(self, model: str, rows: list[tuple[int, str, Any]]) -> None:
+        """Store (line, record sha256, vector) rows; a row whose record changed meanwhile is skipped."""
+        from .embed import to_blob
+
+        with self._lock:
+            db = self.db()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for line, sha, vec in rows:
+                    db.execute("INSERT OR REPLACE INTO vectors (line, model, sha256, dim, vec)"
+                               " SELECT line, ?, sha256, ?, ? FROM records WHERE line = ? AND sha256 = ?",
+                               (model, len(vec), to_blob(vec), line, sha))
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+
+    def vector_stats(self, model: str) -> tuple[int, int, int | None]:
+        """(count, largest vid, index inode) of this model's vectors: tells a cache whether it is stale."""
+        row = self.query("SELECT COUNT(*) AS n, COALESCE(MAX(vid), 0) AS v FROM vectors WHERE model = ?", (model,))[0]
+        return int(row["n"]), int(row["v"]), self._ino
+
+    def vectors_after(self, model: str, vid: int) -> tuple[list[int], list[bytes], int]:
+        with self._lock:
+            db = self.db()
+            cur = db.execute("SELECT line, vec, dim FROM vectors WHERE model = ? AND vid > ? ORDER BY vid",
+                             (model, vid))
+            lines: list[int] = []
+            blobs: list[bytes] = []
+            dim = 0
+            for line, vec, d in cur:
+                lines.append(line)
+                blobs.append(vec)
+                dim = d
+            return lines, blobs, dim
+
+    # -- search ------------------------------------------------------------------------------
+    def ranked(self, match: str, *, scopes: list[str] | None, kind: str | None, as_of: str | None,
+               include_superseded: bool, limit: int, only: list[int] | None = None,
+               cap: int | None = None) -> tuple[int, bool, list[dict[str, Any]]]:
+        """Full-text matches, best bm25 first: (total, total is exact, rows with `rank` and `line`).
+
+        Without include_superseded or as_of each match folds onto the current record of its supersede
+        chain (the head). `only`: consider just these result lines. Past `cap` matches only the newest
+        `cap` are ranked and the total is a lower bound.
+        """
+        cap = RANK_CAP if cap is None else cap
+        fold = not include_superseded and as_of is None
+        window, wparams = "", []
+        exact = True
+        if only is not None:
+            if not only:
+                return 0, True, []
+            marks = ",".join("?" * len(only))
+            window = (f" AND rowid IN (SELECT line FROM records WHERE head IN ({marks}))" if fold
+                      else f" AND rowid IN ({marks})")
+            wparams = list(only)
+        else:
+            with self._lock:
+                db = self.db()
+                over = db.execute("SELECT COUNT(*) FROM (SELECT rowid FROM fts WHERE fts MATCH ? LIMIT ?)",
+                                  (match, cap + 1)).fetchone()[0]
+                if over > cap:
+                    bound = db.execute("SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+                                       (match, cap - 1)).fetchone()[0]
+                    window, wparams, exact = " AND rowid >= ?", [bound], False
+        target = "h" if fold else "r"
+        where, params = filter_clause(target, scopes, kind, as_of, include_superseded)
+        m = ("WITH m AS MATERIALIZED (SELECT rowid AS line, bm25(fts) AS rank FROM fts WHERE fts MATCH ?"
+             + window + ")")
+        if fold:
+            base = m + " SELECT {cols} FROM m JOIN records r ON r.line = m.line JOIN records h ON h.line = r.head WHERE 1=1"
+        else:
+            base = m + " SELECT {cols} FROM m JOIN records r ON r.line = m.line WHERE 1=1"
+        args = [match, *wparams, *params]
+        if fold:
+            total = self.query(base.format(cols="COUNT(DISTINCT r.head) AS n") + where, args)[0]["n"]
+            if total == 0:
+                return 0, exact, []
+            rows = self.query(base.format(cols="h.*, MIN(m.rank) AS rank") + where
+                              + " GROUP BY r.head ORDER BY rank, h.seq DESC LIMIT ?", [*args, limit])
+        else:
+            total = self.query(base.format(cols="COUNT(*) AS n") + where, args)[0]["n"]
+            if total == 0:
+                return 0, exact, []
+            rows = self.query(base.format(cols="r.*, m.rank AS rank") + where + " ORDER BY rank, r.seq DESC LIMIT ?",
+                              [*args, limit])
+        return int(total), exact, rows
+
+    def rows_for_lines(self, lines: list[int], *, scopes: list[str] | None, kind: str | None, as_of: str | None,
+                       include_superseded: bool) -> list[dict[str, Any]]:
+        """The records a read may show for these matched lines: each row is the record shown (the head
+        of its chain unless include_superseded or as_of) plus `mline`, the line that matched."""
+        if not lines:
+            return []
+        fold = not include_superseded and as_of is None
+        target = "h" if fold else "r"
+        where, params = filter_clause(target, scopes, kind, as_of, include_superseded)
+        out: list[dict[str, Any]] = []
+        for start in range(0, len(lines), 900):  # SQLite's bound-parameter limit
+            chunk = lines[start:start + 900]
+            marks = ",".join("?" * len(chunk))
+            if fold:
+                sql = (f"SELECT r.line AS mline, h.* FROM records r JOIN records h ON h.line = r.head"
+                       f" WHERE r.line IN ({marks})" + where)
+            else:
+                sql = f"SELECT r.line AS mline, r.* FROM records r WHERE r.line IN ({marks})" + where
+            out += self.query(sql, [*chunk, *params])
+        return out
+
+    def ts_of(self, ids: list[str]) -> dict[str, str]:
+        if not ids:
+            return {}
+        rows = self.query(f"SELECT id, ts FROM records WHERE id IN ({','.join('?' * len(ids))})", ids)
+        return {r["id"]: r["ts"] for r in rows}
+
     def iter_offsets(self) -> Iterator[tuple[int, str]]:
         """(offset, sha256) of every indexed record in log order, streamed for verify's merge."""
         with self._lock:
@@ -679,6 +857,65 @@ class Index:
                 if not batch:
                     return
                 yield from batch
+
+    # -- export, import and the web page (retained/transfer.py, retained/ui.py) ------------------
+    def export_rows(self, scopes: list[str] | None) -> list[dict[str, Any]]:
+        """Where each record of the scopes sits in the log, in log order (export reads the bytes)."""
+        where, params = scope_clause(scopes, "scope")
+        return self.query(f"SELECT * FROM (SELECT line, id, kind, scope, offset, length, {_TOMB} AS tomb"
+                          f" FROM records WHERE 1=1{where}) ORDER BY line", params)
+
+    def markdown_rows(self, scopes: list[str] | None) -> list[dict[str, Any]]:
+        """Every record of the scopes, grouped for a readable export: scope, kind, newest first."""
+        where, params = scope_clause(scopes, "scope")
+        return self.query(f"SELECT id, ts, kind, scope, text, superseded_by, {_TOMB} AS tomb FROM records"
+                          f" WHERE 1=1{where} ORDER BY scope, kind, line DESC", params)
+
+    def same_text(self, scope: str, text: str) -> dict[str, Any] | None:
+        """A current record of the scope holding exactly this text."""
+        rows = self.query("SELECT id FROM records WHERE scope = ? AND text = ? AND superseded_by IS NULL LIMIT 1",
+                          (scope, text))
+        return rows[0] if rows else None
+
+    def scope_names(self) -> list[str]:
+        return [r["scope"] for r in self.query("SELECT scope FROM scope_counts")]
+
+
+# A tombstone (a purged record) is a row without text once the index knows purges; 0 before.
+_TOMB = "0"
+
+
+def filter_clause(alias: str, scopes: list[str] | None, kind: str | None, as_of: str | None,
+                  include_superseded: bool) -> tuple[str, list[Any]]:
+    """WHERE terms (each starting with AND) selecting the records a read may show.
+
+    With `as_of`: records written at or before it, and (unless include_superseded) only those not
+    superseded by a record written at or before it.
+    """
+    where, params = scope_clause(scopes, f"{alias}.scope")
+    where += " AND " + visible(alias)
+    if kind is not None:
+        where += f" AND {alias}.kind = ?"
+        params.append(kind)
+    if as_of is not None:
+        clause, more = as_of_clause(alias + ".", as_of, include_superseded)
+        where += clause
+        params += more
+    elif not include_superseded and alias == "r":
+        where += " AND r.superseded_by IS NULL"
+    return where, params
+
+
+def as_of_clause(prefix: str, as_of: str, include_superseded: bool) -> tuple[str, list[Any]]:
+    """Records as they stood at `as_of` (a normalised UTC timestamp): written at or before it and,
+    unless include_superseded, not yet superseded by a record written at or before it. `prefix` is
+    the table alias with its dot, or ''."""
+    where, params = f" AND {prefix}ts <= ?", [as_of]
+    if not include_superseded:
+        where += (f" AND ({prefix}superseded_by IS NULL OR NOT EXISTS (SELECT 1 FROM records s"
+                  f" WHERE s.id = {prefix}superseded_by AND s.ts <= ?))")
+        params.append(as_of)
+    return where, params
 
 
 def scope_clause(scopes: list[str] | None, column: str) -> tuple[str, list[Any]]:

@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from . import __version__, stdio_guard
@@ -42,13 +43,22 @@ DESCRIPTIONS = {
         "report it as saved."
     ),
     "memory_search": (
-        "Find memories by words, best match first (bm25 ranking, newer first on ties). Searches the "
-        "current project plus global records unless scope says otherwise.\n\n"
-        "Use it when you know what you are looking for ('how do we run migrations?'). To browse what was "
-        "written recently, without words to match, use memory_list; to read whole records by id, "
-        "memory_get. Returns hits (id, seq, ts, kind, scope, text, score, supersedes/superseded_by), "
-        "total_matched, returned and truncated: when truncated is true, more records matched than were "
-        "returned. Each hit names its scope: skip hits from another project unless they apply."
+        "Find memories by words and by meaning, best first. Searches the current project plus global "
+        "records unless scope says otherwise.\n\n"
+        "Words: a record matches when it holds every word of the query; if no record does, records "
+        "holding any of them are returned and match='any' says so. Words of four or more letters also "
+        "match longer forms and other endings (postgres finds PostgreSQL, migrate finds migrations). "
+        "Punctuation and search operators are plain text. Meaning (when semantic is 'on'): records that "
+        "say the same thing in other words are found too, and rank by a blend of meaning and words. "
+        "Identifiers, paths, error codes and version numbers in the query rank first when a record holds "
+        "them exactly. Example: 'deploy staging', 'which tool holds our passwords?', 'E4012'. Nothing "
+        "useful? Retry with other words, or with scope '*' for every project.\n\n"
+        "Use it when you know what you are looking for; to browse what was written recently, use "
+        "memory_list; to read whole records by id, memory_get. Returns hits (id, seq, ts, kind, scope, "
+        "text, score: higher is better within this reply, match: words, meaning or both, "
+        "supersedes/superseded_by), total_matched (a lower bound when total_exact is false), returned, "
+        "truncated (more matched than were returned), match and semantic ('on', or 'off: <reason>' when "
+        "only words were used). Each hit names its scope: skip hits from another project unless they apply."
         " " + DATA_NOTE
     ),
     "memory_get": (
@@ -92,6 +102,25 @@ DESCRIPTIONS = {
 }
 
 
+# Claude Code defers MCP tools behind its ToolSearch by default (2.1.332 everywhere): alwaysLoad keeps
+# retained's tools in the model's tool list, and the hint gives search words the descriptions lack
+# ("remember" finds nothing otherwise). A tool's _meta changes only retained's own tools.
+SEARCH_HINTS = {
+    "memory_write": "remember save store note persist a decision fact or preference in long-term memory",
+    "memory_search": "recall remember find search look up past decisions notes facts in long-term memory",
+    "memory_get": "read fetch memory records by id full text",
+    "memory_list": "recent memories browse what was decided last session history checkpoints",
+    "memory_verify": "check verify memory integrity hash chain corrupt log",
+    "memory_checkpoint": "save progress where the work stands handoff resume next session remember",
+    "memory_forget": "forget retract delete remove wrong outdated memory records",
+}
+
+
+def tool_meta(name: str) -> dict[str, Any]:
+    """A tool's `_meta`: always loaded, never deferred behind a tool search, with search words."""
+    return {"anthropic/alwaysLoad": True, "anthropic/searchHint": SEARCH_HINTS[name]}
+
+
 GUIDANCE = (
     "retained is this project's long-term memory, shared across sessions and agent hosts. "
     "Before relying on what you think was decided earlier, memory_search (by words) or memory_list (newest "
@@ -111,6 +140,47 @@ def compute_instructions(store: Store, project: str | None) -> str:
             return GUIDANCE + "\n\n" + brief["text"]
         budget = budget * 3 // 4
     return GUIDANCE
+
+
+def here_phrase(project: str | None) -> str:
+    """The only project-dependent words in tools/list (handshake.json holds them for PROJECT_MARK)."""
+    return f"the current project ({project})" if project else "no project (the server was started outside a git repository)"
+
+
+# -- the SDK's replies to the opening requests, precomputed ----------------------------------------
+HANDSHAKE_SNAPSHOT = Path(__file__).with_name("handshake.json")
+EARLY_WINDOW_S = 0.3  # longest the SDK's import waits for the opening to be answered
+PROJECT_MARK = "<project>"
+
+
+def made_with() -> dict[str, str | None]:
+    """What handshake.json's replies depend on besides this file: retained's and the SDK's versions."""
+    return {"retained": __version__, **stdio_guard.sdk_versions()}
+
+
+def early_snapshot(project: str | None) -> dict[str, Any] | None:
+    """The SDK's replies to the opening requests for this project, or None when they may be stale.
+
+    tests/test_server.py captures them from the SDK over real stdio into retained/handshake.json and
+    fails when they differ from what the SDK answers (RETAINED_UPDATE_SNAPSHOT=1 rewrites the file).
+    """
+    try:
+        data = json.loads(HANDSHAKE_SNAPSHOT.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("made_with") != made_with():
+        return None
+    return _replace_in_strings(data["replies"], here_phrase(PROJECT_MARK), here_phrase(project))
+
+
+def _replace_in_strings(value: Any, old: str, new: str) -> Any:
+    if isinstance(value, str):
+        return value.replace(old, new)
+    if isinstance(value, dict):
+        return {k: _replace_in_strings(v, old, new) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_replace_in_strings(v, old, new) for v in value]
+    return value
 
 
 def build_server(store: Store, project: str | None, instructions: str | None = None, session_id: str | None = None):
@@ -148,12 +218,17 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
         superseded_by: NotRequired[str]
         text_truncated: NotRequired[bool]
 
+    class SearchHit(Hit):
+        match: Literal["words", "meaning", "both"]
+
     class SearchResult(TypedDict):
-        hits: list[Hit]
+        hits: list[SearchHit]
         total_matched: int
+        total_exact: bool
         returned: int
         truncated: bool
         match: Literal["all", "any"]
+        semantic: str
         warnings: list[str]
 
     class GetResult(TypedDict):
@@ -202,11 +277,14 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
             raise ToolError(f"the store could not be read or written: {e.strerror or e} "
                             f"(hint: check the store directory {store.directory})") from None
 
-    here = f"the current project ({project})" if project else "no project (the server was started outside a git repository)"
+    here = here_phrase(project)
     scope_read_doc = (
         "Scope to search. Default: the current project plus 'global' records (every scope when there is no "
         f"project; here: {here}). '*' = every scope; any other value = exactly that scope."
     )
+    AS_OF_DOC = ("Optional point in time (RFC 3339, e.g. 2026-11-30T12:00:00Z, or a date = the end of that "
+                 "day, UTC): answer as the memory stood then, from records written at or before it, "
+                 "superseded only by records written at or before it.")
     server = MCPServer("retained", version=__version__, instructions=instructions or GUIDANCE)
     RO = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
     WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
@@ -215,6 +293,7 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
         title="Write a memory",
         description=DESCRIPTIONS["memory_write"],
         annotations=WRITES,
+        meta=tool_meta("memory_write"),
     )
     def memory_write(
         text: Annotated[str, Field(description="What to remember, as a self-contained statement a future session "
@@ -248,11 +327,11 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
         return call(store.write, text, kind=kind, scope=scope, default_scope=default_write_scope(project),
                     source=source, supersedes=supersedes, client_op_id=client_op_id, fields=extra)
 
-    @server.tool(title="Search memory", description=DESCRIPTIONS["memory_search"], annotations=RO)
+    @server.tool(title="Search memory", description=DESCRIPTIONS["memory_search"], annotations=RO,
+                 meta=tool_meta("memory_search"))
     def memory_search(
-        query: Annotated[str, Field(description="Words to look for. Plain words; any punctuation or operator "
-                                                "is treated as text. Records holding all words come first; if "
-                                                "none does, records holding any word (match='any').")],
+        query: Annotated[str, Field(description="What to look for: keywords, an identifier, or a question in "
+                                                "your own words. Punctuation and operators are plain text.")],
         scope: Annotated[str | None, Field(description=scope_read_doc)] = None,
         k: Annotated[int, Field(description=f"Most hits to return. Default 8, from 1 to {MAX_K}.",
                                 ge=1, le=MAX_K)] = 8,
@@ -263,11 +342,13 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
                                                               "record of its correction chain. True: show "
                                                               "corrected (superseded) records too, with "
                                                               "superseded_by.")] = False,
+        as_of: Annotated[str | None, Field(description=AS_OF_DOC)] = None,
     ) -> SearchResult:
         return call(lambda: store.search(query, scopes=read_scopes(scope, project), k=k, max_tokens=max_tokens,
-                                         include_superseded=include_superseded))
+                                         include_superseded=include_superseded, as_of=as_of))
 
-    @server.tool(title="Get memories by id", description=DESCRIPTIONS["memory_get"], annotations=RO)
+    @server.tool(title="Get memories by id", description=DESCRIPTIONS["memory_get"], annotations=RO,
+                 meta=tool_meta("memory_get"))
     def memory_get(
         ids: Annotated[list[str] | None, Field(description=f"Record ids (from search, list or a receipt), at most "
                                                            f"{MAX_LIST}. Omit to get the newest records.")] = None,
@@ -276,7 +357,8 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
     ) -> GetResult:
         return call(store.get, ids, limit=limit)
 
-    @server.tool(title="List recent memories", description=DESCRIPTIONS["memory_list"], annotations=RO)
+    @server.tool(title="List recent memories", description=DESCRIPTIONS["memory_list"], annotations=RO,
+                 meta=tool_meta("memory_list"))
     def memory_list(
         scope: Annotated[str | None, Field(description=scope_read_doc)] = None,
         kind: Annotated[str | None, Field(description="Only records of this kind, e.g. 'decision' or "
@@ -286,11 +368,13 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
         before_seq: Annotated[int | None, Field(description="Paging: only records older than this seq (pass the "
                                                             "last seq you got). Default: start at the newest.",
                                                 ge=1)] = None,
+        as_of: Annotated[str | None, Field(description=AS_OF_DOC)] = None,
     ) -> ListResult:
         return call(lambda: store.list(scopes=read_scopes(scope, project), kind=kind, limit=limit,
-                                       before_seq=before_seq))
+                                       before_seq=before_seq, as_of=as_of))
 
-    @server.tool(title="Verify the memory log", description=DESCRIPTIONS["memory_verify"], annotations=RO)
+    @server.tool(title="Verify the memory log", description=DESCRIPTIONS["memory_verify"], annotations=RO,
+                 meta=tool_meta("memory_verify"))
     def memory_verify() -> VerifyResult:
         return call(store.verify)
 
@@ -298,6 +382,7 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
         title="Save a checkpoint",
         description=DESCRIPTIONS["memory_checkpoint"],
         annotations=WRITES,
+        meta=tool_meta("memory_checkpoint"),
     )
     def memory_checkpoint(
         label: Annotated[str, Field(description="One line: what this checkpoint is, e.g. 'auth refactor: "
@@ -320,6 +405,7 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
         description=DESCRIPTIONS["memory_forget"],
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
                                     open_world_hint=False),
+        meta=tool_meta("memory_forget"),
     )
     def memory_forget(
         ids: Annotated[list[str], Field(description=f"Ids of the records to retract (from search, list or a "
@@ -387,17 +473,22 @@ def serve(directory: Any) -> int:
 
     out = stdio_guard.WireOut(wire_out)
     guarded = stdio_guard.GuardedIn(wire_in, out, tools=TOOL_NAMES)
-    server_info = {"name": "retained", "version": __version__}
 
-    def _answer_early(line: bytes) -> None:
+    def instructions() -> str:
         worker.join(timeout=5)
-        reply = stdio_guard.early_initialize_reply(line, box.get("text") or GUIDANCE, server_info)
-        if reply is not None:
-            out.write_line(json.dumps(reply, ensure_ascii=False, separators=(",", ":")))
-            out.swallow(reply)  # the SDK sees the request only after this returns
+        return box.get("text") or GUIDANCE
 
+    early = None
     if os.environ.get("RETAINED_EARLY_INITIALIZE", "on").strip().lower() not in ("off", "0", "false", "no"):
-        guarded.read_first_line_now(_answer_early)
+        snapshot = early_snapshot(project)
+        if snapshot is None:
+            log.info("no early replies: retained/handshake.json was made with another SDK or retained version")
+        else:
+            early = stdio_guard.EarlyReplies(out, snapshot, instructions, TOOL_NAMES)
+    guarded.read_ahead(early)  # the SDK gets every line; `early` may answer some while it imports
+    if early is not None:
+        # The import holds the GIL for most of half a second: let the opening be answered first.
+        early.done.wait(EARLY_WINDOW_S)
 
     import anyio
 

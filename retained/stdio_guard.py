@@ -7,9 +7,11 @@ It works around two things in the SDK (mcp 2.x), and can go when upstream fixes 
   forever. `check_line` and `GuardedIn` answer every such line with a JSON-RPC error under its id
   (read from either end of the line when it is too long to parse) and keep serving.
 - python-sdk#1508 / #3220 (import cost): any `import mcp.*` takes about half a second, longer than
-  some hosts wait for a server. `GuardedIn.read_first_line_now` reads the first line while the SDK
-  imports, and `early_initialize_reply` answers a handshake `initialize` with the reply the SDK
-  will give (tests keep the two equal); `WireOut` then drops the SDK's own copy.
+  some hosts wait for a server (Codex and Claude Code 2.1.332 send their first model request
+  without retained's tools when the tool list comes later). `GuardedIn.read_ahead` reads stdin
+  while the SDK imports, `EarlyReplies` answers the handshake, the 2026 `server/discover` and the
+  tool list with the SDK's own replies (precomputed; tests keep them equal), and `WireOut` then
+  drops the SDK's copies.
 
 `claim_stdio` keeps stdout for protocol messages only. Nothing here imports the SDK at module level,
 and nothing here knows retained's tools beyond the names it is given.
@@ -21,8 +23,9 @@ import json
 import logging
 import os
 import re
+import queue
 import threading
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 log = logging.getLogger("retained.server")
@@ -31,8 +34,14 @@ MAX_LINE_BYTES = 8 * 1024 * 1024  # a longer line is refused (the issue names 10
 # What the SDK (mcp 2.x) negotiates in an `initialize` handshake; a test keeps these equal to the SDK's.
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 LATEST_HANDSHAKE_VERSION = "2025-11-25"
-CAPABILITIES = {"prompts": {"listChanged": False}, "resources": {"listChanged": False, "subscribe": False},
-                "tools": {"listChanged": False}}
+# The 2026-07-28 era: each request carries these in params._meta (mcp_types' *_META_KEY constants).
+MODERN_VERSIONS = ("2026-07-28",)
+MODERN_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+CLIENT_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
+CLIENT_INFO_KEY = "io.modelcontextprotocol/clientInfo"
+SUBSCRIPTION_ID_KEY = "io.modelcontextprotocol/subscriptionId"
+ACK_METHOD = "notifications/subscriptions/acknowledged"
+LIST_CHANGED = frozenset({"toolsListChanged", "promptsListChanged", "resourcesListChanged"})
 
 
 def _error(msg_id: Any, code: int, message: str) -> dict[str, Any]:
@@ -130,26 +139,27 @@ class WireOut:
     def __init__(self, fd: int) -> None:
         self._f = os.fdopen(fd, "wb", buffering=0, closefd=False)
         self._lock = threading.Lock()
-        self._swallow: dict[str, Any] | None = None
+        self._expected: dict[tuple[str, str], dict[str, Any]] = {}  # what the SDK will repeat, to drop
 
-    def swallow(self, reply: dict[str, Any]) -> None:
-        """Drop the SDK's own reply to a request that was already answered with `reply`."""
-        self._swallow = reply
+    def answer_early(self, frame: dict[str, Any], sdk_key: tuple[str, str]) -> None:
+        """Write `frame` now and drop the SDK's own copy of it later (the frame keyed `sdk_key`)."""
+        with self._lock:
+            self._expected[sdk_key] = frame
+        self.write_line(json.dumps(frame, ensure_ascii=False, separators=(",", ":")))
 
     def _swallowed(self, text: str) -> bool:
-        early = self._swallow
         try:
             msg = json.loads(text)
         except ValueError:
             return False
-        if not isinstance(msg, dict) or msg.get("id") != early["id"]:
-            return False
-        result = msg.get("result")
-        if not ((isinstance(result, dict) and "serverInfo" in result) or "error" in msg):
-            return False  # a later request that reused the id
-        self._swallow = None
-        if msg.get("result") != early["result"]:
-            log.warning("the SDK answered initialize differently from the early reply: %s", text[:500])
+        key = sdk_frame_key(msg)
+        with self._lock:
+            early = self._expected.get(key) if key is not None else None
+            if early is None or not _same_kind(early, msg):
+                return False  # not one answered early, or a later request that reused the id
+            del self._expected[key]
+        if {k: v for k, v in msg.items() if k != "id"} != {k: v for k, v in early.items() if k != "id"}:
+            log.warning("the SDK answered differently from the early reply: %s", text[:500])
         return True
 
     def write_line(self, text: str) -> None:
@@ -161,12 +171,33 @@ class WireOut:
 
     # the async face stdio_server() expects
     async def write(self, text: str) -> None:
-        if self._swallow is not None and self._swallowed(text):  # only the SDK's output is ever dropped
+        if self._expected and self._swallowed(text):  # only the SDK's output is ever dropped
             return
         self.write_line(text)
 
     async def flush(self) -> None:
         return None
+
+
+def sdk_frame_key(msg: Any) -> tuple[str, str] | None:
+    """What identifies a frame the SDK writes: a reply by its id, a listen acknowledgement by its stream."""
+    if not isinstance(msg, dict):
+        return None
+    if "id" in msg and ("result" in msg or "error" in msg):
+        return ("reply", json.dumps(msg["id"]))
+    if msg.get("method") == ACK_METHOD:
+        meta = (msg.get("params") or {}).get("_meta")
+        if isinstance(meta, dict) and SUBSCRIPTION_ID_KEY in meta:
+            return ("ack", json.dumps(meta[SUBSCRIPTION_ID_KEY]))
+    return None
+
+
+def _same_kind(early: dict[str, Any], msg: dict[str, Any]) -> bool:
+    """The SDK's frame answers the same request: an error, or a result with the same members."""
+    if "error" in msg or "result" not in early:
+        return True
+    result = msg.get("result")
+    return isinstance(result, dict) and set(result) == set(early["result"])
 
 
 _PEEK = 64 * 1024
@@ -218,30 +249,42 @@ class GuardedIn:
         self._out = out
         self.validate = validate
         self.tools = tuple(tools)
-        self._first: threading.Thread | None = None
-        self._first_line: bytes | _Oversized | None = None
+        self._ahead: queue.Queue[bytes | _Oversized | None] | None = None
+        self._early: EarlyReplies | None = None
+        self._early_lock = threading.Lock()
 
-    def read_first_line_now(self, answer: Any) -> None:
-        """Read the first line on a thread while the SDK imports, and let `answer` see it first."""
+    def read_ahead(self, early: EarlyReplies | None) -> None:
+        """Read stdin on a thread from now on, so lines arrive while the SDK imports.
+
+        Until the SDK asks for its first line, `early` sees each line first and may answer it; the
+        SDK still gets every line, in order (so its session state is what it would have been).
+        """
+        self._early = early
+        ahead: queue.Queue[bytes | _Oversized | None] = queue.Queue(maxsize=8)
+        self._ahead = ahead
 
         def run() -> None:
-            self._first_line = self._read_line()
-            if isinstance(self._first_line, bytes):
-                try:
-                    answer(self._first_line)
-                except Exception as e:  # noqa: BLE001 - the SDK will answer it instead
-                    log.warning("no early reply: %s", e)
+            while True:
+                line = self._read_line()
+                with self._early_lock:
+                    if self._early is not None and isinstance(line, bytes):
+                        try:
+                            self._early.see(line)
+                        except Exception as e:  # noqa: BLE001 - the SDK will answer it instead
+                            log.warning("no early reply: %s", e)
+                ahead.put(line)
+                if line is None:
+                    return
 
-        self._first = threading.Thread(target=run, daemon=True, name="retained-first-line")
-        self._first.start()
+        threading.Thread(target=run, daemon=True, name="retained-stdin").start()
 
     def _read(self) -> bytes | _Oversized | None:
-        if self._first is not None:
-            self._first.join()
-            self._first = None
-            line, self._first_line = self._first_line, None
-            return line
-        return self._read_line()
+        if self._ahead is None:
+            return self._read_line()
+        if self._early is not None:
+            with self._early_lock:
+                self._early = None  # the SDK is up: from here on it answers everything itself
+        return self._ahead.get()
 
     def _read_line(self) -> bytes | _Oversized | None:
         line = self._f.readline(MAX_LINE_BYTES + 1)
@@ -280,33 +323,174 @@ class GuardedIn:
                 return text
 
 
-def early_initialize_reply(line: bytes, instructions: str, server_info: dict[str, str]) -> dict[str, Any] | None:
-    """The reply the SDK will give to a well-formed handshake `initialize`, or None to leave it to the SDK.
+class EarlyReplies:
+    """Answers the requests hosts open a connection with, from replies precomputed with the SDK.
 
-    Importing the SDK takes about half a second; answering the first `initialize` from here lets a host
-    see the server as started long before that. The SDK still gets the request (so its session is
-    initialized) and its own reply is dropped; a test keeps the two replies equal.
+    Importing the SDK takes about half a second, and hosts wait for the handshake and the tool list
+    before their first model request (Codex and Claude Code 2.1.332 do not wait long). So while it
+    imports, these are answered here, each only in the well-formed shape the hosts send:
+
+    - the handshake era (2024-11-05 … 2025-11-25): the first request's `initialize`, then `tools/list`
+      and `ping`;
+    - the 2026-07-28 era (a first request carrying the `_meta` envelope): `server/discover`,
+      `tools/list`, and the acknowledgement that opens a `subscriptions/listen` stream.
+
+    `snapshot` holds the SDK's own results for these (`retained/handshake.json`, captured from the
+    SDK and kept equal to it by tests). Anything else, or anything odd, is left to the SDK; after an
+    odd first request nothing is answered early at all. The SDK still reads every line and its own
+    copies of these frames are dropped by `WireOut` (compared, with a warning if they differ).
     """
-    text, _ = check_line(line)  # what the guard would refuse (lone surrogates, ...) is not answered here
-    if text is None:
-        return None
-    msg = json.loads(text)
-    if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0" or msg.get("method") != "initialize":
-        return None
-    rid, params = msg.get("id"), msg.get("params")
-    if isinstance(rid, bool) or not isinstance(rid, (int, str)) or not isinstance(params, dict) or "_meta" in params:
+
+    def __init__(self, out: WireOut, snapshot: dict[str, Any], instructions: Callable[[], str],
+                 tools: Collection[str] = ()) -> None:
+        self._out = out
+        self._snapshot = snapshot
+        self._instructions = instructions
+        self._tools = tuple(tools)
+        self._era: str | None = None  # "handshake", "modern", or "off"
+        # Set once the tool list is out, or a request came that only the SDK can answer: until
+        # then the server may hold the SDK's import back, which would slow these replies down.
+        self.done = threading.Event()
+        self._answered = 0
+        self._seen: set[str] = set()
+
+    def see(self, raw: bytes) -> None:
+        if self._era == "off":
+            return
+        answered = self._answered
+        self._see(raw)
+        if self._era == "off" or (self._answered == answered and _is_request(raw)):
+            self.done.set()  # something for the SDK: let it load now
+
+    def _see(self, raw: bytes) -> None:
+        text, err = check_line(raw, None, self._tools)
+        if text is None:  # a blank line (ignored), or one the guard refuses
+            if err is not None and self._era is None:
+                self._era = "off"  # an odd opening: the SDK decides everything on this connection
+            return
+        msg = json.loads(text)
+        if not _plain_request(msg):
+            if self._era is None:
+                self._era = "off"
+            return
+        if msg.get("id") is None:
+            return  # a notification: nothing to answer
+        rid, method, params = msg["id"], msg["method"], msg.get("params")
+        key = json.dumps(rid)
+        fresh = key not in self._seen
+        self._seen.add(key)
+        if self._era is None:  # the first request decides the era, as in the SDK
+            if method != "initialize" and has_modern_envelope(params):
+                self._era = "modern"
+            else:
+                result = self._initialize(method, params)
+                if result is None:
+                    self._era = "off"  # what the SDK makes of an odd opening is its own business
+                    return
+                self._era = "handshake"
+                self._reply(rid, result)
+                return
+        if not fresh:
+            return  # a reused id: its replies could not be told apart
+        if self._era == "handshake":
+            self._handshake(rid, method, params)
+        else:
+            self._modern(rid, method, params)
+
+    def _reply(self, rid: Any, result: dict[str, Any]) -> None:
+        self._out.answer_early({"jsonrpc": "2.0", "id": rid, "result": result}, ("reply", json.dumps(rid)))
+        self._answered += 1
+        if "tools" in result:
+            self.done.set()
+
+    def _initialize(self, method: str, params: Any) -> dict[str, Any] | None:
+        if method != "initialize":
+            return None
+        return initialize_result(params, self._snapshot["handshake"]["initialize"], self._instructions)
+
+    def _handshake(self, rid: Any, method: str, params: Any) -> None:
+        if has_modern_envelope(params):
+            return
+        if method == "tools/list" and _no_cursor(params):
+            self._reply(rid, self._snapshot["handshake"]["tools/list"])
+        elif method == "ping" and _no_cursor(params):
+            self._reply(rid, {})
+
+    def _modern(self, rid: Any, method: str, params: Any) -> None:
+        if not _good_envelope(params):
+            return
+        if method == "server/discover" and set(params) == {"_meta"}:
+            self._reply(rid, dict(self._snapshot["modern"]["server/discover"], instructions=self._instructions()))
+        elif method == "tools/list" and _no_cursor(params):
+            self._reply(rid, self._snapshot["modern"]["tools/list"])
+        elif method == "subscriptions/listen" and set(params) == {"_meta", "notifications"}:
+            wanted = params["notifications"]
+            if isinstance(wanted, dict) and set(wanted) <= LIST_CHANGED and all(isinstance(v, bool) for v in wanted.values()):
+                honored = {k: True for k, v in wanted.items() if v}  # what the SDK's ListenHandler acknowledges
+                ack = {"jsonrpc": "2.0", "method": ACK_METHOD,
+                       "params": {"_meta": {SUBSCRIPTION_ID_KEY: rid}, "notifications": honored}}
+                self._out.answer_early(ack, ("ack", json.dumps(rid)))
+                self._answered += 1
+
+
+def _is_request(raw: bytes) -> bool:
+    """Whether a line may be a request (anything but a clean notification or a blank line)."""
+    try:
+        msg = json.loads(raw)
+    except ValueError:
+        return bool(raw.strip())
+    return not (isinstance(msg, dict) and "id" not in msg and isinstance(msg.get("method"), str))
+
+
+def _plain_request(msg: Any) -> bool:
+    """A JSON-RPC 2.0 request or notification with nothing unusual about it."""
+    if not isinstance(msg, dict) or msg.get("jsonrpc") != "2.0" or not isinstance(msg.get("method"), str):
+        return False
+    if set(msg) - {"jsonrpc", "id", "method", "params"}:
+        return False
+    rid = msg.get("id")
+    if "id" in msg and (isinstance(rid, bool) or not isinstance(rid, (int, str))):
+        return False
+    return "params" not in msg or isinstance(msg["params"], dict)
+
+
+def has_modern_envelope(params: Any) -> bool:
+    """The SDK's test for the 2026-07-28 era: the protocol-version key in `params._meta`."""
+    return isinstance(params, dict) and isinstance(params.get("_meta"), dict) and MODERN_VERSION_KEY in params["_meta"]
+
+
+def _good_envelope(params: Any) -> bool:
+    if not has_modern_envelope(params):
+        return False
+    meta = params["_meta"]
+    if meta.get(MODERN_VERSION_KEY) not in MODERN_VERSIONS or not isinstance(meta.get(CLIENT_CAPABILITIES_KEY), dict):
+        return False
+    if set(meta) - {MODERN_VERSION_KEY, CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY}:
+        return False
+    info = meta.get(CLIENT_INFO_KEY)
+    return info is None or _implementation(info)
+
+
+def _implementation(info: Any) -> bool:
+    return (isinstance(info, dict) and isinstance(info.get("name"), str) and isinstance(info.get("version"), str)
+            and all(isinstance(v, str) for k, v in info.items() if k in ("title", "description", "websiteUrl"))
+            and set(info) <= {"name", "version", "title", "description", "websiteUrl"})
+
+
+def _no_cursor(params: Any) -> bool:
+    """Params with nothing but request metadata (a page cursor or anything else goes to the SDK)."""
+    return params is None or (set(params) <= {"_meta"} and isinstance(params.get("_meta", {}), dict))
+
+
+def initialize_result(params: Any, snapshot: dict[str, Any], instructions: Callable[[], str]) -> dict[str, Any] | None:
+    """The SDK's result for a well-formed handshake `initialize`, or None to leave it to the SDK."""
+    if not isinstance(params, dict) or "_meta" in params or set(params) - {"protocolVersion", "capabilities", "clientInfo"}:
         return None
     version, caps, client = params.get("protocolVersion"), params.get("capabilities"), params.get("clientInfo")
-    if not (isinstance(version, str) and isinstance(caps, dict) and isinstance(client, dict)
-            and isinstance(client.get("name"), str) and isinstance(client.get("version"), str)):
+    if not (isinstance(version, str) and isinstance(caps, dict) and _implementation(client)):
         return None
-    result: dict[str, Any] = {
-        "capabilities": CAPABILITIES,
-        "instructions": instructions,
-        "protocolVersion": version if version in HANDSHAKE_VERSIONS else LATEST_HANDSHAKE_VERSION,
-        "serverInfo": server_info,
-    }
-    return {"jsonrpc": "2.0", "id": rid, "result": result}
+    return {**snapshot, "instructions": instructions(),
+            "protocolVersion": version if version in HANDSHAKE_VERSIONS else LATEST_HANDSHAKE_VERSION}
 
 
 def claim_stdio() -> tuple[int, int]:
@@ -336,3 +520,23 @@ def sdk_validator() -> Any:
     from mcp.types import jsonrpc_message_adapter
 
     return lambda text: jsonrpc_message_adapter.validate_json(text, by_name=False)
+
+
+def sdk_versions() -> dict[str, str | None]:
+    """The installed versions of the SDK and pydantic, read from their dist-info names (no import)."""
+    import sys
+
+    found: dict[str, str | None] = {"mcp": None, "pydantic": None}
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:
+            continue
+        for name in names:
+            if name.endswith(".dist-info"):
+                dist, _, version = name[: -len(".dist-info")].partition("-")
+                if dist.lower() in found and found[dist.lower()] is None:
+                    found[dist.lower()] = version
+        if all(found.values()):
+            break
+    return found

@@ -20,12 +20,13 @@ if TYPE_CHECKING:  # the hook path imports no more than it runs
 
 from . import records
 from .errors import NotFound, StoreError, UsageError
-from .index import Index, query_terms, quote_query, scope_clause, visible
+from .index import Index, as_of_clause, query_terms, scope_clause, visible
 from .log import ChainState, Log
 from .paths import read_only_requested
 from .tokens import estimate_tokens
 
 MAX_K = 100
+INLINE_EMBED = 256  # a search embeds up to this many new records itself; more go to a background thread
 DEFAULT_K = 8
 MAX_LIST = 500
 ALL_SCOPES = "*"
@@ -59,8 +60,11 @@ class Store:
         self.log.check_safe()
         self.index = Index(self.directory, self.log, read_only=self.read_only)
         self._write_lock = threading.Lock()
+        self._sem: Any = None
 
     def close(self) -> None:
+        if self._sem is not None:
+            self._sem.stop()
         self.index.close()
 
     def __enter__(self) -> Store:
@@ -184,6 +188,8 @@ class Store:
         # costs nothing more, and the index's note of the log (size, time) is exact, so that a byte
         # changed in place later is noticed by the next read (I2).
         receipt["warnings"] += self._fresh()
+        if self._sem is not None:  # the semantic tier is in use here: embed in the background
+            self._sem.start_background()
         if found:
             receipt["warnings"].append(redact.describe(found))
         return receipt
@@ -314,65 +320,75 @@ class Store:
         k: int = DEFAULT_K,
         max_tokens: int | None = None,
         include_superseded: bool = False,
+        as_of: str | None = None,
     ) -> dict[str, Any]:
-        """Full-text search, best first (bm25, newer first on ties). Says what it did not return (I2).
+        """Search by words and, with the semantic tier on, by meaning; best first. Says what it did not
+        return (I2) and whether meaning was used (`semantic`: "on" or "off: <reason>").
 
-        By default each match resolves to the current record of its supersede chain, so a
-        corrected fact is never served as current; `include_superseded` shows the history.
+        Ranking: records holding an exact identifier, path, error code or version from the query come
+        first; then the blend 0.8·meaning + 0.2·words (each min-max scaled over its own candidates).
+        Each match resolves to the current record of its supersede chain unless `include_superseded`;
+        `as_of` answers as the store stood then.
         """
+        return self._search(query, scopes=scopes, kind=kind, k=k, max_tokens=max_tokens,
+                            include_superseded=include_superseded, as_of=as_of)[0]
+
+    def semantic(self) -> Any:
+        """This store's semantic tier (created on first use; nothing is loaded until it must be)."""
+        if self._sem is None:
+            from .embed import Semantic
+
+            self._sem = Semantic(self.index)
+        return self._sem
+
+    def _search(self, query: str, *, scopes: list[str] | None, kind: str | None, k: int, max_tokens: int | None,
+                include_superseded: bool, as_of: str | None, inline_embed: int | None = None,
+                need_vectors: bool = False) -> tuple[dict[str, Any], dict[str, float]]:
+        """search(), plus each hit's cosine to the query (for recall's relevance bar)."""
+        from . import ranking
+
         if not isinstance(query, str):
             raise UsageError("query must be a string", hint="pass the words to look for")
         k = _check_int(k, "k", 1, MAX_K)
         if max_tokens is not None:
             max_tokens = _check_int(max_tokens, "max_tokens", 1, 1_000_000)
+        if kind is not None:
+            kind = records.check_kind(kind)
+        as_of = parse_as_of(as_of)
         warnings = self._fresh_read()
         terms = query_terms(query)
-        if not terms:
+        filters = {"scopes": scopes, "kind": kind, "as_of": as_of, "include_superseded": include_superseded}
+        semantic, qvec = ranking.meaning_query(self, query, INLINE_EMBED if inline_embed is None else inline_embed,
+                                               warnings, need_vectors)
+        if not terms and qvec is None:
             warnings.append("the query holds no searchable words")
-            return {"hits": [], "total_matched": 0, "returned": 0, "truncated": False, "match": "all",
-                    "warnings": warnings}
-        target = "r" if include_superseded else "h"
-        where, params = scope_clause(scopes, f"{target}.scope")
-        where += " AND " + visible(target)
-        if kind is not None:
-            where += f" AND {target}.kind = ?"
-            params.append(records.check_kind(kind))
-        mode = "all"
-        total, rows = self._ranked(quote_query(terms), where, params, k, include_superseded)
-        if total == 0 and len(terms) > 1:
-            # No record holds every word: fall back to records holding any of them, and say so.
-            mode = "any"
-            total, rows = self._ranked(quote_query(terms, any_word=True), where, params, k, include_superseded)
-        hits = [self._hit(row, -row["rank"]) for row in rows]
-        truncated = total > len(hits)
+            return ({"hits": [], "total_matched": 0, "total_exact": True, "returned": 0, "truncated": False,
+                     "match": "all", "semantic": semantic, "warnings": warnings}, {})
+        found = ranking.rank(self, query, terms, qvec, filters, k)
+        hits = []
+        cosines: dict[str, float] = {}
+        for cand in found.hits:
+            hit = self._hit(cand.row, cand.score)
+            hit["match"] = cand.match
+            if as_of is not None and hit.get("superseded_by") and hit["superseded_by"] not in found.known_before:
+                del hit["superseded_by"]
+            hits.append(hit)
+            if cand.cosine is not None:
+                cosines[hit["id"]] = cand.cosine
+        total = found.total
+        truncated = total > len(hits) or not found.exact
+        if found.mode == "any":
+            warnings.append("no record holds every word of the query; showing records that hold any of them"
+                            + (" or are close in meaning" if qvec is not None else ""))
+        if not found.exact:
+            warnings.append(f"at least {total} records match; counting stopped there (total_matched is a lower bound)")
         if max_tokens is not None:
             hits, cut = _fit_tokens(hits, max_tokens)
             if cut:
                 truncated = True
                 warnings.append(f"max_tokens={max_tokens} left out {cut} hit(s) or part of one")
-        return {"hits": hits, "total_matched": total, "returned": len(hits), "truncated": truncated,
-                "match": mode, "warnings": warnings}
-
-    def _ranked(self, match: str | None, where: str, params: list[Any], k: int,
-                include_superseded: bool) -> tuple[int, list[dict[str, Any]]]:
-        if include_superseded:
-            base = "FROM fts JOIN records r ON r.line = fts.rowid WHERE fts MATCH ?" + where
-            total = self.index.query("SELECT COUNT(*) AS n " + base, [match, *params])[0]["n"]
-            rows = self.index.query("SELECT r.*, bm25(fts) AS rank " + base + " ORDER BY rank, r.seq DESC LIMIT ?",
-                                    [match, *params, k])
-            return total, rows
-        # bm25() cannot sit inside an aggregate, so rank the matches first, then fold each
-        # supersede chain onto its current record (its head).
-        base = ("WITH m AS MATERIALIZED (SELECT rowid AS line, bm25(fts) AS rank FROM fts WHERE fts MATCH ?)"
-                " SELECT {cols} FROM m JOIN records r ON r.line = m.line JOIN records h ON h.line = r.head"
-                " WHERE 1=1" + where)
-        total = self.index.query(base.format(cols="COUNT(DISTINCT r.head) AS n"), [match, *params])[0]["n"]
-        if total == 0:
-            return 0, []
-        rows = self.index.query(
-            base.format(cols="h.*, MIN(m.rank) AS rank") + " GROUP BY r.head ORDER BY rank, h.seq DESC LIMIT ?",
-            [match, *params, k])
-        return total, rows
+        return ({"hits": hits, "total_matched": total, "total_exact": found.exact, "returned": len(hits),
+                 "truncated": truncated, "match": found.mode, "semantic": semantic, "warnings": warnings}, cosines)
 
     def get(self, ids: list[str] | None = None, *, limit: int = 20) -> dict[str, Any]:
         """Records exactly as they stand in the log (unknown fields included), read from the log itself."""
@@ -453,16 +469,23 @@ class Store:
         limit: int = 20,
         before_seq: int | None = None,
         include_superseded: bool = False,
+        as_of: str | None = None,
     ) -> dict[str, Any]:
-        """Browse newest first. `total` counts every record the filters select; `returned` what came back."""
+        """Browse newest first. `total` counts every record the filters select; `returned` what came back.
+        `as_of`: as the store stood then (records written by then, superseded only by records written by then)."""
         limit = _check_int(limit, "limit", 1, MAX_LIST)
+        as_of = parse_as_of(as_of)
         warnings = self._fresh_read()
         where, params = scope_clause(scopes, "scope")
         where += " AND " + visible()
         if kind is not None:
             where += " AND kind = ?"
             params.append(records.check_kind(kind))
-        if not include_superseded:
+        if as_of is not None:
+            clause, more = as_of_clause("", as_of, include_superseded)
+            where += clause
+            params += more
+        elif not include_superseded:
             where += " AND superseded_by IS NULL"
         total = self.index.query("SELECT COUNT(*) AS n FROM records WHERE 1=1" + where, params)[0]["n"]
         page = where
@@ -474,6 +497,11 @@ class Store:
         rows = self.index.query(f"SELECT * FROM records WHERE 1=1{page} ORDER BY line DESC LIMIT ?",
                                 [*page_params, limit])
         hits = [self._hit(row) for row in rows]
+        if as_of is not None:  # a correction written after as_of did not exist then
+            known = self.index.ts_of([h["superseded_by"] for h in hits if h.get("superseded_by")])
+            for h in hits:
+                if h.get("superseded_by") and known.get(h["superseded_by"], "~") > as_of:
+                    del h["superseded_by"]
         returned_through = len(hits)
         if before_seq is not None:
             newer = self.index.query("SELECT COUNT(*) AS n FROM records WHERE 1=1" + where + " AND seq >= ?",
@@ -596,8 +624,53 @@ class Store:
         self._check_writable()
         lines = self.index.rebuild(progress)
         counts = self.index.counts()
-        return {"lines_read": lines, "records": counts["records"], "corrupt_lines": counts["corrupt"],
-                "chain_breaks": counts["breaks"]}
+        result = {"lines_read": lines, "records": counts["records"], "corrupt_lines": counts["corrupt"],
+                  "chain_breaks": counts["breaks"]}
+        result.update(self.embed_all(progress))
+        return result
+
+    def embed_all(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """Give every record a vector of the current model now (reindex does this after rebuilding)."""
+        import time as _time
+
+        from .embed import Unavailable
+
+        sem = self.semantic()
+        reason = sem.off_reason()
+        if reason:
+            return {"embedded": 0, "semantic": f"off: {reason}"}
+        started = _time.monotonic()
+        try:
+            n = sem.catch_up(progress=progress)
+        except Unavailable as e:
+            return {"embedded": 0, "semantic": f"off: {e}"}
+        took = _time.monotonic() - started
+        return {"embedded": n, "semantic": "on", "embed_seconds": round(took, 3),
+                "embed_per_second": round(n / took, 1) if took > 0 and n else 0.0}
+
+
+def parse_as_of(value: Any) -> str | None:
+    """`as_of` (RFC 3339, or a date meaning the end of that day, UTC) as a UTC timestamp in the records'
+    own format, so it compares with their `ts` as text. None stays None."""
+    if value is None:
+        return None
+    from datetime import datetime, time, timezone
+
+    if not isinstance(value, str) or not value.strip():
+        raise UsageError("as_of must be an RFC 3339 time or a date", hint="e.g. 2026-11-30 or 2026-11-30T12:00:00Z")
+    text = value.strip()
+    try:
+        if len(text) == 10:
+            moment = datetime.combine(datetime.strptime(text, "%Y-%m-%d").date(), time.max, tzinfo=timezone.utc)
+        else:
+            iso = text[:-1] + "+00:00" if text[-1] in "Zz" else text
+            moment = datetime.fromisoformat(iso.replace("t", "T").replace(" ", "T", 1))
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=timezone.utc)
+    except ValueError:
+        raise UsageError(f"as_of {value!r} is not an RFC 3339 time or a date",
+                         hint="e.g. 2026-11-30 or 2026-11-30T12:00:00Z") from None
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _snippet(text: str, width: int = 80) -> str:

@@ -50,7 +50,7 @@ ISOLATED_VARS = (
 LEAKY_PREFIXES = ("RETAINED_", "CLAUDE", "CODEX_", "GEMINI_", "CURSOR_", "VSCODE_", "ANTHROPIC_", "OPENAI_",
                   "GOOGLE_GEMINI", "GOOGLE_GENAI", "MCP_")
 LEAKY_VARS = ("ENABLE_TOOL_SEARCH", "GOOGLE_API_KEY", "GOOGLE_CLOUD_PROJECT", "DISABLE_AUTOUPDATER")
-KEPT_VARS = ("RETAINED_NPM_CACHE", "RETAINED_UPDATE_SNAPSHOT")  # test-harness switches, not settings of retained
+KEPT_VARS = ("RETAINED_NPM_CACHE", "RETAINED_UPDATE_SNAPSHOT")  # test tooling, not settings of retained
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from retained.hook import STOP_REASON
-from retained.installers.codex_trust import trust_entries
+from retained.installers.hosts.codex import trust_entries
 from tests.conftest import host_env, require_npm_bin
 from tests.fake_model import FakeModel
 

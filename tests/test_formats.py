@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from retained.installers import jsonc
+from retained.installers.edits import make
 from retained.installers.formats import EDITORS
 from retained.installers.safe_file import ConfigError
 
@@ -51,12 +52,12 @@ def test_yaml_editor_edits_plain_files_and_refuses_commented_ones(tmp_path):
     ed = EDITORS["yaml"]
     path = tmp_path / "config.yaml"
     out = ed.apply(path, "model: x\nservers:\n  other: {command: y}\n",
-                   [{"op": "member", "at": ["servers", "retained"], "value": ENTRY}], install=True)
+                   [make({"op": "member", "at": ["servers", "retained"], "value": ENTRY})], install=True)
     assert ed.load(path, out)["servers"] == {"other": {"command": "y"}, "retained": ENTRY}
-    back = ed.apply(path, out, [{"op": "member", "at": ["servers", "retained"], "value": ENTRY}], install=False)
+    back = ed.apply(path, out, [make({"op": "member", "at": ["servers", "retained"], "value": ENTRY})], install=False)
     assert ed.load(path, back) == {"model": "x", "servers": {"other": {"command": "y"}}}
     with pytest.raises(ConfigError, match="comments"):
-        ed.apply(path, "# mine\nmodel: x\n", [{"op": "member", "at": ["s", "r"], "value": ENTRY}], install=True)
+        ed.apply(path, "# mine\nmodel: x\n", [make({"op": "member", "at": ["s", "r"], "value": ENTRY})], install=True)
     with pytest.raises(ConfigError, match="does not parse at line 2"):
         ed.load(path, "a: 1\nb: c: d\n")
 
@@ -64,7 +65,7 @@ def test_yaml_editor_edits_plain_files_and_refuses_commented_ones(tmp_path):
 def test_toml_editor_keeps_comments(tmp_path):
     ed = EDITORS["toml"]
     text = '# top\n[mcp_servers.a]\n# inside\ncommand = "x"  # trailing\n'
-    new = ed.apply(Path("c.toml"), text, [{"op": "member", "at": ["mcp_servers", "retained"], "value": ENTRY}],
+    new = ed.apply(Path("c.toml"), text, [make({"op": "member", "at": ["mcp_servers", "retained"], "value": ENTRY})],
                    install=True)
     assert new.startswith(text) and ed.load(Path("c.toml"), new)["mcp_servers"]["retained"] == ENTRY
 

@@ -323,3 +323,90 @@ def test_read_only_hook_briefs_but_writes_nothing(store_dir, project, tmp_path):
         assert "read-only brief source" in context_of("claude", hook("session-start", payload, env).stdout)
     assert hook("stop", _stop_payload(payload, transcript), env).stdout == ""
     assert sorted(p.name for p in store_dir.rglob("*")) == before
+
+
+# -- fail open, say nothing they should not ------------------------------------------------------------
+@pytest.mark.parametrize("event", ["session-start", "stop", "prompt", "pre-compact"])
+@pytest.mark.parametrize("raw", [b"", b"   \n", b"garbage", b"[1, 2]", b"null", b'"a string"', b"\xff\xfe{\x00"])
+def test_input_that_is_not_a_json_object_prints_nothing(store_dir, project, event, raw):
+    with Store(store_dir) as s:
+        s.write("another project's secret plan", scope="/elsewhere")
+        s.write("a global note")
+    proc = subprocess.run([sys.executable, "-m", "retained", "hook", event], input=raw, capture_output=True,
+                          env=dict(os.environ, CLAUDECODE="1"))
+    assert proc.returncode == 0 and proc.stdout == b"", proc.stdout
+
+
+def test_a_session_that_gives_no_project_sees_no_project_records(store_dir, project):
+    with Store(store_dir) as s:
+        s.write("another project's secret plan", scope=str(project))
+        s.write("a global note")
+    text = context_of("claude", hook("session-start", {"session_id": "no-project"}).stdout)
+    assert "a global note" in text and "secret plan" not in text
+
+
+def test_damaged_lines_are_named_in_the_brief_header(store_dir, project, transcript):
+    with Store(store_dir) as s:
+        s.write("good record one", scope=str(project))
+    with open(store_dir / "log.jsonl", "ab") as f:
+        f.write(b"\x00\x01 garbage {{{\n")
+    with Store(store_dir) as s:
+        s.write("good record two", scope=str(project))
+    payload, env = fixtures(project, transcript)["claude"]
+    text = context_of("claude", hook("session-start", dict(payload, session_id="damaged"), env).stdout)
+    head = text.splitlines()[0]
+    assert "1 record in the log could not be read" in head and "retained verify" in head
+    assert "good record one" in text and "good record two" in text
+
+
+# -- compaction -------------------------------------------------------------------------------------
+def _grow(path: Path, line: str = "turn") -> None:
+    with open(path, "a") as f:
+        f.write(json.dumps({"type": "user", "message": {"content": line}}) + "\n")
+
+
+def test_claude_compaction_rebriefs_every_time_and_pre_compact_asks_once_per_compaction(store_dir, project, transcript):
+    """Claude Code: PreCompact asks for memory_checkpoint (its stdout joins the compaction instructions);
+    SessionStart source "compact" gives the brief again, never swallowed by the two-minute guard."""
+    with Store(store_dir) as s:
+        s.write("the brief's record", scope=str(project))
+    start, env = fixtures(project, transcript)["claude"]
+    assert "the brief's record" in context_of("claude", hook("session-start", start, env).stdout)
+    for n in range(2):  # two compactions, seconds apart
+        _grow(transcript, f"work {n}")
+        pre = dict(start, hook_event_name="PreCompact", trigger="auto", custom_instructions="")
+        ask = hook("pre-compact", pre, env).stdout
+        assert "memory_checkpoint" in ask and not ask.lstrip().startswith("{")  # plain text instructions
+        assert hook("pre-compact", pre, env).stdout == ""  # a second copy of the hook, same compaction
+        _grow(transcript, "compact boundary")
+        again = hook("session-start", dict(start, source="compact"), env).stdout
+        assert "the brief's record" in context_of("claude", again)
+        assert hook("session-start", dict(start, source="compact"), env).stdout == ""  # its duplicate
+
+
+@pytest.mark.parametrize("host, pre_event, prompt_event", [
+    ("gemini", "PreCompress", "BeforeAgent"),
+    ("codex", "PreCompact", "UserPromptSubmit"),
+    ("vscode", "PreCompact", "UserPromptSubmit"),
+])
+def test_hosts_without_a_compact_session_start_get_the_brief_with_the_next_prompt(
+        store_dir, project, transcript, host, pre_event, prompt_event):
+    with Store(store_dir) as s:
+        s.write("the brief's record", scope=str(project))
+    start, env = fixtures(project, transcript)[host]
+    hook("session-start", start, env)
+    key = "hookEventName" if host == "vscode" else "hook_event_name"
+    pre = dict(start, **{key: pre_event}, trigger="auto")
+    assert hook("pre-compact", pre, env).stdout == ""  # its output reaches no model on these hosts
+    ask = dict(start, **{key: prompt_event}, prompt="carry on", turn_id="t-1")
+    out = json.loads(hook("prompt", ask, env).stdout)
+    assert out["hookSpecificOutput"]["hookEventName"] == prompt_event
+    assert "the brief's record" in out["hookSpecificOutput"]["additionalContext"]
+    assert hook("prompt", dict(ask, prompt="an unrelated question about weather"), env).stdout == ""  # once
+
+
+def test_read_only_pre_compact_notes_nothing(store_dir, project, transcript):
+    start, env = fixtures(project, transcript)["claude"]
+    before = sorted(p.name for p in store_dir.rglob("*")) if store_dir.exists() else []
+    out = hook("pre-compact", dict(start, hook_event_name="PreCompact"), dict(env, RETAINED_READ_ONLY="1")).stdout
+    assert out == "" and (sorted(p.name for p in store_dir.rglob("*")) if store_dir.exists() else []) == before

@@ -33,10 +33,11 @@ FILES = {
 
 def reference_trust_hash(event, matcher, command, timeout):
     """The algorithm from the hosts reference (3.6), written out independently of installers/codex_trust.py."""
-    label = {"SessionStart": "session_start", "Stop": "stop"}[event]
+    label = {"SessionStart": "session_start", "Stop": "stop", "UserPromptSubmit": "user_prompt_submit",
+             "PreCompact": "pre_compact"}[event]
     handler = {"type": "command", "command": command, "timeout": timeout, "async": False}
     ident = {"event_name": label, "hooks": [handler]}
-    if matcher is not None and event != "Stop":
+    if matcher is not None and event not in ("Stop", "UserPromptSubmit"):
         ident["matcher"] = matcher
     blob = json.dumps(ident, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
     return "sha256:" + hashlib.sha256(blob).hexdigest()
@@ -51,6 +52,7 @@ def expected(name: str, home: Path, store: Path) -> bytes:
     cmd = command_path()
     text = (FIX / "expected" / name).read_bytes().decode()
     hook = cmd if cmd.endswith("retained") else f"{cmd} -m retained"
+    hook = f"{hook} --dir {store}"  # every hook names the store it was installed with
     text = text.replace("@CMD@ hook", f"{hook} hook")
     if not cmd.endswith("retained"):
         text = text.replace('"args": [\n        "serve"', '"args": [\n        "-m",\n        "retained",\n        "serve"')
@@ -58,6 +60,10 @@ def expected(name: str, home: Path, store: Path) -> bytes:
     text = text.replace("@HASH_SESSION_START@", reference_trust_hash(
         "SessionStart", "startup|resume|clear", f"{hook} hook session-start --host codex", 30))
     text = text.replace("@HASH_STOP@", reference_trust_hash("Stop", None, f"{hook} hook stop --host codex", 30))
+    text = text.replace("@HASH_PROMPT@", reference_trust_hash(
+        "UserPromptSubmit", None, f"{hook} hook prompt --host codex", 30))
+    text = text.replace("@HASH_PRE_COMPACT@", reference_trust_hash(
+        "PreCompact", None, f"{hook} hook pre-compact --host codex", 30))
     return text.encode()
 
 

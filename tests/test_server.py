@@ -439,3 +439,165 @@ def test_the_id_of_an_oversized_line_is_read_only_from_the_top_level(head, tail,
     from retained.stdio_guard import oversized_line_id
 
     assert oversized_line_id(head, tail) == wanted
+
+
+# -- the early replies: what hosts open with, answered while the SDK imports --------------------------
+MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+               "io.modelcontextprotocol/clientInfo": {"name": "claude-code", "title": "Claude Code",
+                                                      "version": "2.1.332",
+                                                      "description": "Anthropic's agentic coding tool",
+                                                      "websiteUrl": "https://claude.com/claude-code"},
+               "io.modelcontextprotocol/clientCapabilities": {"roots": {"listChanged": True},
+                                                              "elicitation": {"form": {}, "url": {}}}}
+LISTEN = {"toolsListChanged": True, "promptsListChanged": True, "resourcesListChanged": True}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+# What each current host sends when it starts retained, in order (recorded from the real CLIs).
+HOST_OPENINGS = {
+    "claude-code-2.1.332": [
+        {"jsonrpc": "2.0", "id": "server-discover-probe-1", "method": "server/discover",
+         "params": {"_meta": MODERN_META}},
+        {"jsonrpc": "2.0", "id": "listen:0", "method": "subscriptions/listen",
+         "params": {"_meta": MODERN_META, "notifications": LISTEN}},
+        {"method": "server/discover", "jsonrpc": "2.0", "id": 0, "params": {"_meta": MODERN_META}},
+        {"method": "tools/list", "params": {"_meta": MODERN_META}, "jsonrpc": "2.0", "id": 1},
+    ],
+    "claude-code-2.1.197": [
+        {"method": "initialize", "params": {"protocolVersion": "2025-11-25",
+                                            "capabilities": {"roots": {}, "elicitation": {}},
+                                            "clientInfo": {"name": "claude-code", "title": "Claude Code",
+                                                           "version": "2.1.197",
+                                                           "description": "Anthropic's agentic coding tool",
+                                                           "websiteUrl": "https://claude.com/claude-code"}},
+         "jsonrpc": "2.0", "id": 0},
+        {"method": "notifications/initialized", "jsonrpc": "2.0"},
+        {"method": "tools/list", "jsonrpc": "2.0", "id": 1},
+    ],
+    "codex-0.171.0": [
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+         "params": {"protocolVersion": "2025-06-18",
+                    "capabilities": {"experimental": {"codex/auth-change": {}}, "elicitation": {"form": {}, "url": {}}},
+                    "clientInfo": {"name": "codex-mcp-client", "title": "Codex", "version": "0.171.0"}}},
+        INITIALIZED,
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {"progressToken": 0}}},
+    ],
+    "gemini-cli-0.61.0": [
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+         "params": {"protocolVersion": "2025-11-25", "capabilities": {"roots": {"listChanged": True}},
+                    "clientInfo": {"name": "gemini-cli-mcp-client", "version": "0.0.1"}}},
+        INITIALIZED,
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ],
+}
+
+
+def _open_like_a_host(early: bool, opening: list[dict], cwd: Path) -> list[dict]:
+    """Send a host's opening the way the host does (each request after the previous reply)."""
+    srv = WireServer(env={"RETAINED_EARLY_INITIALIZE": "on" if early else "off", "RETAINED_LOG_LEVEL": "INFO"},
+                     cwd=str(cwd))
+    try:
+        for msg in opening:
+            srv.send(msg)
+            if msg["method"] == "subscriptions/listen":
+                with srv._cond:
+                    assert srv._cond.wait_for(lambda: any(b"subscriptions/acknowledged" in x for x in srv.lines), 60)
+            elif "id" in msg:
+                srv.wait_for(msg["id"], timeout=60)
+    finally:
+        srv.close()
+    assert "differently" not in srv.stderr, srv.stderr
+    return [json.loads(x) for x in srv.lines]
+
+
+@pytest.mark.parametrize("where", ["project", "no-project"])
+@pytest.mark.parametrize("host", sorted(HOST_OPENINGS))
+def test_every_host_opening_gets_exactly_the_sdks_replies_once(tmp_path, store_dir, host, where):
+    cwd = tmp_path / "repo"
+    if where == "project":
+        (cwd / ".git").mkdir(parents=True)
+    else:
+        cwd.mkdir()
+    with Store(store_dir) as s:
+        s.write("a fact for the brief", scope="global")
+    sdk = _open_like_a_host(False, HOST_OPENINGS[host], cwd)
+    ours = _open_like_a_host(True, HOST_OPENINGS[host], cwd)
+    assert ours == sdk
+    answered = [f["id"] for f in ours if "result" in f]  # each request answered once (listen: acked)
+    assert sorted(map(str, answered)) == sorted(str(m["id"]) for m in HOST_OPENINGS[host]
+                                                if "id" in m and m["method"] != "subscriptions/listen")
+
+
+def _early_frames(lines: list[dict], project: str | None) -> list[dict]:
+    """What EarlyReplies writes for `lines` with no SDK at all (nothing else is running)."""
+    from retained.server import early_snapshot
+    from retained.stdio_guard import EarlyReplies, WireOut
+
+    snapshot = early_snapshot(project)
+    assert snapshot is not None, "retained/handshake.json was made with another SDK: regenerate it"
+    read_fd, write_fd = os.pipe()
+    try:
+        out = WireOut(write_fd)
+        early = EarlyReplies(out, snapshot, lambda: "INSTRUCTIONS", TOOL_NAMES)
+        for msg in lines:
+            early.see(json.dumps(msg).encode() + b"\n")
+        os.close(write_fd)
+        write_fd = -1
+        with os.fdopen(read_fd, "rb") as f:
+            read_fd = -1
+            return [json.loads(x) for x in f.read().splitlines()]
+    finally:
+        for fd in (read_fd, write_fd):
+            if fd >= 0:
+                os.close(fd)
+
+
+@pytest.mark.parametrize("host", sorted(HOST_OPENINGS))
+def test_every_host_opening_is_answered_without_waiting_for_the_sdk(host):
+    frames = _early_frames(HOST_OPENINGS[host], PROJECT)
+    assert len(frames) == len([m for m in HOST_OPENINGS[host] if "id" in m])
+    tools = next(f["result"]["tools"] for f in frames if "tools" in f.get("result", {}))
+    assert [t["name"] for t in tools] == list(TOOL_NAMES)
+    assert PROJECT in json.dumps(tools) and "<project>" not in json.dumps(tools)
+    assert any(f.get("result", {}).get("instructions") == "INSTRUCTIONS" for f in frames)
+
+
+@pytest.mark.parametrize("lines", [
+    [{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}],  # before initialize: the SDK's answer
+    [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}},
+     {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}],  # an initialize the SDK may refuse
+    [{"jsonrpc": "2.0", "id": 1, "method": "ping", "extra": True}],
+    [{"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+      "params": {"_meta": {**MODERN_META, "io.modelcontextprotocol/protocolVersion": "2099-01-01"}}}],
+    [{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}],
+], ids=["tools-first", "bad-initialize", "extra-member", "unknown-version", "no-capabilities"])
+def test_odd_openings_are_left_to_the_sdk(lines):
+    assert _early_frames(lines, PROJECT) == []
+
+
+def test_handshake_snapshot_is_what_the_sdk_answers(tmp_path):
+    """retained/handshake.json must be the SDK's own replies: RETAINED_UPDATE_SNAPSHOT=1 regenerates it."""
+    from retained.server import HANDSHAKE_SNAPSHOT
+    from tests.handshake_capture import capture, dumps
+
+    project = tmp_path / "proj"
+    (project / ".git").mkdir(parents=True)
+    text = dumps(capture(project.resolve(), tmp_path / "store"))
+    if os.environ.get("RETAINED_UPDATE_SNAPSHOT"):
+        HANDSHAKE_SNAPSHOT.write_text(text, encoding="utf-8")
+    assert HANDSHAKE_SNAPSHOT.read_text(encoding="utf-8") == text
+    tools = json.loads(text)["replies"]["handshake"]["tools/list"]["tools"]
+    assert tools == json.loads(SNAPSHOT.read_text()), "tests/data/tools_list.json and handshake.json disagree"
+
+
+@pytest.mark.parametrize("host", ["claude-code-2.1.332", "claude-code-2.1.197"])
+def test_every_tool_asks_to_be_loaded_and_carries_search_words(tmp_path, host):
+    """Claude Code defers MCP tools behind ToolSearch; `_meta` keeps them loaded, and findable by 'remember'."""
+    frames = _open_like_a_host(True, HOST_OPENINGS[host], tmp_path)
+    tools = next(f["result"]["tools"] for f in frames if "tools" in f.get("result", {}))
+    assert [t["name"] for t in tools] == list(TOOL_NAMES)
+    for t in tools:
+        assert t["_meta"]["anthropic/alwaysLoad"] is True, t["name"]
+        assert isinstance(t["_meta"]["anthropic/searchHint"], str) and t["_meta"]["anthropic/searchHint"], t["name"]
+    hints = {t["name"]: t["_meta"]["anthropic/searchHint"] for t in tools}
+    assert "remember" in hints["memory_write"] and "remember" in hints["memory_search"]

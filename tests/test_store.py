@@ -139,7 +139,8 @@ def test_any_string_is_a_valid_query(store, query):
     assert set(res) >= {"hits", "total_matched", "returned", "truncated"}
 
 
-def test_bm25_ranking_with_recency_tie_break(store):
+def test_bm25_ranking_with_recency_tie_break(store, monkeypatch):
+    monkeypatch.setenv("RETAINED_EMBED", "off")  # the lexical tier's own order (with meaning, the blend decides)
     store.write("cache cache cache invalidation rules")
     store.write("a note that mentions cache once among many other unrelated words here")
     tie_old = store.write("identical tie text")

@@ -1,0 +1,326 @@
+"""`retained doctor`: prove, read-only, that each host's wiring works, and say what stops it.
+
+Per host: its files parse, retained's server entry and hooks are there, the server starts with the
+entry's exact environment and answers, the session-start hook (the command in the file, run as the
+host runs it) prints a brief that fits the host's cap, and host-side conditions that silently stop a
+wired server or hook (folder trust, hook trust, a disabled entry) are not in the way. Then every store
+those entries and hooks actually open is verified, and named. Never changes a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from retained.errors import RetainedError, UsageError
+
+from .commands import project_root, select
+from .hosts import hosts as all_hosts
+from .hosts import session_vars
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from .base import FilePlan
+    from .host import Host
+
+
+class Check:
+    __slots__ = ("host", "name", "ok", "detail", "fix")
+
+    def __init__(self, host: str, name: str, ok: bool, detail: str = "", fix: str = "") -> None:
+        self.host, self.name, self.ok, self.detail, self.fix = host, name, ok, detail, fix
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"host": self.host, "check": self.name, "ok": self.ok, "detail": self.detail, "fix": self.fix}
+
+
+def rpc_session(command: list[str], env: dict[str, str], timeout: float) -> tuple[bool, str]:
+    """Start the server as the host would, send initialize + tools/list, and read both answers."""
+    msgs = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "retained-doctor", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ]
+    try:
+        proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    except OSError as e:
+        return False, f"cannot start: {e.strerror or e}"
+    try:
+        out, errs = proc.communicate("".join(json.dumps(m) + "\n" for m in msgs).encode(), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return False, f"no answer within {timeout:.0f} s"
+    replies = {}
+    for line in out.splitlines():
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            return False, f"wrote something that is not JSON-RPC on stdout: {line[:80]!r}"
+        replies[msg.get("id")] = msg
+    tools = replies.get(2, {}).get("result", {}).get("tools")
+    if 1 not in replies or "result" not in replies[1] or not tools:
+        tail = errs.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        return False, f"did not answer initialize and tools/list ({tail[0][:200]})"
+    return True, f"answered initialize and tools/list ({len(tools)} tools)"
+
+
+def store_of_command(command: str, env: dict[str, str]) -> Path:
+    """The store a hook command opens: its --dir, else RETAINED_DIR of its environment, else the default."""
+    try:
+        words = shlex.split(command, posix=os.name != "nt")
+    except ValueError:
+        words = command.split()
+    for i, word in enumerate(words[:-1]):
+        if word == "--dir" and words[i + 1]:
+            return Path(words[i + 1]).expanduser()
+    return _store_in(env)
+
+
+def _store_in(env: dict[str, str]) -> Path:
+    from retained.paths import default_data_dir
+
+    value = (env.get("RETAINED_DIR") or "").strip()
+    if value:
+        return Path(value).expanduser()
+    saved = dict(os.environ)
+    try:  # the default follows XDG_DATA_HOME / LOCALAPPDATA of that environment
+        os.environ.clear()
+        os.environ.update(env)
+        return default_data_dir()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+class HostReport:
+    """One host's checks, and the stores its entry and hooks open."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.checks: list[Check] = []
+        self.stores: dict[str, str] = {}  # store path -> what opens it
+
+    def add(self, name: str, ok: bool, detail: str = "", fix: str = "") -> None:
+        self.checks.append(Check(self.host.name, name, ok, detail, fix))
+
+
+def doctor_host(h: Host, store: Path, project: Path, scope: str = "user") -> HostReport:
+    """Read-only checks of one host's wiring. Never changes a config file."""
+    report = HostReport(h)
+    plans = h.plans(h.context(store, project, scope), scope=scope, flags={})
+    wired = _wired_store(plans)
+    if wired is not None and wired != store:  # check the entries as installed with the store they name
+        store = wired
+        plans = h.plans(h.context(store, project, scope), scope=scope, flags={})
+    ctx = h.context(store, project, scope)
+    fix = f"retained install --host {h.name}" + (" --scope project" if scope == "project" else "")
+    docs: dict[str, Any] = {}
+    entry = None
+    hook_command = None
+    for p in plans:
+        try:
+            text = p.path.read_text("utf-8") if p.path.exists() else ""
+            doc = p.editor.load(p.path, text)
+        except (RetainedError, OSError, UnicodeDecodeError) as e:
+            report.add(f"{p.path} parses", False, str(e), f"fix {p.path} (its line is named above)")
+            continue
+        report.add(f"{p.path} parses", True)
+        docs[p.role] = doc
+        for edit in p.server_edits:
+            got = edit.found(doc)
+            ok = isinstance(got, dict) and bool(got.get("command"))
+            report.add("server entry present", ok, edit.where, fix)
+            if ok:
+                entry = got
+                _entry_fields(report, edit, got, fix)
+        for edit in p.edits:
+            if edit.check:
+                for name, ok in edit.present(doc).items():
+                    report.add(edit.check, ok, name, fix)
+        hook_command = hook_command or _installed_hook(p, doc, "session-start")
+    report.checks += h.doctor_conditions(ctx, docs, project, scope)
+    if entry is not None:
+        _check_server(report, entry, fix)
+    if hook_command:
+        _check_hook(report, hook_command, project)
+    return report
+
+
+def _wired_store(plans: list[FilePlan]) -> Path | None:
+    """The store retained's server entry names (its env's RETAINED_DIR), if the entry is there."""
+    for p in plans:
+        for edit in p.server_edits:
+            try:
+                doc = p.editor.load(p.path, p.path.read_text("utf-8"))
+            except Exception:  # noqa: BLE001 - reported by the parse check
+                continue
+            got = edit.found(doc)
+            value = ((got or {}).get("env") or {}).get("RETAINED_DIR") if isinstance(got, dict) else None
+            if isinstance(value, str) and value.strip():
+                return Path(value).expanduser()
+    return None
+
+
+def _entry_fields(report: HostReport, edit: Any, got: dict[str, Any], fix: str) -> None:
+    """Fields of the entry this install writes that change whether the host can reach the tools."""
+    for key in ("alwaysLoad",):
+        if key in edit.value and got.get(key) != edit.value[key]:
+            report.add(f"server entry sets {key}", False, f"{edit.where}.{key} is {got.get(key)!r}, not "
+                       f"{edit.value[key]!r}", fix)
+
+
+def _installed_hook(p: FilePlan, doc: Any, event: str) -> str | None:
+    """The command of retained's hook for `event` as the file holds it now (not as this install would write it)."""
+    from .edits import get
+
+    for edit in p.edits:
+        if not edit.is_hook or edit.hook_event != event:  # type: ignore[attr-defined]
+            continue
+        for item in get(doc, edit.at) or []:
+            if edit.ours(item):  # type: ignore[attr-defined]
+                found = item.get("command") if "command" in item else next(
+                    (x.get("command") for x in item.get("hooks", []) if isinstance(x, dict)), None)
+                if found and f"hook {event}" in found:
+                    return found
+    return None
+
+
+def _check_server(report: HostReport, entry: dict[str, Any], fix: str) -> None:
+    command = [entry["command"], *[str(a) for a in entry.get("args", [])]]
+    exe = Path(entry["command"])
+    runnable = exe.is_absolute() and exe.exists() and os.access(exe, os.X_OK)
+    report.add("server command exists and is executable", runnable, entry["command"],
+               f"{fix} (writes the current absolute path)")
+    env = dict(os.environ)
+    env.update({k: str(v) for k, v in (entry.get("env") or {}).items()})
+    report.stores.setdefault(str(_store_in(env)), "server")
+    if runnable:
+        env["RETAINED_READ_ONLY"] = "1"  # the entry's env, plus: change no file of the store
+        ok, detail = rpc_session(command, env, 10)
+        report.add("server starts and answers", ok, detail,
+                   "run the command by hand to see its error: " + shlex.join(command))
+
+
+def _check_hook(report: HostReport, command: str, project: Path) -> None:
+    h = report.host
+    payload, extra = h.doctor_input(project)
+    env = dict(os.environ, **extra)
+    env["RETAINED_READ_ONLY"] = "1"
+    for var in session_vars():  # doctor run inside a host's session is not that session
+        env.pop(var, None)
+    store = store_of_command(command, env)
+    where = report.stores.get(str(store))
+    report.stores[str(store)] = f"{where} and hooks" if where else "hooks"
+    t = time.monotonic()
+    try:
+        proc = subprocess.run(command, shell=True, input=json.dumps(payload), capture_output=True, text=True,
+                              timeout=30, env=env)
+        took = time.monotonic() - t
+        data = json.loads(proc.stdout) if proc.stdout.strip() else None
+        text = h.context_in(data) if isinstance(data, dict) else None
+        cap = h.max_chars or len(proc.stdout)
+        ok = proc.returncode == 0 and bool(text) and len(proc.stdout) <= cap and took < 10
+        detail = (f"{len(proc.stdout)} chars in {took * 1000:.0f} ms, from {store}" if ok else
+                  (proc.stderr.strip()[:200] or f"no brief (printed {len(proc.stdout)} chars)"))
+    except (OSError, ValueError, subprocess.TimeoutExpired) as e:
+        ok, detail = False, str(e)[:200]
+    report.add("session-start hook prints the brief", ok, detail, f"run: echo '{{}}' | {command}")
+
+
+def doctor_store(store: Path, opened_by: str = "") -> list[Check]:
+    from retained.store import Store
+
+    checks: list[Check] = []
+    label = f"store {store}" + (f" ({opened_by})" if opened_by else "")
+    # An existing store must be a writable directory; a missing one, creatable in its nearest parent.
+    where = store if store.exists() else next((p for p in store.parents if p.exists()), store)
+    if where.is_dir() and os.access(where, os.W_OK | os.X_OK):
+        checks.append(Check("store", "store directory is writable", True, label))
+    else:
+        checks.append(Check("store", "store directory is writable", False, f"{store} is not writable",
+                            f"fix the permissions of {store}, or point RETAINED_DIR elsewhere"))
+        return checks
+    if not (store / "log.jsonl").exists():
+        checks.append(Check("store", "log verifies", True, f"{label}: no records yet"))
+        return checks
+    try:
+        with Store(store, create=False, read_only=True) as s:
+            report = s.verify()  # read-only: doctor changes no file, the derived index included
+    except (RetainedError, OSError) as e:
+        checks.append(Check("store", "log verifies", False, f"{label}: {e}", f"retained --dir {store} verify"))
+        return checks
+    checks.append(Check("store", "log verifies", report["chain_ok"] and report["torn_tail"] is None,
+                        f"{label}: {report['records']} records" +
+                        (f"; first break: {report['first_break']}" if report["first_break"] else ""),
+                        f"retained --dir {store} verify (names the damaged lines)"))
+    covered = report["missing_from_index"] == 0 and report["index_only"] == 0
+    detail = f"{label}: coverage {report['coverage'] * 100:.1f}%"
+    checks.append(Check("store", "index covers the log", covered, detail, f"retained --dir {store} reindex"))
+    return checks
+
+
+def native_memory_checks(h: Host, project: Path) -> list[Check]:
+    """The host's own memory, as retained/native.py reports it (informational: never a failure)."""
+    try:
+        from retained.native import native_memory
+    except ImportError:
+        return []
+    try:
+        found = native_memory(h.name, dict(os.environ), str(project))
+    except Exception as e:  # noqa: BLE001 - a report, not a check of retained's wiring
+        return [Check(h.name, "native memory", True, f"could not be read ({type(e).__name__})")]
+    if not isinstance(found, dict):
+        return []
+    return [Check(h.name, "native memory", True, str(found.get("summary") or ""), str(found.get("fix") or ""))]
+
+
+def doctor(*, host_names: list[str] | None, store: Path, as_json: bool, out: Callable[[str], None],
+           scope: str = "user") -> int:
+    project = project_root()
+    try:
+        chosen = select(host_names, lambda h: h.context(store, project, scope))
+    except UsageError:
+        if host_names:
+            raise
+        chosen = []
+    checks: list[Check] = []
+    stores: dict[str, list[str]] = {}
+    wired = []
+    for h in chosen:
+        report = doctor_host(h, store, project, scope)
+        checks += report.checks
+        checks += native_memory_checks(h, project)
+        if any(c.name == "server entry present" and c.ok for c in report.checks):
+            wired.append(h)
+        for path, what in report.stores.items():
+            stores.setdefault(path, []).append(f"{h.name} {what}")
+    if not wired and not host_names:
+        every = " ".join(f"--host {n}" for n in all_hosts())
+        checks.append(Check("hosts", "a host is wired", False,
+                            "no agent host has retained's server entry" + (" in this project" if scope == "project" else ""),
+                            "retained install" + (" --scope project" if scope == "project" else "") +
+                            f" (or name hosts: {every})"))
+    stores.setdefault(str(store), []).append("retained commands in this shell")
+    for path, who in stores.items():
+        checks += doctor_store(Path(path), ", ".join(who))
+    failed = [c for c in checks if not c.ok]
+    if as_json:
+        out(json.dumps({"ok": not failed, "scope": scope, "stores": {p: w for p, w in stores.items()},
+                        "checks": [c.as_dict() for c in checks]}, indent=2, ensure_ascii=False))
+    else:
+        for c in checks:
+            mark = "✓" if c.ok else "✗"
+            out(f"{mark} {c.host}: {c.name}" + (f" — {c.detail}" if c.detail else ""))
+            if not c.ok and c.fix:
+                out(f"    fix: {c.fix}")
+        out(f"{len(checks) - len(failed)} of {len(checks)} checks passed")
+    return 1 if failed else 0

@@ -1,0 +1,369 @@
+"""The typed edits retained makes to a host's config file; each owns apply, present, strip and describe.
+
+A host's template lists its edits by kind (`"op"`); `make` turns each into one of the classes below.
+An edit changes only retained's own entries: a server entry (a member), items of a list (tool
+approvals), hook entries (a matcher group or a flat entry), and hook trust entries. It can
+say whether the parsed document holds it as this install would write it (`present`), and what the
+document looks like without it (`strip`), so a read-back proves that nothing else changed.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any, ClassVar
+
+_OUR_HOOK = re.compile(r"\bretained\b[\"']?(?:\s+--dir\s+(?:'[^']*'|\"[^\"]*\"|\S+))?\s+hook\s+"
+                       r"(?:session-start|stop|prompt|pre-compact)\b")
+
+
+def is_our_command(command: Any) -> bool:
+    """Whether a hook command is one of retained's (whatever interpreter or store it names)."""
+    return isinstance(command, str) and bool(_OUR_HOOK.search(command))
+
+
+def get(doc: Any, path: list[str]) -> Any:
+    for key in path:
+        if not isinstance(doc, dict) or key not in doc:
+            return None
+        doc = doc[key]
+    return doc
+
+
+class Edit:
+    """One entry retained owns at `at` (a path of keys) in a parsed config document."""
+
+    op: ClassVar[str] = ""
+    is_hook: ClassVar[bool] = False
+    is_server: ClassVar[bool] = False
+    check: ClassVar[str] = ""  # doctor's name for "this entry is there as install writes it" ("": not checked)
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
+        self.at: list[str] = list(spec["at"])
+        self.when: str = spec.get("when", "")  # the install flag it needs: hooks, stop, approve, prompt, compact
+        self.scope: str | None = spec.get("scope")
+
+    @property
+    def where(self) -> str:
+        return ".".join(self.at)
+
+    def describe(self, install: bool) -> str:
+        raise NotImplementedError
+
+    def present(self, doc: Any) -> dict[str, bool]:
+        """{what: held exactly as this edit writes it} for the parsed document."""
+        raise NotImplementedError
+
+    def strip(self, doc: Any) -> None:
+        """Remove retained's entry from the parsed document (in place)."""
+        raise NotImplementedError
+
+    def apply_json(self, path: Path, text: str, install: bool, kw: dict[str, Any], original: Any) -> str:
+        from .safe_file import ConfigError
+
+        raise ConfigError(f"{path}: {self.op} edits are not supported in JSON")
+
+    def apply_toml(self, path: Path, doc: Any, install: bool, original: Any) -> None:
+        from .safe_file import ConfigError
+
+        raise ConfigError(f"{path}: {self.op} edits are not supported in TOML")
+
+    def holder(self, doc: Any) -> Any:
+        return get(doc, self.at[:-1]) if len(self.at) > 1 else doc
+
+
+class ServerEntry(Edit):
+    """`mcpServers.retained` and its kin: a whole member that is retained's."""
+
+    op = "member"
+    is_server = True
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        super().__init__(spec)
+        self.value: dict[str, Any] = spec["value"]
+
+    def with_fields(self, extra: dict[str, Any]) -> ServerEntry:
+        return ServerEntry({**self.spec, "value": {**self.value, **extra}})
+
+    def describe(self, install: bool) -> str:
+        return f"{'add' if install else 'remove'} the retained server entry at {self.where}"
+
+    def present(self, doc: Any) -> dict[str, bool]:
+        return {self.where: get(doc, self.at) == self.value}
+
+    def found(self, doc: Any) -> Any:
+        """The entry the document holds now at this place (whatever its contents), or None."""
+        return get(doc, self.at)
+
+    def strip(self, doc: Any) -> None:
+        parent = self.holder(doc)
+        if isinstance(parent, dict):
+            parent.pop(self.at[-1], None)
+
+    def apply_json(self, path: Path, text: str, install: bool, kw: dict[str, Any], original: Any) -> str:
+        from . import jsonc
+
+        if install:
+            return jsonc.set_value(text, self.at, self.value, **kw)
+        return jsonc.remove_key(text, self.at, prune=prune_depth(original, self.at), **kw)
+
+    def apply_toml(self, path: Path, doc: Any, install: bool, original: Any) -> None:
+        import tomlkit
+
+        parent = doc
+        for key in self.at[:-1]:
+            if key not in parent:
+                if not install:
+                    return
+                parent[key] = tomlkit.table(is_super_table=True)
+            parent = parent[key]
+        if install:
+            if self.at[-1] not in parent or parent[self.at[-1]].unwrap() != self.value:
+                table = toml_table(self.value)
+                table.add(tomlkit.nl())  # a blank line before whatever table follows ours
+                parent[self.at[-1]] = table
+        elif self.at[-1] in parent:
+            del parent[self.at[-1]]
+            prune_toml(doc, self.at[:-1], original)
+
+
+class _ListEdit(Edit):
+    """Entries retained owns inside a list that holds other programs' entries too."""
+
+    def ours(self, item: Any) -> bool:
+        raise NotImplementedError
+
+    def strip(self, doc: Any) -> None:
+        parent = self.holder(doc)
+        if isinstance(parent, dict) and isinstance(parent.get(self.at[-1]), list):
+            parent[self.at[-1]] = [x for x in parent[self.at[-1]] if not self.ours(x)]
+
+    def apply_json(self, path: Path, text: str, install: bool, kw: dict[str, Any], original: Any) -> str:
+        from . import jsonc
+        from .safe_file import ConfigError
+
+        current = get(jsonc.loads(text, comments=kw["comments"]), self.at)
+        if current is not None and not isinstance(current, list):
+            raise ConfigError(f"{path}: {self.where} is not a list; retained did not touch the file",
+                              hint=f"make {self.where} a list or remove it")
+        items = current or []
+        text = self.change_items(text, items, [i for i, x in enumerate(items) if self.ours(x)], install, kw)
+        if not install and get(jsonc.loads(text, comments=kw["comments"]), self.at) == [] and (
+                original is None or get(original, self.at) is None):
+            text = jsonc.remove_key(text, self.at, prune=prune_depth(original, self.at), **kw)
+        return text
+
+    def change_items(self, text: str, items: list[Any], mine: list[int], install: bool, kw: dict[str, Any]) -> str:
+        raise NotImplementedError
+
+
+class ListItems(_ListEdit):
+    """Strings retained adds to a list (tool approvals such as `permissions.allow`), by prefix."""
+
+    op = "list-items"
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        super().__init__(spec)
+        self.prefix: str = spec["prefix"]
+        self.values: list[str] = list(spec["values"])
+
+    def ours(self, item: Any) -> bool:
+        return isinstance(item, str) and item.startswith(self.prefix)
+
+    def change_items(self, text: str, items: list[Any], mine: list[int], install: bool, kw: dict[str, Any]) -> str:
+        from . import jsonc
+
+        wanted = self.values if install else []
+        for i in reversed(mine):
+            if items[i] not in wanted:
+                text = jsonc.remove_item(text, self.at, i, **kw)
+        present = get(jsonc.loads(text, comments=kw["comments"]), self.at) or []
+        for value in wanted:
+            if value not in present:
+                text = jsonc.append_item(text, self.at, value, **kw)
+        return text
+
+    def describe(self, install: bool) -> str:
+        if install:
+            return f"approve {len(self.values)} retained tools in {self.where}"
+        return f"remove retained's tool approvals from {self.where}"
+
+    def present(self, doc: Any) -> dict[str, bool]:
+        got = get(doc, self.at)
+        return {self.where: isinstance(got, list) and all(v in got for v in self.values)}
+
+
+class _HookEdit(_ListEdit):
+    is_hook = True
+    check = "hook present"
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        super().__init__(spec)
+        self.value: dict[str, Any] = spec["value"]
+
+    @property
+    def command(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def event(self) -> str:
+        return self.at[-1]
+
+    @property
+    def hook_event(self) -> str:
+        """retained's own name of what the hook runs: session-start, stop, prompt or pre-compact."""
+        m = re.search(r"\bhook\s+([a-z-]+)", self.command)
+        return m.group(1) if m else ""
+
+    def change_items(self, text: str, items: list[Any], mine: list[int], install: bool, kw: dict[str, Any]) -> str:
+        from . import jsonc
+
+        if not install:
+            for i in reversed(mine):
+                text = jsonc.remove_item(text, self.at, i, **kw)
+        elif mine:  # keep our entry where it is (Codex's trust key names its position); drop repeats
+            for i in reversed(mine[1:]):
+                text = jsonc.remove_item(text, self.at, i, **kw)
+            if items[mine[0]] != self.value:
+                text = jsonc.replace_item(text, self.at, mine[0], self.value, **kw)
+        else:
+            text = jsonc.append_item(text, self.at, self.value, **kw)
+        return text
+
+    def describe(self, install: bool) -> str:
+        if install:
+            return f"add hook `retained hook {self.hook_event}` to {self.where}"
+        return f"remove hook `retained hook {self.hook_event}` from {self.where}"
+
+    def present(self, doc: Any) -> dict[str, bool]:
+        got = get(doc, self.at)
+        return {f"{self.where} ({self.command})": isinstance(got, list) and self.value in got}
+
+
+class HookGroup(_HookEdit):
+    """A matcher group holding one command hook (Claude Code, Codex, Gemini CLI)."""
+
+    op = "hook-group"
+
+    @property
+    def command(self) -> str:
+        return self.value["hooks"][0]["command"]
+
+    def ours(self, item: Any) -> bool:
+        hooks = item.get("hooks") if isinstance(item, dict) else None
+        return isinstance(hooks, list) and any(isinstance(h, dict) and is_our_command(h.get("command")) for h in hooks)
+
+
+class HookFlat(_HookEdit):
+    """A flat hook entry (Cursor, VS Code's own hook files)."""
+
+    op = "hook-flat"
+
+    @property
+    def command(self) -> str:
+        return self.value["command"]
+
+    def ours(self, item: Any) -> bool:
+        return isinstance(item, dict) and is_our_command(item.get("command"))
+
+
+class HookTrust(Edit):
+    """Entries that trust retained's hooks by hash (Codex's `[hooks.state]`; the host module computes them)."""
+
+    op = "hook-trust"
+    check = "hook trusted"
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        super().__init__(spec)
+        self.entries: dict[str, str] = dict(spec.get("entries") or {})  # key -> trusted hash, after install
+        self.keys: list[str] = list(spec.get("keys") or [])  # every key of ours, now or after
+
+    def describe(self, install: bool) -> str:
+        if install and self.entries:
+            return f"trust {len(self.entries)} retained hook(s) by hash in {self.where}"
+        return f"remove retained's hook trust entries from {self.where}"
+
+    def present(self, doc: Any) -> dict[str, bool]:
+        got = get(doc, self.at)
+        if not isinstance(got, dict):
+            return {self.where: False}
+        if not self.entries:  # nothing to trust (uninstall): "present" means any of ours is still there
+            return {self.where: any(k in got for k in self.keys)}
+        ok = all(isinstance(got.get(k), dict) and got[k].get("trusted_hash") == h and got[k].get("enabled", True)
+                 for k, h in self.entries.items())
+        return {self.where: ok}
+
+    def strip(self, doc: Any) -> None:
+        state = get(doc, self.at)
+        if isinstance(state, dict):
+            for key in [k for k in state if k in self.keys]:
+                del state[key]
+
+    def apply_toml(self, path: Path, doc: Any, install: bool, original: Any) -> None:
+        import tomlkit
+
+        wanted = self.entries if install else {}
+        remove = set(self.keys) - set(wanted)
+        state = get(doc, self.at)
+        for key in remove:
+            if state is not None and key in state:
+                del state[key]
+        if wanted:
+            holder = doc
+            for key in self.at:
+                if key not in holder:
+                    holder[key] = tomlkit.table(is_super_table=True)
+                holder = holder[key]
+            for key, digest in wanted.items():
+                value = {"enabled": True, "trusted_hash": digest}
+                if key not in holder or holder[key].unwrap() != value:
+                    holder[key] = toml_table(value)
+        if not install or remove:
+            prune_toml(doc, self.at, original)
+
+
+KINDS: dict[str, type[Edit]] = {cls.op: cls for cls in (ServerEntry, ListItems, HookGroup, HookFlat, HookTrust)}
+
+
+def make(spec: dict[str, Any]) -> Edit:
+    return KINDS[spec["op"]](spec)
+
+
+# -- helpers shared by the edits ---------------------------------------------------------------------
+def prune_depth(original: Any, path: list[str]) -> int:
+    """How many containers above `path` were absent before retained first wrote (so may go again)."""
+    if original is None:
+        return len(path) - 1
+    n = 0
+    for depth in range(len(path) - 1, 0, -1):
+        if get(original, path[:depth]) is not None:
+            break
+        n += 1
+    return n
+
+
+def toml_table(value: dict[str, Any]) -> Any:
+    import tomlkit
+
+    table = tomlkit.table()
+    for k, v in value.items():
+        table[k] = toml_table(v) if isinstance(v, dict) else v
+    return table
+
+
+def prune_toml(doc: Any, path: list[str], original: Any = None) -> None:
+    for depth in range(len(path), 0, -1):
+        if original is not None and get(original, path[:depth]) is not None:
+            return  # it was there before retained: keep it, even empty
+        holder = doc
+        for key in path[: depth - 1]:
+            holder = holder.get(key) if holder is not None else None
+        key = path[depth - 1]
+        if holder is not None and key in holder and len(holder[key]) == 0:
+            del holder[key]
+        else:
+            return

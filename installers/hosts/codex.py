@@ -1,0 +1,130 @@
+"""Codex CLI: config.toml (tomlkit keeps every comment), hooks.json, and the hook trust hashes.
+
+Codex silently skips hooks that are not trusted by hash in the user config.toml, so the trust entries
+are computed from hooks.json as it will be after the install (our handlers' positions), and rewritten
+whenever the hook entries change. The hash (hosts reference, section 3.6, verified on Codex 0.171.0)
+covers the hook's identity: event, matcher, normalised handler. Any change to command, timeout or
+matcher invalidates it. Codex passes almost no environment to servers, so RETAINED_DIR sits in the
+entry's env. `CODEX_HOME` moves everything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import TYPE_CHECKING
+
+from ..host import Host
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ..base import FilePlan
+
+EVENT_LABELS = {
+    "SessionStart": "session_start", "SessionEnd": "session_end", "UserPromptSubmit": "user_prompt_submit",
+    "Stop": "stop", "PreToolUse": "pre_tool_use", "PostToolUse": "post_tool_use",
+    "PermissionRequest": "permission_request", "PreCompact": "pre_compact", "PostCompact": "post_compact",
+    "SubagentStart": "subagent_start", "SubagentStop": "subagent_stop",
+}
+MATCHER_IGNORED = {"UserPromptSubmit", "Stop"}
+
+
+def handler_identity(event: str, matcher: str | None, handler: dict[str, Any]) -> dict[str, Any]:
+    if event == "SessionEnd":
+        timeout = min(max(handler.get("timeout") or 1, 1), 3)
+    else:
+        timeout = max(handler.get("timeout") or 600, 1)
+    normalised: dict[str, Any] = {"type": "command", "command": handler["command"], "timeout": timeout,
+                                  "async": bool(handler.get("async", False))}
+    if handler.get("statusMessage") is not None:
+        normalised["statusMessage"] = handler["statusMessage"]
+    identity: dict[str, Any] = {"event_name": EVENT_LABELS[event], "hooks": [normalised]}
+    if matcher is not None and event not in MATCHER_IGNORED:
+        identity["matcher"] = matcher
+    return identity
+
+
+def trusted_hash(event: str, matcher: str | None, handler: dict[str, Any]) -> str:
+    blob = json.dumps(handler_identity(event, matcher, handler), sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False).encode("utf-8")
+    return "sha256:" + hashlib.sha256(blob).hexdigest()
+
+
+def trust_entries(hooks_json_path: str, hooks: dict[str, Any]) -> dict[str, str]:
+    """{state key: trusted hash} for every command handler in a hooks.json document."""
+    path = os.path.abspath(hooks_json_path)
+    out: dict[str, str] = {}
+    for event, groups in (hooks.get("hooks") or {}).items():
+        if event not in EVENT_LABELS or not isinstance(groups, list):
+            continue
+        for gi, group in enumerate(groups):
+            if not isinstance(group, dict):
+                continue
+            matcher = group.get("matcher")
+            for hi, handler in enumerate(group.get("hooks") or []):
+                if isinstance(handler, dict) and handler.get("type") == "command" and "command" in handler:
+                    out[f"{path}:{EVENT_LABELS[event]}:{gi}:{hi}"] = trusted_hash(event, matcher, handler)
+    return out
+
+
+def our_entries(path: str, doc: dict[str, Any]) -> dict[str, str]:
+    """Trust entries for retained's own handlers only (other hooks are the user's to trust)."""
+    from ..edits import is_our_command
+
+    labels = {label: event for event, label in EVENT_LABELS.items()}
+    mine: dict[str, str] = {}
+    for key, digest in trust_entries(path, doc).items():
+        _, label, gi, hi = key.rsplit(":", 3)
+        try:
+            handler = doc["hooks"][labels[label]][int(gi)]["hooks"][int(hi)]
+        except (KeyError, IndexError, TypeError):
+            continue
+        if is_our_command(handler.get("command")):
+            mine[key] = digest
+    return mine
+
+
+class Codex(Host):
+    name = "codex"
+    title = "Codex CLI"
+    order = 50
+    max_tokens = 2_000  # Codex cuts hook output at about 2,500 tokens (estimated here on the high side)
+
+    def context_vars(self, home: str, env: dict[str, str]) -> dict[str, str]:
+        return {"codex_home": env.get("CODEX_HOME") or os.path.join(home, ".codex")}
+
+    def recognises(self, data: dict[str, Any], env: dict[str, str]) -> bool:
+        return bool(env.get("CODEX_MANAGED_BY_NPM")) or "turn_id" in data or ("model" in data and "permission_mode" in data)
+
+    def finish(self, plans: list[FilePlan], ctx: dict[str, Any], *, install: bool) -> list[FilePlan]:
+        from .. import formats
+
+        hooks_plan = next((p for p in plans if p.role == "hooks"), None)
+        trust_plan = next((p for p in plans if p.role == "trust"), None)
+        if trust_plan is None:
+            return plans
+        if hooks_plan is None:
+            return [p for p in plans if p is not trust_plan]
+        try:
+            text = hooks_plan.path.read_text("utf-8")
+        except FileNotFoundError:
+            text = ""
+        except (OSError, UnicodeDecodeError):
+            return [p for p in plans if p is not trust_plan]  # hooks.json itself will report the problem
+        try:
+            current = formats.EDITORS["json"].load(hooks_plan.path, text) if text.strip() else {}
+            after = json.loads(hooks_plan.editor.apply(hooks_plan.path, text, hooks_plan.edits, install=True))
+        except Exception:  # noqa: BLE001 - an unparsable hooks.json is reported by its own plan
+            return [p for p in plans if p is not trust_plan]
+        path = str(hooks_plan.path.absolute())
+        ours_now = our_entries(path, current)
+        ours_after = our_entries(path, after)
+        for edit in trust_plan.edits:
+            edit.entries = ours_after if install else {}  # type: ignore[attr-defined]
+            edit.keys = sorted(set(ours_now) | set(ours_after))  # type: ignore[attr-defined]
+        return plans
+
+
+HOST = Codex()

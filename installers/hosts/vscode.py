@@ -1,0 +1,45 @@
+"""VS Code (Copilot agent mode): the profile's mcp.json (JSONC, key `servers`).
+
+User-scope hooks are Claude Code's ~/.claude/settings.json entries, which VS Code reads by default
+(`chat.hookFilesLocations`); project hooks go to `.github/hooks/retained.json` (flat entries).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from ..host import Host
+
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any
+
+
+class VSCode(Host):
+    name = "vscode"
+    title = "VS Code (Copilot agent mode)"
+    order = 20
+    session_keys = ("sessionId",)
+
+    def context_vars(self, home: str, env: dict[str, str]) -> dict[str, str]:
+        if sys.platform == "win32":
+            user = os.path.join(env.get("APPDATA") or os.path.join(home, "AppData", "Roaming"), "Code", "User")
+        elif sys.platform == "darwin":
+            user = os.path.join(home, "Library", "Application Support", "Code", "User")
+        else:
+            user = os.path.join(env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"), "Code", "User")
+        return {"vscode_user": user}
+
+    def recognises(self, data: dict[str, Any], env: dict[str, str]) -> bool:
+        return "sessionId" in data or "hookEventName" in data
+
+    def stop_output(self, reason: str) -> dict[str, Any]:
+        return {"hookSpecificOutput": {"hookEventName": "Stop", "decision": "block", "reason": reason}}
+
+    def doctor_input(self, project: Path) -> tuple[dict[str, Any], dict[str, str]]:
+        return {"cwd": str(project), "hookEventName": "SessionStart", "source": "new"}, {}
+
+
+HOST = VSCode()

@@ -1,0 +1,435 @@
+"""Taking memory along and bringing it in: `retained export` and `retained import`.
+
+Export writes the log's own lines (jsonl: every byte another retained needs, unknown fields and
+supersede links included) or one readable Markdown file per project. Import is a dry run unless asked
+to apply: it says what it would add and what is already there. Records from a retained export keep
+their ids and links and are re-appended to this log one by one, each proven like any write, with an
+`imported` field saying where they came from; instruction files and the hosts' own memories become
+ordinary writes (redacted, deduplicated by a key derived from scope and text, so a second import of
+the same source adds nothing).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from . import native, records
+from .errors import NotFound, UsageError
+
+FORMATS = ("jsonl", "markdown")
+LIFECYCLE_KIND = getattr(records, "FORGET_KIND", "forget")
+
+
+# -- export ---------------------------------------------------------------------------------------
+def _hidden(store: Any) -> set[str]:
+    """Ids a retraction currently hides (empty until the store knows retractions)."""
+    fn = getattr(store.index, "retracted_ids", None)
+    return set(fn()) if fn is not None else set()
+
+
+def _is_tombstone(row: Mapping[str, Any]) -> bool:
+    return bool(row.get("tomb"))
+
+
+def export_jsonl(store: Any, out: IO[bytes], *, scopes: list[str] | None,
+                 include_history: bool = False) -> dict[str, Any]:
+    """The log's lines, verbatim, for the chosen scopes. Retracted records and the forget records
+    themselves only with `include_history`; purged ones as the tombstones the log holds."""
+    warnings = store._fresh()
+    hidden = _hidden(store)
+    counts: Counter[str] = Counter()
+    with open(store.log.path, "rb") if store.log.path.exists() else _Empty() as log:
+        for row in store.index.export_rows(scopes):
+            tomb = _is_tombstone(row)
+            if row["kind"] == LIFECYCLE_KIND and not tomb:
+                if not include_history:
+                    counts["history_left_out"] += 1
+                    continue
+                counts["forget_records"] += 1
+            elif row["id"] in hidden:
+                if not include_history:
+                    counts["retracted_left_out"] += 1
+                    continue
+                counts["retracted"] += 1
+            log.seek(row["offset"])
+            raw = log.read(row["length"])
+            if not raw.endswith(b"\n"):
+                counts["damaged"] += 1
+                continue
+            out.write(raw)
+            counts["tombstones" if tomb else "records"] += 1
+    if counts["damaged"]:
+        warnings.append(f"{counts['damaged']} line(s) changed under the index were left out; run `retained verify`")
+    return {"format": "jsonl", "records": counts["records"], "tombstones": counts["tombstones"],
+            "retracted": counts["retracted"], "forget_records": counts["forget_records"],
+            "left_out": {"retracted": counts["retracted_left_out"], "history": counts["history_left_out"]},
+            "warnings": warnings}
+
+
+class _Empty:
+    def __enter__(self) -> _Empty:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_MD_LINE_START = re.compile(r"^(\s*)([#>+\-*=|]|\d+[.)]|```|~~~)")
+KIND_TITLES = {"decision": "Decisions", "convention": "Conventions", "preference": "Preferences", "todo": "To do",
+               "fact": "Facts", "note": "Notes", "checkpoint": "Checkpoints"}
+KIND_ORDER = ("checkpoint", "decision", "convention", "preference", "todo", "fact", "note")
+
+
+def md_text(text: str) -> str:
+    """Stored text as inert Markdown: no tag, heading, list, quote or fence of its own."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    lines = [(_MD_LINE_START.sub(lambda m: m.group(1) + "\\" + m.group(2), line) if line.strip() else "")
+             for line in text.split("\n")]
+    return "\n  ".join(lines).rstrip()
+
+
+def project_label(scope: str) -> str:
+    """A file name for a scope: its last path segment, readable and safe."""
+    if scope == records.GLOBAL_SCOPE:
+        return "global"
+    tail = re.split(r"[\\/]", scope.rstrip("/\\"))[-1] or "root"
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", tail).strip("-.") or "project"
+
+
+def markdown_documents(store: Any, *, scopes: list[str] | None, include_history: bool = False) -> dict[str, str]:
+    """scope → one Markdown document of its current memory grouped by kind (ids and dates on each item)."""
+    store._fresh()
+    hidden = _hidden(store)
+    by_scope: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    history: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for row in store.index.markdown_rows(scopes):
+        scope = row["scope"]
+        if row["kind"] == LIFECYCLE_KIND and not _is_tombstone(row):
+            continue
+        if _is_tombstone(row):
+            history.setdefault(scope, []).append(("purged", row))
+        elif row["id"] in hidden:
+            if include_history:
+                history.setdefault(scope, []).append(("retracted", row))
+        elif row.get("superseded_by"):
+            if include_history:
+                history.setdefault(scope, []).append((f"superseded by {row['superseded_by']}", row))
+        else:
+            by_scope.setdefault(scope, {}).setdefault(row["kind"], []).append(row)
+    docs: dict[str, str] = {}
+    for scope in sorted(set(by_scope) | set(history)):
+        kinds = by_scope.get(scope, {})
+        total = sum(len(v) for v in kinds.values())
+        out = [f"# Memory: {project_label(scope)}", "",
+               f"Scope `{scope}`: {total} current record{'s' if total != 1 else ''}, exported by retained "
+               f"on {records.now_rfc3339()[:10]}. Stored text is quoted as data, not instructions.", ""]
+        order = [k for k in KIND_ORDER if k in kinds] + sorted(k for k in kinds if k not in KIND_ORDER)
+        for kind in order:
+            rows = kinds[kind]
+            out += [f"## {KIND_TITLES.get(kind, kind)} ({len(rows)})", ""]
+            out += [f"- {md_text(r['text'])} (`{r['id']}`, {r['ts'][:10]})" for r in rows]
+            out.append("")
+        if history.get(scope):
+            out += ["## History", ""]
+            for what, r in history[scope]:
+                if what == "purged":
+                    out.append(f"- `{r['id']}` ({r['kind']}, {r['ts'][:10]}): purged, no content kept")
+                else:
+                    out.append(f"- `{r['id']}` ({r['kind']}, {r['ts'][:10]}, {what}): {md_text(r['text'] or '')}")
+            out.append("")
+        docs[scope] = "\n".join(out)
+    return docs
+
+
+def export(store: Any, *, scopes: list[str] | None, fmt: str = "jsonl", include_history: bool = False,
+           path: str | None = None, stdout: IO[bytes] | None = None) -> dict[str, Any]:
+    """Export to `path` (a file for jsonl; a folder, or one .md file for one project, for markdown)."""
+    if fmt not in FORMATS:
+        raise UsageError(f"unknown format {fmt!r}", hint="use --format jsonl or --format markdown")
+    stdout = stdout if stdout is not None else sys.stdout.buffer
+    if fmt == "jsonl":
+        if path is None or path == "-":
+            result = export_jsonl(store, stdout, scopes=scopes, include_history=include_history)
+            result["path"] = "-"
+            return result
+        target = Path(path)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.part")
+        try:
+            with open(tmp, "wb") as f:
+                result = export_jsonl(store, f, scopes=scopes, include_history=include_history)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+        except OSError as e:
+            tmp.unlink(missing_ok=True)
+            raise UsageError(f"cannot write {target}: {e.strerror or e}", hint="pick a writable -o PATH") from None
+        result["path"] = str(target)
+        return result
+    docs = markdown_documents(store, scopes=scopes, include_history=include_history)
+    summary = {"format": "markdown", "projects": len(docs), "files": [], "warnings": []}
+    if path is None or path == "-":
+        stdout.write("\n\n".join(docs.values()).encode("utf-8") + (b"\n" if docs else b""))
+        summary["path"] = "-"
+        return summary
+    target = Path(path)
+    if target.suffix.lower() == ".md" and not target.is_dir():
+        if len(docs) > 1:
+            raise UsageError(f"{len(docs)} projects to export but -o names one file",
+                             hint="pass a folder as -o (one file per project), or --scope for one project")
+        target.write_text(next(iter(docs.values()), ""), "utf-8")
+        summary["files"] = [str(target)]
+        summary["path"] = str(target)
+        return summary
+    target.mkdir(parents=True, exist_ok=True)
+    used: set[str] = set()
+    for scope, doc in docs.items():
+        name = project_label(scope)
+        if name in used:
+            import hashlib
+
+            name += "-" + hashlib.sha256(scope.encode("utf-8")).hexdigest()[:6]
+        used.add(name)
+        (target / f"{name}.md").write_text(doc, "utf-8")
+        summary["files"].append(str(target / f"{name}.md"))
+    summary["path"] = str(target)
+    return summary
+
+
+# -- import ---------------------------------------------------------------------------------------
+class Action:
+    """One line of an import plan: add, already (there), or skip (with why)."""
+
+    __slots__ = ("action", "kind", "scope", "text", "origin", "why", "id", "record", "item")
+
+    def __init__(self, action: str, kind: str, scope: str, text: str, origin: str, *, why: str = "",
+                 rid: str | None = None, record: dict[str, Any] | None = None, item: native.Item | None = None) -> None:
+        self.action, self.kind, self.scope, self.text, self.origin = action, kind, scope, text, origin
+        self.why, self.id, self.record, self.item = why, rid, record, item
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {"action": self.action, "kind": self.kind, "scope": self.scope, "text": self.text, "from": self.origin}
+        if self.id:
+            out["id"] = self.id
+        if self.why:
+            out["why"] = self.why
+        if self.item is not None and self.item.section:
+            out["section"] = self.item.section
+        return out
+
+
+def _jsonl_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            if raw.strip():
+                yield n, raw.rstrip(b"\r\n")
+
+
+def looks_like_jsonl(path: Path) -> bool:
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        return True
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1).lstrip()
+        return head == b"{"
+    except OSError:
+        return False
+
+
+def plan_jsonl(store: Any, path: Path, scope: str | None) -> tuple[list[Action], list[str]]:
+    """A retained export: each record keeps its id, kind, scope, supersede link and unknown fields."""
+    actions: list[Action] = []
+    notes: list[str] = []
+    seen: set[str] = set()
+    counts: Counter[str] = Counter()
+    for n, raw in _jsonl_lines(path):
+        try:
+            rec = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            counts["unreadable"] += 1
+            continue
+        if not isinstance(rec, dict) or not isinstance(rec.get("id"), str) or not rec["id"].strip():
+            counts["unreadable"] += 1
+            continue
+        if "text" not in rec:
+            # A tombstone: what a purge left; nothing to bring back.
+            counts["tombstones"] += 1
+            continue
+        if rec.get("kind") == LIFECYCLE_KIND and rec.get("action") == "purge":
+            counts["purge_records"] += 1
+            continue
+        if "sha256" in rec and "seq" in rec and "prev" in rec:
+            try:
+                records.parse_line(raw)
+            except records.BadLine as bad:
+                notes.append(f"line {n}: not an intact record ({bad.reason}); skipped")
+                counts["damaged"] += 1
+                continue
+        try:
+            records.check_text(rec.get("text"))
+            records.check_kind(rec.get("kind", "note"))
+        except UsageError as e:
+            notes.append(f"line {n}: {e.message}; skipped")
+            continue
+        rid = rec["id"]
+        target_scope = scope or (rec["scope"] if isinstance(rec.get("scope"), str) and rec["scope"] else records.GLOBAL_SCOPE)
+        kind = rec.get("kind", "note")
+        if rid in seen:
+            actions.append(Action("skip", kind, target_scope, rec["text"], f"{path}:{n}", why="id repeated in the file", rid=rid))
+            continue
+        seen.add(rid)
+        existing = store.index.by_id(rid)
+        if existing is not None:
+            same = existing["text"] == rec["text"] and existing["kind"] == kind
+            actions.append(Action("already" if same else "skip", kind, target_scope, rec["text"], f"{path}:{n}", rid=rid,
+                                  why="" if same else f"id {rid} is taken here by a different record"))
+            continue
+        actions.append(Action("add", kind, target_scope, rec["text"], f"{path}:{n}", rid=rid, record=rec))
+    if counts["tombstones"]:
+        notes.append(f"{counts['tombstones']} purged record(s) (tombstones) have no content to bring back")
+    if counts["purge_records"]:
+        notes.append(f"{counts['purge_records']} purge record(s) left out: they describe the other store's bytes")
+    if counts["unreadable"]:
+        notes.append(f"{counts['unreadable']} line(s) are not records; skipped")
+    return actions, notes
+
+
+def plan_items(store: Any, items: list[native.Item], scope: str | None) -> list[Action]:
+    actions: list[Action] = []
+    keys: set[str] = set()
+    for item in items:
+        target = scope or item.scope or records.GLOBAL_SCOPE
+        key = native.import_key(target, item.text)
+        origin = f"{item.origin}:{item.line}" if item.line else str(item.origin)
+        if key in keys:
+            actions.append(Action("already", item.kind, target, item.text, origin, why="repeated in this source", item=item))
+            continue
+        keys.add(key)
+        prior = store.index.by_op(key) or store.index.same_text(target, item.text)
+        if prior is not None:
+            actions.append(Action("already", item.kind, target, item.text, origin, rid=prior["id"], item=item))
+        else:
+            actions.append(Action("add", item.kind, target, item.text, origin, item=item))
+    return actions
+
+
+def plan(store: Any, *, path: str | None, source: str | None, scope: str | None,
+         env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """What an import would do, without writing anything."""
+    env = os.environ if env is None else env
+    if (path is None) == (source is None):
+        raise UsageError("name one thing to import: a PATH or --from SOURCE",
+                         hint="e.g. `retained import export.jsonl` or `retained import --from claude`")
+    if scope is not None:
+        scope = records.check_scope(scope)
+    store._fresh()
+    notes: list[str] = []
+    if source is not None:
+        if source not in native.SOURCES:
+            raise UsageError(f"unknown source {source!r}", hint=f"use one of: {', '.join(native.SOURCES)}, or give a PATH")
+        known = store.index.scope_names() if hasattr(store.index, "scope_names") else []
+        items, notes = native.source_items(source, env, known)
+        actions = plan_items(store, items, scope)
+        label = source
+    else:
+        p = Path(path).expanduser()
+        if not p.exists():
+            raise NotFound(f"{p} does not exist", hint="give the path of an export, an instruction file or a memory folder")
+        if p.is_file() and looks_like_jsonl(p):
+            actions, notes = plan_jsonl(store, p, scope)
+        else:
+            actions = plan_items(store, native.path_items(p, scope, env), scope)
+            if not actions:
+                notes.append(f"nothing in {p} reads as memory (no bullet or section with text)")
+        label = str(p)
+    tally = Counter(a.action for a in actions)
+    return {"source": label, "dry_run": True, "would_add": tally["add"], "already": tally["already"],
+            "skipped": tally["skip"], "actions": actions, "notes": notes}
+
+
+def _redacted(value: Any, found: Counter[str]) -> Any:
+    if os.environ.get("RETAINED_REDACT", "on").strip().lower() in ("off", "0", "false", "no"):
+        return value
+    from . import redact
+
+    return redact.redact_value(value, found)
+
+
+def apply(store: Any, result: dict[str, Any]) -> dict[str, Any]:
+    """Write the plan's additions: kept-id records re-appended and proven, others as ordinary writes."""
+    store._check_writable()
+    receipts: list[dict[str, Any]] = []
+    found: Counter[str] = Counter()
+    kept = [a for a in result["actions"] if a.action == "add" and a.record is not None]
+    if kept:
+        receipts += _append_kept(store, kept, result["source"], found)
+    for a in result["actions"]:
+        if a.action != "add" or a.item is None:
+            continue
+        item = a.item
+        r = store.write(item.text, kind=item.kind, scope=a.scope, source=str(item.origin),
+                        client_op_id=native.import_key(a.scope, item.text), fields={"imported": item.provenance()})
+        a.id = r["id"]
+        receipts.append(r)
+    out = dict(result)
+    out["dry_run"] = False
+    out["added"] = sum(1 for r in receipts if not r.get("deduplicated") and r.get("durable"))
+    out["deduplicated"] = sum(1 for r in receipts if r.get("deduplicated"))
+    out["not_durable"] = sum(1 for r in receipts if not r.get("durable"))
+    out["receipts"] = receipts
+    if found:
+        from . import redact
+
+        out["notes"] = list(out["notes"]) + [redact.describe(found)]
+    return out
+
+
+def _append_kept(store: Any, actions: list[Action], source: str, found: Counter[str]) -> list[dict[str, Any]]:
+    """Append records keeping their ids, in file order (so a supersede follows what it supersedes),
+    each one sealed onto this chain and proven: written, fsynced, read back, linked."""
+    from .log import Tail
+
+    receipts = []
+    now = records.now_rfc3339()
+    lock = getattr(store, "_write_lock", None)
+    store.log.check_safe()
+    if lock is not None:
+        lock.acquire()
+    try:
+        with store.log.lock():
+            tail = store.log.tail()
+            for a in actions:
+                src = a.record
+                rec = {k: v for k, v in src.items() if k not in ("seq", "prev", "sha256")}
+                provenance: dict[str, Any] = {"from": source, "at": now}
+                for key in ("seq", "sha256"):
+                    if key in src:
+                        provenance[key] = src[key]
+                if isinstance(src.get("imported"), dict):
+                    provenance["prior"] = src["imported"]
+                rec["imported"] = provenance
+                rec["scope"] = a.scope
+                rec.setdefault("kind", "note")
+                rec.setdefault("ts", now)
+                for key in list(rec):
+                    if key not in ("id", "ts", "kind", "scope", "supersedes", "client_op_id", "imported"):
+                        rec[key] = _redacted(rec[key], found)
+                rec.update(seq=tail.seq + 1, prev=tail.sha256)
+                sealed = records.seal(rec)
+                res = store.log.append(sealed, tail)
+                durable = all(res["checks"].values())
+                receipts.append({"id": sealed["id"], "seq": sealed["seq"], "sha256": sealed["sha256"], "durable": durable,
+                                 "checks": res["checks"], "warnings": res["reasons"], "deduplicated": False})
+                if not res["checks"]["append"]:
+                    break
+                tail = Tail(sealed["seq"], sealed["sha256"], res["offset"] + len(res["line"]))
+    finally:
+        if lock is not None:
+            lock.release()
+    return receipts

@@ -1,0 +1,67 @@
+"""What doctor learns about each host's own memory: switched on or off, where, how big, what loads at start."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from retained.native import claude_project_dirname, native_memory
+
+FIXTURES = Path(__file__).parent / "fixtures" / "native"
+
+
+def _env(home: Path, **extra: str) -> dict[str, str]:
+    return {"HOME": str(home), **extra}
+
+
+def test_claude_auto_memory_is_on_by_default_and_measured(isolate_home, tmp_path):
+    cwd = tmp_path / "work"
+    folder = isolate_home / ".claude" / "projects" / claude_project_dirname(cwd.resolve())
+    shutil.copytree(FIXTURES / "claude" / "projects" / "PROJECT", folder)
+    report = native_memory("claude", _env(isolate_home), cwd=str(cwd))
+    assert report["enabled"] is True and report["why"] == "on by default"
+    assert report["files"] == 4 and report["project_files"] == 4
+    assert report["bytes"] == sum(p.stat().st_size for p in (folder / "memory").glob("*.md"))
+    assert report["location"] == str(folder / "memory")
+    assert str(folder / "memory" / "MEMORY.md") in report["loaded_at_start"]
+    assert "retained import --from claude" in report["fix"]
+
+
+def test_claude_auto_memory_off_by_setting_or_environment(isolate_home):
+    (isolate_home / ".claude").mkdir()
+    (isolate_home / ".claude" / "settings.json").write_text(json.dumps({"autoMemoryEnabled": False}))
+    report = native_memory("claude", _env(isolate_home))
+    assert report["enabled"] is False and "autoMemoryEnabled" in report["why"]
+    report = native_memory("claude", _env(isolate_home, CLAUDE_CODE_DISABLE_AUTO_MEMORY="0"))
+    assert report["enabled"] is True
+    (isolate_home / ".claude" / "settings.json").write_text("{}")
+    report = native_memory("claude", _env(isolate_home, CLAUDE_CODE_DISABLE_AUTO_MEMORY="1"))
+    assert report["enabled"] is False and "CLAUDE_CODE_DISABLE_AUTO_MEMORY" in report["why"]
+
+
+def test_codex_memories_follow_the_feature_flag(isolate_home):
+    shutil.copytree(FIXTURES / "codex", isolate_home / ".codex")
+    report = native_memory("codex", _env(isolate_home))
+    assert report["enabled"] is False and report["files"] == 4
+    (isolate_home / ".codex" / "config.toml").write_text("[features]\nmemories = true\n")
+    report = native_memory("codex", _env(isolate_home))
+    assert report["enabled"] is True and report["loaded_at_start"][0].endswith("memory_summary.md")
+    (isolate_home / ".codex" / "config.toml").write_text("[features]\nmemories = true\n[memories]\nuse_memories = false\n")
+    assert native_memory("codex", _env(isolate_home))["enabled"] is False
+    alt = isolate_home / "elsewhere"
+    shutil.copytree(FIXTURES / "codex", alt)
+    assert native_memory("codex", _env(isolate_home, CODEX_HOME=str(alt)))["location"] == str(alt / "memories")
+
+
+def test_gemini_memory_files_are_counted(isolate_home):
+    shutil.copytree(FIXTURES / "gemini", isolate_home / ".gemini")
+    report = native_memory("gemini", _env(isolate_home))
+    assert report["enabled"] is True and report["files"] == 3
+    assert report["loaded_at_start"] == [str(isolate_home / ".gemini" / "GEMINI.md")]
+
+
+def test_hosts_without_a_memory_of_their_own_report_none(isolate_home):
+    assert native_memory("cursor", _env(isolate_home)) is None
+    assert native_memory("vscode", dict(os.environ)) is None

@@ -1,0 +1,264 @@
+"""The host registry end to end: every host it lists installs, checks out, briefs from the store it was
+installed with, and uninstalls to the very bytes it found; all or nothing per host."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from retained.installers.hosts import hosts
+from retained.store import Store
+from tests.conftest import run_cli
+from tests.test_installers import FILES, FIX, seed, snapshot
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def host_input(name: str, project: Path) -> tuple[dict, dict]:
+    """A session-start input and environment as each host gives its hook (hosts reference)."""
+    p = str(project)
+    return {
+        "claude": ({"session_id": "reg-claude", "cwd": p, "hook_event_name": "SessionStart", "source": "startup"},
+                   {"CLAUDECODE": "1", "CLAUDE_PROJECT_DIR": p}),
+        "codex": ({"session_id": "reg-codex", "cwd": p, "hook_event_name": "SessionStart", "model": "gpt-fake",
+                   "permission_mode": "default", "source": "startup"}, {"CODEX_MANAGED_BY_NPM": "1"}),
+        "cursor": ({"conversation_id": "reg-cursor", "hook_event_name": "sessionStart", "workspace_roots": [p],
+                    "cursor_version": "2.1.0"}, {"CURSOR_VERSION": "2.1.0"}),
+        "vscode": ({"sessionId": "reg-vscode", "cwd": p, "hookEventName": "SessionStart", "source": "new"}, {}),
+        "gemini": ({"session_id": "reg-gemini", "cwd": p, "hook_event_name": "SessionStart", "source": "startup"},
+                   {"GEMINI_SESSION_ID": "reg-gemini", "GEMINI_PROJECT_DIR": p}),
+    }[name]
+
+
+def context_of(output: str) -> str:
+    data = json.loads(output)
+    return data.get("additional_context") or data["hookSpecificOutput"]["additionalContext"]
+
+
+def installed_commands(home: Path, event: str) -> list[str]:
+    """Every retained hook command for `event` in the config files under `home`."""
+    found: list[str] = []
+    for path in home.rglob("*"):
+        if path.is_file() and not path.name.endswith(".retained-backup"):
+            found += re.findall(rf'"([^"\n]*\bhook {event}\b[^"\n]*)"', path.read_text(errors="replace"))
+    return sorted(set(found))
+
+
+@pytest.fixture
+def project(tmp_path):
+    repo = tmp_path / "proj"
+    (repo / ".git").mkdir(parents=True)
+    return repo.resolve()
+
+
+@pytest.fixture
+def elsewhere(tmp_path):
+    """A non-default store, holding one record for the project; the default store holds another."""
+    return tmp_path / "elsewhere-store"
+
+
+@pytest.mark.parametrize("name", sorted(hosts()))
+def test_every_registered_host_installs_checks_briefs_from_its_store_and_uninstalls(
+        isolate_home, project, elsewhere, name, store_dir):
+    home = isolate_home
+    if name in FILES:
+        seed(home, [name])
+    (home / ".gemini").mkdir(exist_ok=True)
+    with Store(elsewhere) as s:
+        s.write("REGISTRY-MARKER from the installed store", scope=str(project))
+    with Store(store_dir) as s:
+        s.write("DEFAULT-STORE-MARKER must not appear", scope=str(project))
+    before = snapshot(home)
+    proc = run_cli("--dir", str(elsewhere), "install", "--yes", "--host", name, cwd=str(project))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "retained doctor" in proc.stdout  # install ends with the next step
+
+    # plain doctor (the shell's store is the default one) checks the store the host opens
+    doc = run_cli("doctor", "--host", name, "--json", cwd=str(project))
+    data = json.loads(doc.stdout)
+    assert data["ok"], doc.stdout
+    assert str(elsewhere) in data["stores"] and any(name in w for w in data["stores"][str(elsewhere)])
+
+    commands = installed_commands(home, "session-start")
+    assert commands, "no session-start hook was installed"
+    payload, env = host_input(name, project)
+    for command in commands:
+        out = subprocess.run(command, shell=True, input=json.dumps(payload), capture_output=True, text=True,
+                             cwd=project, env=dict(os.environ, **env), timeout=60)
+        assert out.returncode == 0, out.stderr
+        text = context_of(out.stdout)
+        assert "REGISTRY-MARKER" in text and "DEFAULT-STORE-MARKER" not in text
+
+    out = run_cli("--dir", str(elsewhere), "uninstall", "--yes", "--host", name, cwd=str(project))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert snapshot(home) == before
+
+
+def test_every_host_module_has_a_template_and_names_itself(isolate_home):
+    names = sorted(p.stem for p in (ROOT / "installers" / "hosts").glob("*.py") if not p.stem.startswith("_"))
+    assert names == sorted(hosts())
+    for name, host in hosts().items():
+        assert host.name == name and host.title and host.template["files"]
+        assert (ROOT / "templates" / f"{name}.json").exists()
+
+
+def test_no_module_outside_the_registry_keeps_a_list_of_host_names():
+    """Host names appear in the installer, doctor and hook code only in installers/hosts/ (and
+    templates): they ask the registry."""
+    names = sorted(hosts())
+    pattern = re.compile(r"[\"'](" + "|".join(names) + r")[\"']")
+    offenders = []
+    for path in [ROOT / "retained" / "hook.py", *(ROOT / "installers").glob("*.py")]:
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if pattern.search(line) and not line.lstrip().startswith("#"):
+                offenders.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
+    assert not offenders, "\n".join(offenders)
+
+
+# -- all or nothing per host -----------------------------------------------------------------------
+def _host_files(name: str, home: Path) -> list[Path]:
+    return [home / rel for _, rel, _ in FILES[name]]
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+@pytest.mark.parametrize("damage", ["read-only", "unparsable"])
+def test_a_host_whose_file_cannot_change_is_left_unchanged_and_the_others_are_wired(
+        isolate_home, name, damage):
+    home = isolate_home
+    seed(home)
+    for d in (".cursor", ".gemini", ".codex"):
+        (home / d).mkdir(exist_ok=True)
+    for index, target in enumerate(_host_files(name, home)):
+        if name == "vscode" and index == 1:
+            continue  # ~/.claude/settings.json is Claude Code's too: covered by the claude case
+        for other in _host_files(name, home):
+            if not other.exists():
+                other.parent.mkdir(parents=True, exist_ok=True)
+                other.write_text("{}\n" if other.suffix == ".json" else "")
+        before = {str(p): p.read_bytes() for p in _host_files(name, home)}
+        original = target.read_bytes()
+        if damage == "read-only":
+            os.chmod(target, 0o444)
+        else:
+            target.write_bytes(b"[[[ not a config\n" if target.suffix == ".toml" else b'{"broken": \n')
+            before[str(target)] = target.read_bytes()
+        try:
+            proc = run_cli("install", "--yes", *sum((["--host", h] for h in FILES), []))
+            assert proc.returncode == 1
+            title = hosts()[name].title
+            assert f"✗ {title}: not wired" in proc.stderr, proc.stderr
+            for p in _host_files(name, home):
+                if p.name == "settings.json" and ".claude" in str(p):
+                    continue  # also VS Code's (and Claude Code's): the host that is wired keeps its hooks there
+                assert p.read_bytes() == before[str(p)], f"{p} changed although {title} is not wired"
+            for other in FILES:
+                if other == name or (name == "claude" and other == "vscode") or (name == "vscode" and other == "claude"):
+                    continue
+                server = _host_files(other, home)[0]
+                assert "retained" in server.read_text(), f"{other} was not wired"
+        finally:
+            os.chmod(target, 0o644)
+            target.write_bytes(original)
+            run_cli("uninstall", "--yes", *sum((["--host", h] for h in FILES), []))
+
+
+def test_a_failing_second_file_puts_the_first_back(isolate_home):
+    """Codex: config.toml changes first; when hooks.json is refused, config.toml is restored and no
+    backup or folder retained made is left behind."""
+    home = isolate_home
+    seed(home, ["codex"])
+    hooks = home / ".codex" / "hooks.json"
+    hooks.mkdir()  # not a regular file: refused at write time, after the preview passed for config.toml
+    before = snapshot(home)
+    proc = run_cli("install", "--yes", "--host", "codex")
+    assert proc.returncode == 1 and "Codex CLI: not wired" in proc.stderr
+    assert snapshot(home) == before
+
+
+# -- Codex edge cases -------------------------------------------------------------------------------
+FOREIGN_HOOKS = {"hooks": {"SessionStart": [{"matcher": "startup", "hooks": [
+    {"type": "command", "command": "/opt/other-tool/bin/hook start", "timeout": 10}]}]}}
+
+
+def _foreign_trust(home: Path) -> str:
+    from retained.installers.hosts.codex import trust_entries
+
+    entries = trust_entries(str(home / ".codex" / "hooks.json"), FOREIGN_HOOKS)
+    return "".join(f'\n[hooks.state."{k}"]\nenabled = true\ntrusted_hash = "{v}"\n' for k, v in entries.items())
+
+
+def test_codex_foreign_trust_entry_survives_install_and_uninstall(isolate_home):
+    home = isolate_home
+    (home / ".codex").mkdir()
+    (home / ".codex" / "hooks.json").write_text(json.dumps(FOREIGN_HOOKS, indent=2) + "\n")
+    config = home / ".codex" / "config.toml"
+    config.write_text('# my codex\nmodel = "o4"\n' + _foreign_trust(home))
+    before = snapshot(home)
+    assert run_cli("install", "--yes", "--host", "codex").returncode == 0
+    import tomlkit
+
+    from retained.installers.hosts.codex import trust_entries
+
+    doc = json.loads((home / ".codex" / "hooks.json").read_text())
+    state = tomlkit.parse(config.read_text()).unwrap()["hooks"]["state"]
+    for key, digest in trust_entries(str(home / ".codex" / "hooks.json"), doc).items():
+        assert state[key]["trusted_hash"] == digest  # the foreign hook's too: still valid after install
+    proc = run_cli("uninstall", "--yes", "--host", "codex")
+    assert proc.returncode == 0, proc.stderr
+    assert snapshot(home) == before
+
+
+def test_codex_home_without_config_toml_leaves_no_trace(isolate_home):
+    home = isolate_home
+    (home / ".codex").mkdir()
+    assert run_cli("install", "--yes", "--host", "codex").returncode == 0
+    assert not (home / ".codex" / "config.toml.retained-backup").exists()
+    assert run_cli("uninstall", "--yes", "--host", "codex").returncode == 0
+    assert sorted(p.name for p in (home / ".codex").iterdir()) == []
+
+
+# -- plans -------------------------------------------------------------------------------------------
+def test_second_install_says_nothing_to_change(isolate_home):
+    assert run_cli("install", "--yes", "--host", "claude").returncode == 0
+    again = run_cli("install", "--yes", "--host", "claude")
+    assert again.returncode == 0 and again.stdout.strip() == "nothing to change"
+
+
+def test_uninstall_plan_says_remove_from(isolate_home):
+    run_cli("install", "--yes", "--host", "claude")
+    out = run_cli("uninstall", "--dry-run", "--host", "claude").stdout
+    assert "remove hook `retained hook session-start` from hooks.SessionStart" in out
+
+
+def test_a_file_two_hosts_share_appears_once_in_the_plan_and_the_diff(isolate_home):
+    out = run_cli("install", "--dry-run", "--host", "claude", "--host", "vscode").stdout
+    settings = str(isolate_home / ".claude" / "settings.json")
+    assert out.count(f"    {settings}") == 1 and "also read by" in out
+    assert out.count(f"+++ {settings} (after retained)") == 1
+
+
+def test_uninstall_removes_folders_install_created(isolate_home):
+    before = snapshot(isolate_home)
+    dirs = sorted(str(p) for p in isolate_home.rglob("*") if p.is_dir())
+    assert run_cli("install", "--yes", "--host", "cursor", "--host", "codex").returncode == 0
+    assert run_cli("uninstall", "--yes", "--host", "cursor", "--host", "codex").returncode == 0
+    assert snapshot(isolate_home) == before
+    assert sorted(str(p) for p in isolate_home.rglob("*") if p.is_dir()) == dirs
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
+def test_hook_commands_name_the_store_they_were_installed_with(isolate_home, tmp_path):
+    store = tmp_path / "my store"
+    assert run_cli("--dir", str(store), "install", "--yes", "--host", "claude").returncode == 0
+    for cmd in installed_commands(isolate_home, "session-start") + installed_commands(isolate_home, "stop"):
+        assert f"--dir '{store}'" in cmd, cmd
+    entry = json.loads((isolate_home / ".claude.json").read_text())["mcpServers"]["retained"]
+    assert entry["env"]["RETAINED_DIR"] == str(store) and entry["alwaysLoad"] is True
+    assert stat.S_ISREG((isolate_home / ".claude" / "settings.json").stat().st_mode)

@@ -1,0 +1,316 @@
+"""The semantic tier's promises: meaning found, exact words still first, honest fallbacks, vectors derived.
+
+These use the real default model (one onnxruntime session shared by the whole test process) and, for
+the Ollama path, a loopback stand-in for Ollama's embed API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from retained import index as index_mod
+from retained.records import now_rfc3339
+from retained.store import Store
+from tests.helpers.fake_ollama import FakeOllama
+
+TEAM = [
+    ("secrets", "Secrets live in 1Password, in the vault 'shop-prod'; never commit .env files."),
+    ("db", "The orders service stores its data in PostgreSQL 16 on the managed cluster."),
+    ("migrate", "Database migrations run with `make migrate`; never edit a migration that was applied."),
+    ("deploy", "Deploys to production go out on Tuesdays after the release review."),
+    ("error", "Error E4012 means the payment token expired: refresh the token and retry once."),
+    ("path", "ledger/migrate.py holds the one-off script that moved the ledger to the new schema."),
+    ("frontend", "The web frontend is built with Vite and React 19."),
+]
+
+
+def _seed(store: Store) -> dict[str, str]:
+    return {name: store.write(text)["id"] for name, text in TEAM}
+
+
+def _vectors(store_dir) -> list[tuple[int, str]]:
+    db = sqlite3.connect(store_dir / "index.sqlite3")
+    try:
+        return db.execute("SELECT line, model FROM vectors ORDER BY line").fetchall()
+    finally:
+        db.close()
+
+
+def test_paraphrase_is_found_by_the_default_install(store):
+    ids = _seed(store)
+    res = store.search("which tool holds our passwords?")
+    assert res["semantic"] == "on"
+    assert res["hits"][0]["id"] == ids["secrets"]
+    assert res["hits"][0]["match"] == "meaning"
+    res = store.search("when do we ship releases to prod?")
+    assert ids["deploy"] in [h["id"] for h in res["hits"][:3]]
+
+
+def test_exact_identifier_beats_a_semantic_neighbour(store):
+    ids = _seed(store)
+    near = store.write("Payment errors: a token that has run out must be refreshed before retrying.")["id"]
+    res = store.search("what does E4012 mean for an expired payment token")
+    assert res["hits"][0]["id"] == ids["error"]
+    assert near in [h["id"] for h in res["hits"]]
+    res = store.search("ledger/migrate.py")
+    assert res["hits"][0]["id"] == ids["path"]
+    assert res["hits"][0]["match"] in ("words", "both")
+    scores = [h["score"] for h in res["hits"]]
+    assert scores == sorted(scores, reverse=True)  # comparable within one reply: falls with rank
+
+
+def test_hits_carry_match_and_a_score_that_falls_with_rank(store):
+    _seed(store)
+    res = store.search("database migrations")
+    assert res["hits"]
+    assert all(h["match"] in ("words", "meaning", "both") for h in res["hits"])
+    assert res["hits"][0]["match"] == "both"
+    scores = [h["score"] for h in res["hits"]]
+    assert scores == sorted(scores, reverse=True)
+    assert {"id", "kind", "scope", "ts", "text", "score", "match"} <= set(res["hits"][0])
+
+
+@pytest.mark.parametrize("bad", ["missing", "hash"])
+def test_model_missing_or_hash_mismatch_answers_lexically_with_the_reason(store_dir, tmp_path, monkeypatch, bad):
+    path = tmp_path / "model.onnx"
+    if bad == "hash":
+        path.write_bytes(b"\0" * 1000)
+    monkeypatch.setenv("RETAINED_EMBED_MODEL_PATH", str(path))
+    with Store(store_dir) as store:
+        ids = _seed(store)
+        res = store.search("PostgreSQL")
+        assert res["semantic"].startswith("off: ")
+        assert ("missing" if bad == "missing" else "sha256") in res["semantic"]
+        assert [h["id"] for h in res["hits"]] == [ids["db"]]
+        assert res["hits"][0]["match"] == "words"
+        assert ids["secrets"] not in [h["id"] for h in store.search("which tool holds our passwords?")["hits"]]
+
+
+def test_embed_off_is_lexical_only_and_loads_nothing(store_dir):
+    code = (
+        "import sys, json\n"
+        "from retained.store import Store\n"
+        f"s = Store({str(store_dir)!r})\n"
+        "s.write('Deploys go out on Tuesdays')\n"
+        "r = s.search('deploys')\n"
+        "print(json.dumps([r['semantic'], len(r['hits']), 'numpy' in sys.modules, 'onnxruntime' in sys.modules]))\n"
+    )
+    env = dict(os.environ, RETAINED_EMBED="off")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == ["off: RETAINED_EMBED=off", 1, False, False]
+
+
+def test_ollama_down_mid_session_writes_stay_durable_and_search_goes_lexical(store_dir, monkeypatch):
+    fake = FakeOllama()
+    monkeypatch.setenv("RETAINED_EMBED", "ollama")
+    monkeypatch.setenv("RETAINED_OLLAMA_URL", fake.url)
+    monkeypatch.setenv("RETAINED_EMBED_MODEL", fake.model)
+    with Store(store_dir) as store:
+        _seed(store)
+        res = store.search("token expired")
+        assert res["semantic"] == "on"
+        assert {m for _, m in _vectors(store_dir)} == {"ollama:toy-embed"}
+        fake.stop()
+        receipt = store.write("After the outage the team moved the token cache to Redis.")
+        assert receipt["durable"] is True
+        res = store.search("token cache Redis")
+        assert res["semantic"].startswith("off: ollama unreachable at 127.0.0.1:")
+        assert [h["id"] for h in res["hits"]] == [receipt["id"]]
+        assert store.verify()["intact"] is True
+
+
+def test_ollama_is_loopback_only_by_default_and_never_uses_a_proxy(monkeypatch):
+    from retained.embed import OllamaEmbedder
+
+    assert OllamaEmbedder({}).url == "http://127.0.0.1:11434"
+    with FakeOllama() as fake:
+        # A proxy set for other traffic must not see memory text.
+        env = {"RETAINED_OLLAMA_URL": fake.url, "RETAINED_EMBED_MODEL": fake.model,
+               "http_proxy": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}
+        monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")
+        vecs = OllamaEmbedder(env).embed(["hello world"])
+        assert vecs.shape == (1, 64)
+        assert fake.requests and fake.requests[0]["input"] == ["hello world"]
+
+
+def test_model_change_re_embeds_instead_of_mixing_spaces(store_dir, monkeypatch):
+    with Store(store_dir) as store:
+        _seed(store)
+        assert store.search("passwords")["semantic"] == "on"
+    local = _vectors(store_dir)
+    assert len(local) == len(TEAM) and {m for _, m in local} == {index_mod_model()}
+    with FakeOllama() as fake:
+        monkeypatch.setenv("RETAINED_EMBED", "ollama")
+        monkeypatch.setenv("RETAINED_OLLAMA_URL", fake.url)
+        monkeypatch.setenv("RETAINED_EMBED_MODEL", fake.model)
+        with Store(store_dir) as store:
+            res = store.search("payment token expired")
+            assert res["semantic"] == "on"
+        assert {m for _, m in _vectors(store_dir)} == {"ollama:toy-embed"}
+        assert len(_vectors(store_dir)) == len(TEAM)
+    monkeypatch.delenv("RETAINED_EMBED")
+    with Store(store_dir) as store:
+        store.search("passwords")
+    assert {m for _, m in _vectors(store_dir)} == {index_mod_model()}
+
+
+def index_mod_model() -> str:
+    from retained.embed import LOCAL_KEY
+
+    return LOCAL_KEY
+
+
+def test_vectors_are_rebuilt_after_the_index_is_deleted_and_by_reindex(store_dir):
+    with Store(store_dir) as store:
+        ids = _seed(store)
+        store.search("passwords")
+    assert len(_vectors(store_dir)) == len(TEAM)
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            os.unlink(str(store_dir / "index.sqlite3") + suffix)
+        except FileNotFoundError:
+            pass
+    with Store(store_dir) as store:
+        res = store.search("which tool holds our passwords?")
+        assert res["hits"][0]["id"] == ids["secrets"]
+        assert len(_vectors(store_dir)) == len(TEAM)
+        receipt = store.reindex()
+        assert receipt["embedded"] == len(TEAM) and receipt["semantic"] == "on"
+    assert len(_vectors(store_dir)) == len(TEAM)
+
+
+def test_vectors_never_enter_the_log(store, store_dir):
+    _seed(store)
+    store.search("passwords")
+    for line in (store_dir / "log.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        assert not any(isinstance(v, list) and len(v) > 50 for v in rec.values())
+
+
+def test_many_new_records_are_embedded_in_batches_without_blocking_writes(store, store_dir, monkeypatch):
+    from retained import store as store_mod
+
+    monkeypatch.setattr(store_mod, "INLINE_EMBED", 8)
+    started = time.monotonic()
+    for i in range(60):
+        assert store.write(f"note {i} about the build cache and flaky tests")["durable"]
+    assert time.monotonic() - started < 10
+    res = store.search("build cache")
+    assert res["semantic"] == "on"
+    assert any("not embedded yet" in w for w in res["warnings"])
+    deadline = time.monotonic() + 60
+    while len(_vectors(store_dir)) < 60 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert len(_vectors(store_dir)) == 60
+
+
+# -- search semantics --------------------------------------------------------------------------------
+def test_prefix_and_stem_matching(store, monkeypatch):
+    monkeypatch.setenv("RETAINED_EMBED", "off")  # the words alone must do it
+    ids = _seed(store)
+    assert [h["id"] for h in store.search("postgres")["hits"]] == [ids["db"]]
+    assert ids["migrate"] in [h["id"] for h in store.search("migrate")["hits"]]
+    assert ids["migrate"] in [h["id"] for h in store.search("migrations")["hits"]]
+
+
+def test_punctuation_and_fts_syntax_are_plain_text(store):
+    ids = _seed(store)
+    for q in ['"ledger/migrate.py"', "ledger/migrate.py OR *", "NEAR(token expired)", "E4012:", "col:value AND",
+              "a\"b", "(((", "-E4012", "^token"]:
+        res = store.search(q)
+        assert isinstance(res["hits"], list), q
+    assert store.search("ledger/migrate.py OR *")["hits"][0]["id"] == ids["path"]
+
+
+def test_any_word_fallback_is_stated_in_json_and_text(store_dir, monkeypatch):
+    monkeypatch.setenv("RETAINED_EMBED", "off")
+    with Store(store_dir) as store:
+        _seed(store)
+        res = store.search("postgres zebra")
+        assert res["match"] == "any" and res["hits"]
+        assert any("no record holds every word" in w for w in res["warnings"])
+    env = dict(os.environ, RETAINED_DIR=str(store_dir))
+    out = subprocess.run([sys.executable, "-m", "retained", "search", "postgres zebra"], env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "no record holds every word" in out.stdout
+    assert "words only (semantic off: RETAINED_EMBED=off)" in out.stdout
+
+
+def test_total_matched_is_exact_or_marked_a_lower_bound(store, monkeypatch):
+    monkeypatch.setenv("RETAINED_EMBED", "off")
+    for i in range(30):
+        store.write(f"common word number {i}")
+    res = store.search("common", k=5)
+    assert res["total_matched"] == 30 and res["total_exact"] is True and res["truncated"] is True
+    monkeypatch.setattr(index_mod, "RANK_CAP", 10)
+    res = store.search("common", k=5)
+    assert res["total_exact"] is False and res["total_matched"] >= 10 and res["truncated"] is True
+    assert any("lower bound" in w for w in res["warnings"])
+    # The newest matches are the ones ranked past the cap.
+    assert all(int(h["text"].split()[-1]) >= 20 for h in res["hits"])
+
+
+# -- point in time -----------------------------------------------------------------------------------
+def _supersede_timeline(store):
+    old = store.write("The API listens on port 8080.")
+    time.sleep(0.01)
+    between = now_rfc3339()
+    time.sleep(0.01)
+    new = store.write("The API listens on port 9090 since the proxy change.", supersedes=old["id"])
+    return old, new, between
+
+
+def test_as_of_before_and_after_a_supersede(store):
+    old, new, between = _supersede_timeline(store)
+    ids = lambda res, key="hits": [h["id"] for h in res[key]]  # noqa: E731
+    assert ids(store.search("API port")) == [new["id"]]
+    assert ids(store.search("API port", as_of=between)) == [old["id"]]
+    assert "superseded_by" not in store.search("API port", as_of=between)["hits"][0]
+    assert ids(store.search("API port", as_of=now_rfc3339())) == [new["id"]]
+    assert ids(store.list(as_of=between), "records") == [old["id"]]
+    assert ids(store.list(), "records") == [new["id"]]
+    assert ids(store.list(as_of="2000-01-01"), "records") == []
+    history = store.list(as_of=now_rfc3339(), include_superseded=True)
+    assert set(ids(history, "records")) == {old["id"], new["id"]}
+    past_history = store.list(as_of=between, include_superseded=True)["records"]
+    assert [h["id"] for h in past_history] == [old["id"]] and "superseded_by" not in past_history[0]
+
+
+def test_as_of_accepts_rfc3339_and_dates_and_refuses_the_rest(store):
+    from retained.errors import UsageError
+
+    store.write("hello there")
+    for good in ("2999-01-01", "2999-01-01T00:00:00Z", "2999-01-01T00:00:00+02:00", "2999-01-01T00:00:00.5Z"):
+        assert store.list(as_of=good)["total"] == 1
+    for bad in ("yesterday", "2026-13-01", "", "12:00"):
+        with pytest.raises(UsageError, match="as_of"):
+            store.list(as_of=bad)
+
+
+def test_cli_as_of_for_search_list_and_brief(store_dir):
+    with Store(store_dir) as store:
+        old, new, between = _supersede_timeline(store)
+    env = dict(os.environ, RETAINED_DIR=str(store_dir))
+
+    def run(*args):
+        out = subprocess.run([sys.executable, "-m", "retained", *args], env=env, capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    assert old["id"] in run("search", "API port", "--as-of", between, "--scope", "*")
+    assert new["id"] not in run("search", "API port", "--as-of", between, "--scope", "*")
+    listed = json.loads(run("list", "--as-of", between, "--json", "--scope", "*"))
+    assert [r["id"] for r in listed["records"]] == [old["id"]]
+    brief = run("brief", "--as-of", between, "--scope", "*")
+    assert "8080" in brief and "9090" not in brief
+    assert "9090" in run("brief", "--scope", "*")
