@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # the hook path imports no more than it runs
 
 from . import records
 from .errors import NotFound, StoreError, UsageError
-from .index import Index, as_of_clause, query_terms, scope_clause, visible
+from .index import Index, as_of_clause, query_terms, quote_query, scope_clause, visible
 from .log import ChainState, Log
 from .paths import read_only_requested
 from .tokens import estimate_tokens
