@@ -154,8 +154,14 @@ PROJECT_MARK = "<project>"
 
 
 def made_with() -> dict[str, str | None]:
-    """What handshake.json's replies depend on besides this file: retained's and the SDK's versions."""
-    return {"retained": __version__, **stdio_guard.sdk_versions()}
+    """What handshake.json's replies depend on: this file (the tools), retained's and the SDK's versions.
+
+    Any edit here makes the snapshot stale until it is captured again, so a stale one is never served.
+    """
+    import hashlib
+
+    source = Path(__file__).read_bytes().replace(b"\r\n", b"\n")
+    return {"retained": __version__, "server.py": hashlib.sha256(source).hexdigest(), **stdio_guard.sdk_versions()}
 
 
 def early_snapshot(project: str | None) -> dict[str, Any] | None:

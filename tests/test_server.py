@@ -534,7 +534,8 @@ def _early_frames(lines: list[dict], project: str | None) -> list[dict]:
     from retained.stdio_guard import EarlyReplies, WireOut
 
     snapshot = early_snapshot(project)
-    assert snapshot is not None, "retained/handshake.json was made with another SDK: regenerate it"
+    assert snapshot is not None, ("retained/handshake.json is stale (server.py or the SDK changed): "
+                                  "RETAINED_UPDATE_SNAPSHOT=1 pytest tests/test_server.py -k snapshot")
     read_fd, write_fd = os.pipe()
     try:
         out = WireOut(write_fd)
@@ -585,7 +586,9 @@ def test_handshake_snapshot_is_what_the_sdk_answers(tmp_path):
     text = dumps(capture(project.resolve(), tmp_path / "store"))
     if os.environ.get("RETAINED_UPDATE_SNAPSHOT"):
         HANDSHAKE_SNAPSHOT.write_text(text, encoding="utf-8")
-    assert HANDSHAKE_SNAPSHOT.read_text(encoding="utf-8") == text
+    assert HANDSHAKE_SNAPSHOT.read_text(encoding="utf-8") == text, (
+        "retained/handshake.json is not what the SDK answers now (a tool changed?): "
+        "RETAINED_UPDATE_SNAPSHOT=1 pytest tests/test_server.py -k snapshot")
     tools = json.loads(text)["replies"]["handshake"]["tools/list"]["tools"]
     assert tools == json.loads(SNAPSHOT.read_text()), "tests/data/tools_list.json and handshake.json disagree"
 
@@ -601,3 +604,15 @@ def test_every_tool_asks_to_be_loaded_and_carries_search_words(tmp_path, host):
         assert isinstance(t["_meta"]["anthropic/searchHint"], str) and t["_meta"]["anthropic/searchHint"], t["name"]
     hints = {t["name"]: t["_meta"]["anthropic/searchHint"] for t in tools}
     assert "remember" in hints["memory_write"] and "remember" in hints["memory_search"]
+
+
+def test_a_stale_handshake_snapshot_is_never_served(tmp_path, monkeypatch):
+    from retained import server as srv_mod
+
+    data = json.loads(srv_mod.HANDSHAKE_SNAPSHOT.read_text(encoding="utf-8"))
+    assert srv_mod.early_snapshot(PROJECT) is not None
+    for key, other in (("server.py", "0" * 64), ("mcp", "9.9.9"), ("pydantic", "0.1")):
+        stale = tmp_path / f"{key}.json"
+        stale.write_text(json.dumps({**data, "made_with": {**data["made_with"], key: other}}))
+        monkeypatch.setattr(srv_mod, "HANDSHAKE_SNAPSHOT", stale)
+        assert srv_mod.early_snapshot(PROJECT) is None, key
