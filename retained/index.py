@@ -144,8 +144,25 @@ def _m005_text_keys(db: sqlite3.Connection) -> None:
     )
 
 
+def _m006_kind_counts(db: sqlite3.Connection) -> None:
+    """Current, visible records per (scope, kind), kept up to date like scope_counts, so the brief can
+    say per kind what it left out at the cost of a lookup. Cleared and rebuilt from the log."""
+    _run_script(
+        db,
+        """
+        CREATE TABLE kind_counts (scope TEXT NOT NULL, kind TEXT NOT NULL, current INTEGER NOT NULL,
+                                  PRIMARY KEY (scope, kind));
+        INSERT INTO fts(fts) VALUES('delete-all');
+        DELETE FROM records;
+        DELETE FROM problems;
+        DELETE FROM scope_counts;
+        DELETE FROM meta
+        """,
+    )
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001_initial, _m002_scope_counts, _m003_vectors,
-                                                          _m004_lifecycle, _m005_text_keys]
+                                                          _m004_lifecycle, _m005_text_keys, _m006_kind_counts]
 
 
 def visible(alias: str = "") -> str:
@@ -407,6 +424,7 @@ class Index:
         db.execute("DELETE FROM records")
         db.execute("DELETE FROM problems")
         db.execute("DELETE FROM scope_counts")
+        db.execute("DELETE FROM kind_counts")
         db.execute("DELETE FROM vectors")
         db.execute("DELETE FROM meta")
         self._known = None
@@ -493,17 +511,17 @@ class Index:
             if not tomb:
                 db.execute("INSERT INTO fts(rowid, text) VALUES (?, ?)", (line, row[13]))
             if not hidden:
-                self._count(db, row[7], +1)
+                self._count(db, row[7], +1, row[6])
             if supersedes:
                 target = db.execute("SELECT head FROM records WHERE id = ? AND line < ?", (supersedes, line)).fetchone()
                 if target is not None:
                     old_head = target[0]
-                    old_scope, old_hidden = db.execute("SELECT scope, hidden FROM records WHERE line = ?",
-                                                       (old_head,)).fetchone()
+                    old_scope, old_hidden, old_kind = db.execute(
+                        "SELECT scope, hidden, kind FROM records WHERE line = ?", (old_head,)).fetchone()
                     db.execute("UPDATE records SET superseded_by = ? WHERE line = ?", (rid, old_head))
                     db.execute("UPDATE records SET head = ? WHERE head = ?", (line, old_head))
                     if not old_hidden:
-                        self._count(db, old_scope, -1)
+                        self._count(db, old_scope, -1, old_kind)
                     self._rehide(db, line)
             if life is not None:
                 self._apply_forget(db, line, rid, *life)
@@ -522,20 +540,24 @@ class Index:
 
     def _rehide(self, db: sqlite3.Connection, head: int) -> None:
         """Recompute `hidden` for the chain whose head is line `head`, keeping scope_counts in step."""
-        scope, before = db.execute("SELECT scope, hidden FROM records WHERE line = ?", (head,)).fetchone()
+        scope, before, kind = db.execute("SELECT scope, hidden, kind FROM records WHERE line = ?", (head,)).fetchone()
         db.execute(
             "UPDATE records SET hidden = CASE WHEN kind = ? OR tomb = 1 OR retracted_by IS NOT NULL"
             " OR (SELECT h.retracted_by FROM records h WHERE h.line = ?) IS NOT NULL THEN 1 ELSE 0 END"
             " WHERE head = ?", (FORGET_KIND, head, head))
         after = db.execute("SELECT hidden FROM records WHERE line = ?", (head,)).fetchone()[0]
         if after != before:
-            self._count(db, scope, before - after)
+            self._count(db, scope, before - after, kind)
 
     @staticmethod
-    def _count(db: sqlite3.Connection, scope: str, delta: int) -> None:
+    def _count(db: sqlite3.Connection, scope: str, delta: int, kind: str) -> None:
         db.execute(
             "INSERT INTO scope_counts VALUES (?, ?) ON CONFLICT(scope) DO UPDATE SET current = current + ?",
             (scope, delta, delta),
+        )
+        db.execute(
+            "INSERT INTO kind_counts VALUES (?, ?, ?) ON CONFLICT(scope, kind) DO UPDATE SET current = current + ?",
+            (scope, kind, delta, delta),
         )
 
     @staticmethod
@@ -686,7 +708,14 @@ class Index:
             sql, params = "SELECT SUM(current) AS n FROM scope_counts", []
         return int(self.query(sql, params)[0]["n"] or 0)
 
-    def newest_current(self, scopes: list[str] | None, limit: int, kind: str | None = None) -> list[dict[str, Any]]:
+    def kind_counts(self, scopes: list[str] | None) -> dict[str, int]:
+        """Current, visible records per kind in the scopes (every scope when None): one small lookup."""
+        where, params = scope_clause(scopes, "scope")
+        rows = self.query("SELECT kind, SUM(current) AS n FROM kind_counts WHERE 1=1" + where + " GROUP BY kind", params)
+        return {r["kind"]: int(r["n"]) for r in rows if r["n"]}
+
+    def newest_current(self, scopes: list[str] | None, limit: int, kind: str | None = None,
+                       kinds: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
         """The newest current records in the scopes, walking the table backwards and stopping at `limit`.
 
         The unary + keeps SQLite from sorting every record of the scope: records of the project and
@@ -699,6 +728,9 @@ class Index:
         if kind is not None:
             where += " AND kind = ?"
             params.append(kind)
+        if kinds:
+            where += f" AND kind IN ({','.join('?' * len(kinds))})"
+            params += list(kinds)
         order = "ORDER BY kind, line DESC" if kind is not None else "ORDER BY line DESC"
         return self.query(f"SELECT id, seq, ts, kind, scope, text FROM records WHERE {where} {order} LIMIT ?",
                           [*params, limit])
