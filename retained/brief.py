@@ -132,6 +132,8 @@ def brief_rows_by_kind(store: Any, scopes: list[str] | None,
                        limit: int) -> tuple[list[dict[str, Any]], int, dict[str, int]]:
     """(rows in brief order, total current records, current records per kind)."""
     store.index.catch_up()
+    if hasattr(store, "project_scopes"):  # other worktrees and clones of the same repository
+        scopes = store.project_scopes(scopes)
     kinds = store.index.kind_counts(scopes)
     total = sum(kinds.values())
     newest = store.index.newest_current(scopes, 1, kind=CHECKPOINT)

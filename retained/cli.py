@@ -234,6 +234,32 @@ def cmd_forget(args: argparse.Namespace) -> int:
     return EXIT_OK if result["durable"] else EXIT_FAIL
 
 
+def cmd_scopes(args: argparse.Namespace) -> int:
+    """Every scope with its record counts and project key; the current project is marked."""
+    from .paths import store_dir
+    from .project import project_identity
+    from .store import Store
+
+    ident = project_identity()
+    with Store(store_dir(args.dir), create=False, read_only=True) as store:
+        store.index.catch_up()
+        rows = store.index.scope_table()
+    current = ident["root"] if ident else None
+    result = {"current_project": ident, "scopes": [
+        {**r, "current_project": r["scope"] == current or (ident is not None and r["key"] == ident["key"])}
+        for r in rows]}
+    if args.json:
+        _print_json(result)
+        return EXIT_OK
+    if ident:
+        _out(f"current project: {ident['name']} ({ident['key']}) at {ident['root']}")
+    for r in result["scopes"]:
+        mark = "*" if r["current_project"] else " "
+        key = f"  [{r['key']}]" if r["key"] and r["key"] != r["scope"] else ""
+        _out(f"{mark} {r['scope']}: {r['current']} current, {r['records']} in all{key}")
+    return EXIT_OK
+
+
 def cmd_maintain(args: argparse.Namespace) -> int:
     """Report what could be tidied (writes nothing); --apply retracts exact duplicates, keeping the oldest."""
     from . import maintain
@@ -545,6 +571,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--purge", action="store_true",
                    help="remove the records' bytes from every file of the store, for good (the chain still verifies)")
     p.add_argument("--yes", action="store_true", help="purge without asking (it asks only on a terminal)")
+
+    add("scopes", cmd_scopes, "list the scopes with their record counts and project keys (* = this project)")
 
     p = add("maintain", cmd_maintain, "report duplicates, long chains, retracted and old records per scope (writes nothing)")
     p.add_argument("--apply", action="store_true",

@@ -161,8 +161,16 @@ def _m006_kind_counts(db: sqlite3.Connection) -> None:
     )
 
 
+def _m007_scope_keys(db: sqlite3.Connection) -> None:
+    """The project key (normalised origin URL, else git common dir) of every path scope, worked out
+    once when the index first meets the scope: every worktree and clone of one repository on this
+    machine then reads one memory, without rewriting the log."""
+    _run_script(db, "CREATE TABLE scope_keys (scope TEXT PRIMARY KEY, key TEXT)")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001_initial, _m002_scope_counts, _m003_vectors,
-                                                          _m004_lifecycle, _m005_text_keys, _m006_kind_counts]
+                                                          _m004_lifecycle, _m005_text_keys, _m006_kind_counts,
+                                                          _m007_scope_keys]
 
 
 def visible(alias: str = "") -> str:
@@ -426,6 +434,8 @@ class Index:
         db.execute("DELETE FROM problems")
         db.execute("DELETE FROM scope_counts")
         db.execute("DELETE FROM kind_counts")
+        db.execute("DELETE FROM scope_keys")
+        self.__dict__.pop("_seen_scopes", None)
         db.execute("DELETE FROM vectors")
         db.execute("DELETE FROM meta")
         self._known = None
@@ -513,6 +523,7 @@ class Index:
                 db.execute("INSERT INTO fts(rowid, text) VALUES (?, ?)", (line, row[13]))
             if not hidden:
                 self._count(db, row[7], +1, row[6])
+                self._note_scope(db, row[7])
             if supersedes:
                 target = db.execute("SELECT head FROM records WHERE id = ? AND line < ?", (supersedes, line)).fetchone()
                 if target is not None:
@@ -526,6 +537,44 @@ class Index:
                     self._rehide(db, line)
             if life is not None:
                 self._apply_forget(db, line, rid, *life)
+
+    def _note_scope(self, db: sqlite3.Connection, scope: str) -> None:
+        seen = self.__dict__.setdefault("_seen_scopes", set())
+        if scope in seen:
+            return
+        seen.add(scope)
+        if db.execute("SELECT 1 FROM scope_keys WHERE scope = ?", (scope,)).fetchone() is not None:
+            return
+        key = None
+        if os.path.isabs(scope) and os.path.isdir(scope):
+            from .project import identity
+
+            ident = identity(scope)
+            key = ident["key"] if ident else None
+        db.execute("INSERT OR IGNORE INTO scope_keys VALUES (?, ?)", (scope, key))
+
+    def same_project(self, scopes: list[str] | None, keys: dict[str, str]) -> list[str] | None:
+        """`scopes` plus every scope whose project key is one of theirs (`keys`: scope → key known by
+        the caller, for scopes the index has not met yet)."""
+        if not scopes:
+            return scopes
+        wanted = set(keys.values())
+        if len(scopes) <= 16:
+            q = f"SELECT key FROM scope_keys WHERE key IS NOT NULL AND scope IN ({','.join('?' * len(scopes))})"
+            wanted |= {r["key"] for r in self.query(q, scopes)}
+        if not wanted:
+            return scopes
+        rows = self.query(f"SELECT scope FROM scope_keys WHERE key IN ({','.join('?' * len(wanted))})",
+                          sorted(wanted))
+        extra = [r["scope"] for r in rows if r["scope"] not in scopes]
+        return list(scopes) + sorted(extra)
+
+    def scope_table(self) -> list[dict[str, Any]]:
+        """Every scope with its current records, total records and project key (for `retained scopes`)."""
+        return self.query(
+            "SELECT r.scope AS scope, COALESCE(c.current, 0) AS current, COUNT(*) AS records, k.key AS key"
+            " FROM records r LEFT JOIN scope_counts c ON c.scope = r.scope LEFT JOIN scope_keys k ON k.scope = r.scope"
+            " WHERE r.kind != ? GROUP BY r.scope ORDER BY current DESC, r.scope", (FORGET_KIND,))
 
     def _apply_forget(self, db: sqlite3.Connection, line: int, rid: str, action: str, targets: list[str]) -> None:
         """A retraction marks its targets (a retracted head hides its chain); an undo clears the mark.

@@ -86,6 +86,24 @@ class Store:
         except Exception as e:  # noqa: BLE001 - the index is derived; report and carry on
             return [f"index could not catch up with the log ({e}); run `retained reindex`"]
 
+    def project_scopes(self, scopes: list[str] | None) -> list[str] | None:
+        """The scopes a read asked for, plus the path scopes of other worktrees and clones of the same
+        repositories (same project key): one project, one memory."""
+        if not scopes:
+            return scopes
+        from .project import identity
+
+        keys = {}
+        for scope in scopes:
+            if os.path.isabs(scope) and os.path.isdir(scope):
+                ident = identity(scope)
+                if ident is not None:
+                    keys[scope] = ident["key"]
+        try:
+            return self.index.same_project(scopes, keys)
+        except sqlite3.Error:
+            return scopes
+
     def _fresh_read(self) -> list[str]:
         """`_fresh`, plus what a read must never hide: how many records could not be read (I2)."""
         warnings = self._fresh()
@@ -165,6 +183,8 @@ class Store:
                     scope = target["scope"]
             elif scope is None:
                 scope = default_scope
+            elif scope not in (records.GLOBAL_SCOPE, default_scope) and not fresh:
+                warnings += self._unknown_scope(scope, default_scope)
             if supersedes is None and not fresh:
                 try:
                     same = self.index.duplicate_of(text, kind, scope or records.GLOBAL_SCOPE)
@@ -211,6 +231,18 @@ class Store:
             "warnings": warnings,
             "deduplicated": False,
         }
+
+    def _unknown_scope(self, scope: str, default_scope: str | None) -> list[str]:
+        try:
+            known = self.index.query("SELECT 1 AS x FROM scope_counts WHERE scope = ?", (scope,))
+        except sqlite3.Error:
+            return []
+        if known:
+            return []
+        here = f"the current project ({default_scope}) plus global" if default_scope else "every scope"
+        return [f"scope {scope!r} is new: it is neither global, the current project nor a scope that holds "
+                f"records, so default reads ({here}) will not see this record; read it with scope={scope!r} "
+                "(see `retained scopes`)"]
 
     def _correctable(self, supersedes: str) -> dict[str, Any]:
         """The record a correction names, refused unless it is the current record of its chain."""
@@ -355,6 +387,7 @@ class Store:
             kind = records.check_kind(kind)
         as_of = parse_as_of(as_of)
         warnings = self._fresh_read()
+        scopes = self.project_scopes(scopes)
         terms = query_terms(query)
         filters = {"scopes": scopes, "kind": kind, "as_of": as_of, "include_superseded": include_superseded}
         semantic, qvec = ranking.meaning_query(self, query, INLINE_EMBED if inline_embed is None else inline_embed,
@@ -474,6 +507,7 @@ class Store:
         limit = _check_int(limit, "limit", 1, MAX_LIST)
         as_of = parse_as_of(as_of)
         warnings = self._fresh_read()
+        scopes = self.project_scopes(scopes)
         where, params = scope_clause(scopes, "scope")
         where += " AND " + visible()
         if kind is not None:
