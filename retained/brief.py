@@ -54,9 +54,11 @@ def _left_out(kinds: dict[str, int], shown: dict[str, int]) -> str:
     return ", ".join(parts)
 
 
-def _header(label: str, total: int, shown: int, budget: int, left: str = "") -> str:
-    dropped = total - shown
+def _header(label: str, total: int, shown: int, budget: int, left: str = "", host_loaded: int = 0) -> str:
+    dropped = total - shown - host_loaded
     head = f"retained memory for {label}: {total} record{'s' if total != 1 else ''}, {shown} shown, {dropped} left out"
+    if host_loaded:  # imported from CLAUDE.md / AGENTS.md / MEMORY.md, which the host injects itself
+        head += f", {host_loaded} already in the host's own memory files"
     head += f" (brief budget {budget} tokens)."
     if dropped:
         head += (f" Left out: {left}." if left else "") + " Use memory_search or memory_list to reach the rest."
@@ -65,12 +67,12 @@ def _header(label: str, total: int, shown: int, budget: int, left: str = "") -> 
 
 def render(rows: list[dict[str, Any]], total: int, *, project: str | None, budget: int = DEFAULT_BUDGET,
            scope_label: str | None = None, damage: str | None = None,
-           kinds: dict[str, int] | None = None) -> dict[str, Any]:
+           kinds: dict[str, int] | None = None, host_loaded: int = 0) -> dict[str, Any]:
     """Fit as many rows (already in brief order) as the budget allows. Never exceeds the budget.
 
-    `kinds` (current records per kind) lets the header say per kind what was left out. `damage`
-    (records that could not be read, and what to run) goes right under the header: a brief never
-    leaves damage out."""
+    `kinds` (current records per kind, less those the host loads itself) lets the header say per kind
+    what was left out. `damage` (records that could not be read, and what to run) goes right under
+    the header: a brief never leaves damage out."""
     label = scope_label or project or "all scopes"
     kinds = dict(kinds or {})
     lines = [_line(r, project) for r in rows]
@@ -79,10 +81,10 @@ def render(rows: list[dict[str, Any]], total: int, *, project: str | None, budge
         shown: dict[str, int] = {}
         for i in kept:
             shown[rows[i]["kind"]] = shown.get(rows[i]["kind"], 0) + 1
-        return _header(label, total, len(kept), budget, _left_out(kinds, shown))
+        return _header(label, total, len(kept), budget, _left_out(kinds, shown), host_loaded)
 
     # Reserve the frame with the widest header it can show, so the final header never overflows.
-    widest = _header(label, total, total, budget, _left_out(kinds, {})) + " older " + str(total)
+    widest = _header(label, total, total, budget, _left_out(kinds, {}), host_loaded) + " older " + str(total)
     frame = estimate_tokens("\n".join([widest, damage or "", BEGIN, END])) + 4
     used = frame
     kept: list[int] = []
@@ -156,6 +158,17 @@ def make_brief(store: Any, project: str | None, *, budget: int = DEFAULT_BUDGET,
         scopes = [scope]
     # Each line costs at least ~8 tokens, so this many rows always cover the budget.
     rows, total, kinds = brief_rows_by_kind(store, scopes, max(budget // 8, 1) + 1)
+    from .native import leave_out_host_loaded  # what the host injects itself is not repeated (ui helper)
+
+    kept, host_loaded = leave_out_host_loaded(store, rows)
+    if host_loaded:  # counted apart from what the brief left out
+        kept_ids = {r["id"] for r in kept}
+        for r in rows:
+            if r["id"] not in kept_ids:
+                kinds[r["kind"]] = kinds.get(r["kind"], 0) - 1
     label = scope if scope not in (None, "*") else None
     damage = store.damage_note() if hasattr(store, "damage_note") else None
-    return render(rows, total, project=project, budget=budget, scope_label=label, damage=damage, kinds=kinds)
+    result = render(kept, total, project=project, budget=budget, scope_label=label, damage=damage, kinds=kinds,
+                    host_loaded=host_loaded)
+    result["host_loaded"] = host_loaded
+    return result

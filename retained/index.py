@@ -988,9 +988,88 @@ class Index:
     def scope_names(self) -> list[str]:
         return [r["scope"] for r in self.query("SELECT scope FROM scope_counts")]
 
+    def retracted_ids(self) -> list[str]:
+        """Records a retraction hides now (themselves, or through the head of their chain)."""
+        return [r["id"] for r in self.query("SELECT id FROM records WHERE hidden = 1 AND tomb = 0 AND kind != ?",
+                                            (FORGET_KIND,))]
 
-# A tombstone (a purged record) is a row without text once the index knows purges; 0 before.
-_TOMB = "0"
+
+    def browse(self, *, scopes: list[str] | None, kind: str | None, ts_from: str | None, ts_to: str | None,
+               as_of: str | None, history: bool, before_line: int | None, limit: int) -> tuple[list[dict[str, Any]], int]:
+        """A page of records, newest first, and how many the filters select.
+
+        Default: current memory (not superseded, retracted, purged, nor a forget record). `as_of`: what
+        was current then: written by then, not yet superseded or retracted by then. `history`: every
+        record, superseded, retracted and purged ones and forget records included."""
+        where, params = scope_clause(scopes, "r.scope")
+        if kind is not None:
+            where += " AND r.kind = ?"
+            params.append(kind)
+        if ts_from is not None:
+            where += " AND r.ts >= ?"
+            params.append(ts_from)
+        if ts_to is not None:
+            where += " AND r.ts < ?"
+            params.append(ts_to)
+        if as_of is not None:
+            where += (" AND r.ts <= ? AND r.tomb = 0 AND r.kind != ?"
+                      " AND (r.superseded_by IS NULL OR (SELECT s.ts FROM records s WHERE s.id = r.superseded_by) > ?)"
+                      " AND (r.retracted_by IS NULL OR (SELECT f.ts FROM records f WHERE f.id = r.retracted_by) > ?)")
+            params += [as_of, FORGET_KIND, as_of, as_of]
+        elif not history:
+            where += " AND r.hidden = 0 AND r.superseded_by IS NULL"
+        if as_of is None and not history and kind is None and ts_from is None and ts_to is None:
+            total = self.current_count(scopes)  # a lookup, not a count over the table
+        else:
+            total = self.query(f"SELECT COUNT(*) AS n FROM records r WHERE 1=1{where}", params)[0]["n"]
+        page, page_params = where, list(params)
+        if before_line is not None:
+            page += " AND r.line < ?"
+            page_params.append(before_line)
+        rows = self.query(f"SELECT r.line, r.seq, r.id, r.ts, r.kind, r.scope, r.source, r.supersedes, r.superseded_by,"
+                          f" r.retracted_by, r.tomb, r.hidden, substr(r.text, 1, 400) AS text, length(r.text) AS chars"
+                          f" FROM records r WHERE 1=1{page} ORDER BY r.line DESC LIMIT ?", [*page_params, limit])
+        return rows, int(total)
+
+    def facets(self) -> dict[str, Any]:
+        """What the page's filters offer: current records per scope (kept up to date on insert), and the
+        kinds in use. Cheap at any size; `kind_counts` adds the per-kind counts, which cost a scan."""
+        scopes = self.query("SELECT scope, current AS n FROM scope_counts WHERE current > 0 ORDER BY current DESC")
+        kinds = [r["kind"] for r in self.query("SELECT DISTINCT kind FROM records WHERE kind != ?", (FORGET_KIND,))]
+        every = self.query("SELECT COUNT(*) AS n FROM records")[0]["n"]
+        return {"scopes": scopes, "kinds": kinds, "current": sum(r["n"] for r in scopes), "records": int(every)}
+
+    def kind_counts(self) -> dict[str, int]:
+        rows = self.query("SELECT kind, COUNT(*) AS n FROM records WHERE hidden = 0 AND superseded_by IS NULL GROUP BY kind")
+        return {r["kind"]: r["n"] for r in rows}
+
+    def chain(self, head: int) -> list[dict[str, Any]]:
+        """Every version of one supersede chain, oldest first."""
+        return self.query("SELECT line, seq, id, ts, kind, scope, supersedes, superseded_by, retracted_by, tomb, hidden,"
+                          " substr(text, 1, 400) AS text FROM records WHERE head = ? ORDER BY line", (head,))
+
+    def at_line(self, line: int) -> dict[str, Any] | None:
+        rows = self.query("SELECT * FROM records WHERE line = ?", (line,))
+        return rows[0] if rows else None
+
+    def forget_records(self) -> list[dict[str, Any]]:
+        """The retraction, undo and purge records, in log order (each names its targets in the log)."""
+        return self.query("SELECT line, id, ts, offset, length FROM records WHERE kind = ? AND tomb = 0 ORDER BY line",
+                          (FORGET_KIND,))
+
+    def sources(self, ids: list[str]) -> dict[str, dict[str, Any]]:
+        """id → its source and place in the log, for the brief's "does the host load this already?"."""
+        if not ids:
+            return {}
+        rows = self.query(f"SELECT id, source, offset, length FROM records WHERE id IN ({','.join('?' * len(ids))})"
+                          " AND source IS NOT NULL", list(ids))
+        return {r["id"]: r for r in rows}
+
+    def problems(self, limit: int = 100) -> list[dict[str, Any]]:
+        return self.query("SELECT * FROM problems ORDER BY line LIMIT ?", (limit,))
+
+
+_TOMB = "tomb"  # a purged record's row: its tombstone
 
 
 def filter_clause(alias: str, scopes: list[str] | None, kind: str | None, as_of: str | None,
