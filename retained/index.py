@@ -758,7 +758,7 @@ class Index:
             sql, params = "SELECT SUM(current) AS n FROM scope_counts", []
         return int(self.query(sql, params)[0]["n"] or 0)
 
-    def kind_counts(self, scopes: list[str] | None) -> dict[str, int]:
+    def kind_counts(self, scopes: list[str] | None = None) -> dict[str, int]:
         """Current, visible records per kind in the scopes (every scope when None): one small lookup."""
         where, params = scope_clause(scopes, "scope")
         rows = self.query("SELECT kind, SUM(current) AS n FROM kind_counts WHERE 1=1" + where + " GROUP BY kind", params)
@@ -1038,10 +1038,6 @@ class Index:
         kinds = [r["kind"] for r in self.query("SELECT DISTINCT kind FROM records WHERE kind != ?", (FORGET_KIND,))]
         every = self.query("SELECT COUNT(*) AS n FROM records")[0]["n"]
         return {"scopes": scopes, "kinds": kinds, "current": sum(r["n"] for r in scopes), "records": int(every)}
-
-    def kind_counts(self) -> dict[str, int]:
-        rows = self.query("SELECT kind, COUNT(*) AS n FROM records WHERE hidden = 0 AND superseded_by IS NULL GROUP BY kind")
-        return {r["kind"]: r["n"] for r in rows}
 
     def chain(self, head: int) -> list[dict[str, Any]]:
         """Every version of one supersede chain, oldest first."""
