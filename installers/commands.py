@@ -125,10 +125,10 @@ def install(*, host_names: list[str] | None, scope: str, dry_run: bool, flags: d
             result = changes[p]
             if not isinstance(result, str):
                 _show_dry(p, result, out)
-        return _summary(chosen, failed, out, err, uninstalling=uninstalling, dry_run=True)
+        return _summary(chosen, failed, out, err, uninstalling=uninstalling, dry_run=True, scope=scope)
     if not any(not isinstance(r, str) and r.action != "unchanged" for r in changes.values()):
         out("nothing to change")
-        return _summary(chosen, failed, out, err, uninstalling=uninstalling, dry_run=False, quiet=True)
+        return _summary(chosen, failed, out, err, uninstalling=uninstalling, dry_run=False, quiet=True, scope=scope)
     if not yes and not _confirm(out):
         err("nothing was changed")
         return 1
@@ -154,7 +154,7 @@ def install(*, host_names: list[str] | None, scope: str, dry_run: bool, flags: d
             done.add(id(p))
             extra = f" (backup: {outcome.backup})" if outcome.backup and outcome.action == "updated" else ""
             out(f"✓ {_owners(p)}: {outcome.action} {p.path}{extra}")
-    return _summary(chosen, failed, out, err, uninstalling=uninstalling, dry_run=False)
+    return _summary(chosen, failed, out, err, uninstalling=uninstalling, dry_run=False, scope=scope)
 
 
 def _reason(p: FilePlan, e: Exception) -> str:
@@ -197,6 +197,9 @@ def _show_plan(chosen: list[Host], files: list[FilePlan], changes: dict[FilePlan
             out(f"    {p.path}" + (f" (also read by {', '.join(shared)})" if shared else ""))
             for line in p.describe(install=not uninstalling):
                 out(f"      {line}")
+            if not uninstalling:
+                for note in p.notes:
+                    out(f"      note: {note}")
         for note in h.notes:
             out(f"    note: {note}")
 
@@ -209,7 +212,7 @@ def _show_dry(p: FilePlan, outcome: Outcome, out: Callable[[str], None]) -> None
 
 
 def _summary(chosen: list[Host], failed: dict[str, str], out: Callable[[str], None], err: Callable[[str], None], *,
-             uninstalling: bool, dry_run: bool, quiet: bool = False) -> int:
+             uninstalling: bool, dry_run: bool, quiet: bool = False, scope: str = "user") -> int:
     for h in chosen:
         if h.name in failed:
             state = "left as it was" if uninstalling else "not wired"
@@ -219,7 +222,8 @@ def _summary(chosen: list[Host], failed: dict[str, str], out: Callable[[str], No
         err(f"{len(failed)} host(s) left unchanged" + (f"; done: {', '.join(ok)}" if ok else ""))
         return 1
     if not uninstalling and not dry_run and not quiet:
-        out("next: run `retained doctor` to check that every host starts the server and runs the hooks")
+        out(f"next: run `retained doctor{' --scope project' if scope == 'project' else ''}` to check that every "
+            "host starts the server and runs the hooks")
     return 0
 
 

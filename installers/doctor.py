@@ -195,8 +195,11 @@ def _installed_hook(p: FilePlan, doc: Any, event: str) -> str | None:
 
 
 def _check_server(report: HostReport, entry: dict[str, Any], fix: str) -> None:
-    command = [entry["command"], *[str(a) for a in entry.get("args", [])]]
-    exe = Path(entry["command"])
+    import shutil
+
+    found = entry["command"] if Path(entry["command"]).is_absolute() else shutil.which(entry["command"])
+    command = [found or entry["command"], *[str(a) for a in entry.get("args", [])]]
+    exe = Path(found or entry["command"])
     runnable = exe.is_absolute() and exe.exists() and os.access(exe, os.X_OK)
     report.add("server command exists and is executable", runnable, entry["command"],
                f"{fix} (writes the current absolute path)")
