@@ -11,6 +11,7 @@ want=(
   "@anthropic-ai/claude-code"
   "@openai/codex"
   "@google/gemini-cli"
+  "opencode-ai"
 )
 missing=()
 for pkg in "${want[@]}"; do
