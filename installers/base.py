@@ -7,6 +7,7 @@ makes the edit objects (installers/edits.py), applies them with safe_file.edit, 
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -58,6 +59,12 @@ def retained_command(store: Path | None, *, portable: bool = False) -> tuple[str
     return py, ["-m", "retained", "serve"], f"{_quote(py)} -m retained{where} hook"
 
 
+def _argv(command: str) -> list[str]:
+    """A command line retained wrote (with _quote) as its words, for hosts that start a program directly."""
+    return shlex.split(command, posix=os.name != "nt") if os.name != "nt" else [
+        w.strip('"') for w in shlex.split(command, posix=False)]
+
+
 def _quote(path: str) -> str:
     if os.name == "nt":
         return f'"{path}"' if " " in path else path
@@ -79,7 +86,9 @@ def base_context(store: Path, project: Path, scope: str = "user") -> dict[str, A
     implicit = scope == "project" and Path(store) == default_data_dir().absolute()
     command, serve_args, hook = retained_command(None if implicit else store, portable=scope == "project")
     ctx: dict[str, Any] = {"home": home, "project": str(project), "store": str(store), "command": command,
-                           "serve_args": serve_args, "hook": hook, "store_implicit": implicit, "portable_notes": []}
+                           "serve_args": serve_args, "serve_command": [command, *serve_args], "hook": hook,
+                           "hook_argv_json": json.dumps(_argv(hook)), "store_implicit": implicit,
+                           "portable_notes": []}
     if scope == "project":
         if Path(command).is_absolute():
             ctx["portable_notes"].append(f"the command is this machine's {command} (`retained` is not on PATH)")

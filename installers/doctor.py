@@ -117,7 +117,7 @@ def doctor_host(h: Host, store: Path, project: Path, scope: str = "user") -> Hos
     """Read-only checks of one host's wiring. Never changes a config file."""
     report = HostReport(h)
     plans = h.plans(h.context(store, project, scope), scope=scope, flags={})
-    wired = _wired_store(plans)
+    wired = _wired_store(h, plans)
     if wired is not None and wired != store:  # check the entries as installed with the store they name
         store = wired
         plans = h.plans(h.context(store, project, scope), scope=scope, flags={})
@@ -137,7 +137,7 @@ def doctor_host(h: Host, store: Path, project: Path, scope: str = "user") -> Hos
         docs[p.role] = doc
         for edit in p.server_edits:
             got = edit.found(doc)
-            ok = isinstance(got, dict) and bool(got.get("command"))
+            ok = isinstance(got, dict) and bool(h.server_command(got)[0][0])
             report.add("server entry present", ok, edit.where, fix)
             if ok:
                 entry = got
@@ -148,14 +148,15 @@ def doctor_host(h: Host, store: Path, project: Path, scope: str = "user") -> Hos
                     report.add(edit.check, ok, name, fix)
         hook_command = hook_command or _installed_hook(p, doc, "session-start")
     report.checks += h.doctor_conditions(ctx, docs, project, scope)
+    hook_command = hook_command or h.hook_command_in(docs)
     if entry is not None:
-        _check_server(report, entry, fix)
+        _check_server(report, *h.server_command(entry), fix)
     if hook_command:
         _check_hook(report, hook_command, project)
     return report
 
 
-def _wired_store(plans: list[FilePlan]) -> Path | None:
+def _wired_store(h: Host, plans: list[FilePlan]) -> Path | None:
     """The store retained's server entry names (its env's RETAINED_DIR), if the entry is there."""
     for p in plans:
         for edit in p.server_edits:
@@ -164,7 +165,7 @@ def _wired_store(plans: list[FilePlan]) -> Path | None:
             except Exception:  # noqa: BLE001 - reported by the parse check
                 continue
             got = edit.found(doc)
-            value = ((got or {}).get("env") or {}).get("RETAINED_DIR") if isinstance(got, dict) else None
+            value = h.server_command(got)[1].get("RETAINED_DIR") if isinstance(got, dict) else None
             if isinstance(value, str) and value.strip():
                 return Path(value).expanduser()
     return None
@@ -194,17 +195,17 @@ def _installed_hook(p: FilePlan, doc: Any, event: str) -> str | None:
     return None
 
 
-def _check_server(report: HostReport, entry: dict[str, Any], fix: str) -> None:
+def _check_server(report: HostReport, argv: list[str], entry_env: dict[str, str], fix: str) -> None:
     import shutil
 
-    found = entry["command"] if Path(entry["command"]).is_absolute() else shutil.which(entry["command"])
-    command = [found or entry["command"], *[str(a) for a in entry.get("args", [])]]
-    exe = Path(found or entry["command"])
+    found = argv[0] if Path(argv[0]).is_absolute() else shutil.which(argv[0])
+    command = [found or argv[0], *argv[1:]]
+    exe = Path(command[0])
     runnable = exe.is_absolute() and exe.exists() and os.access(exe, os.X_OK)
-    report.add("server command exists and is executable", runnable, entry["command"],
+    report.add("server command exists and is executable", runnable, argv[0],
                f"{fix} (writes the current absolute path)")
     env = dict(os.environ)
-    env.update({k: str(v) for k, v in (entry.get("env") or {}).items()})
+    env.update(entry_env)
     report.stores.setdefault(str(_store_in(env)), "server")
     if runnable:
         env["RETAINED_READ_ONLY"] = "1"  # the entry's env, plus: change no file of the store
