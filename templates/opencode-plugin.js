@@ -22,9 +22,10 @@ function run(event, input) {
   }
 }
 
-export const RetainedMemory = async ({ directory, worktree }) => {
+export const RetainedMemory = async ({ directory }) => {
   const briefs = new Map();
-  const cwd = worktree || directory;
+  // the session's instance may sit at a parent folder; the process runs where the user started OpenCode
+  const cwd = process.cwd() || directory;
   return {
     "experimental.chat.system.transform": async (input, output) => {
       const sid = (input && input.sessionID) || "opencode";

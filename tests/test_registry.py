@@ -289,3 +289,33 @@ def test_opencode_lists_the_installed_server(isolate_home, project, tmp_path):
     assert re.search(r"✓ retained\s+connected", out), out
     assert run_cli("uninstall", "--yes", "--host", "opencode", cwd=str(project)).returncode == 0
     assert not (cfg / "plugin").exists()
+
+
+@pytest.mark.slow
+def test_opencode_plugin_puts_the_brief_in_the_model_request(isolate_home, tmp_path):
+    """The real `opencode run` against the fake model API: the system prompt carries the brief of the
+    store retained was installed with, for the project OpenCode runs in."""
+    from tests.conftest import require_npm_bin
+    from tests.fake_model import FakeModel
+
+    opencode = require_npm_bin("opencode", "OpenCode")
+    project = tmp_path / "ocproj"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    store = tmp_path / "oc-store"
+    with Store(store) as s:
+        s.write("OPENCODE-BRIEF-MARKER releases are cut on Thursdays", scope=str(project.resolve()))
+    (isolate_home / ".config" / "opencode").mkdir(parents=True)
+    assert run_cli("--dir", str(store), "install", "--yes", "--host", "opencode", cwd=str(project)).returncode == 0
+    cfg = isolate_home / ".config" / "opencode" / "opencode.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENCODE", "ANTHROPIC", "OPENAI"))}
+    with FakeModel() as fm:
+        doc = json.loads(cfg.read_text())
+        doc["model"] = "anthropic/claude-sonnet-4-5"
+        doc["provider"] = {"anthropic": {"options": {"baseURL": fm.url + "/v1", "apiKey": "sk-ant-fake"}}}
+        cfg.write_text(json.dumps(doc, indent=2))
+        proc = subprocess.run([opencode, "run", "hello"], cwd=project, env=env, capture_output=True, text=True,
+                              timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    systems = [" ".join(p.get("text", "") for p in body.get("system") or []) for _, body in fm.requests]
+    assert any(f"retained memory for {project.resolve()}" in s and "OPENCODE-BRIEF-MARKER" in s for s in systems)
