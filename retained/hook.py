@@ -346,7 +346,10 @@ def _recall(store: Any, text: str, project: str | None, shown: set[str], env: di
         from .recall import recall
     except ImportError:
         return None  # a retained without recall: the prompt hook only re-briefs after compactions
-    found = recall(store, text, project=project, shown=shown)
+    from .records import GLOBAL_SCOPE
+
+    # No project given: global records only (recall's "no project" would search every project's).
+    found = recall(store, text, project=project or GLOBAL_SCOPE, shown=shown)
     return found if isinstance(found, dict) and found.get("text") else None
 
 
