@@ -166,11 +166,11 @@ class FilePlan:
             found.update(e.present(doc))
         return found
 
-    def apply(self, install: bool, dry_run: bool) -> safe_file.Outcome:
+    def apply(self, install: bool, dry_run: bool, defer_settle: bool = False) -> safe_file.Outcome:
         outcome = safe_file.edit(self.path, self.change(install), verify=self.verify(install),
                                  default_text=self.editor.default_text, dry_run=dry_run,
                                  settle=safe_file.SETTLE if self.rewritten_by_host else None,
-                                 remove_if_empty=None if install else self._empty)
+                                 remove_if_empty=None if install else self._empty, defer_settle=defer_settle)
         if outcome.action == "removed":
             safe_file.remove_made_folders(outcome.target.parent)
         if not install and outcome.action == "updated":

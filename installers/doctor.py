@@ -13,6 +13,7 @@ import json
 import os
 import shlex
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,7 +42,29 @@ class Check:
         return {"host": self.host, "check": self.name, "ok": self.ok, "detail": self.detail, "fix": self.fix}
 
 
+_SESSIONS: dict[str, Any] = {}
+_SESSIONS_LOCK = threading.Lock()
+
+
 def rpc_session(command: list[str], env: dict[str, str], timeout: float) -> tuple[bool, str]:
+    """`_rpc_session`, once per distinct command and environment (hosts wired alike start the same server)."""
+    from concurrent.futures import Future
+
+    key = json.dumps([command, sorted(env.items())])
+    with _SESSIONS_LOCK:
+        pending = _SESSIONS.get(key)
+        owner = pending is None
+        if owner:
+            pending = _SESSIONS[key] = Future()
+    if owner:
+        try:
+            pending.set_result(_rpc_session(command, env, timeout))
+        except BaseException as e:  # noqa: BLE001 - handed to every host waiting on it
+            pending.set_exception(e)
+    return pending.result()
+
+
+def _rpc_session(command: list[str], env: dict[str, str], timeout: float) -> tuple[bool, str]:
     """Start the server as the host would, send initialize + tools/list, and read both answers."""
     msgs = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -149,10 +172,17 @@ def doctor_host(h: Host, store: Path, project: Path, scope: str = "user") -> Hos
         hook_command = hook_command or _installed_hook(p, doc, "session-start")
     report.checks += h.doctor_conditions(ctx, docs, project, scope)
     hook_command = hook_command or h.hook_command_in(docs)
+    hook_report = HostReport(h)
+    hook_run = threading.Thread(target=_check_hook, args=(hook_report, hook_command, project)) if hook_command else None
+    if hook_run is not None:
+        hook_run.start()  # the hook and the server start side by side
     if entry is not None:
         _check_server(report, *h.server_command(entry), fix)
-    if hook_command:
-        _check_hook(report, hook_command, project)
+    if hook_run is not None:
+        hook_run.join()
+        report.checks += hook_report.checks
+        for path, what in hook_report.stores.items():
+            report.stores[path] = f"{report.stores[path]} and {what}" if path in report.stores else what
     return report
 
 
@@ -222,8 +252,7 @@ def _check_hook(report: HostReport, command: str, project: Path) -> None:
     for var in session_vars():  # doctor run inside a host's session is not that session
         env.pop(var, None)
     store = store_of_command(command, env)
-    where = report.stores.get(str(store))
-    report.stores[str(store)] = f"{where} and hooks" if where else "hooks"
+    report.stores[str(store)] = "hooks"
     t = time.monotonic()
     try:
         proc = subprocess.run(command, shell=True, input=json.dumps(payload), capture_output=True, text=True,
@@ -299,8 +328,12 @@ def doctor(*, host_names: list[str] | None, store: Path, as_json: bool, out: Cal
     checks: list[Check] = []
     stores: dict[str, list[str]] = {}
     wired = []
-    for h in chosen:
-        report = doctor_host(h, store, project, scope)
+    from concurrent.futures import ThreadPoolExecutor
+
+    # Hosts are checked side by side (each waits on a server or hook process); the reports keep their order.
+    with ThreadPoolExecutor(max_workers=max(1, len(chosen))) as pool:
+        reports = list(pool.map(lambda h: doctor_host(h, store, project, scope), chosen))
+    for h, report in zip(chosen, reports):
         checks += report.checks
         checks += native_memory_checks(h, project)
         if any(c.name == "server entry present" and c.ok for c in report.checks):

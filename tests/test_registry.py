@@ -79,6 +79,7 @@ def test_every_registered_host_installs_checks_briefs_from_its_store_and_uninsta
     if name in FILES:
         seed(home, [name])
     (home / ".gemini").mkdir(exist_ok=True)
+    (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(project): "TRUST_FOLDER"}))
     (home / ".config" / "opencode").mkdir(parents=True, exist_ok=True)
     (home / ".config" / "opencode" / "opencode.json").write_text('{\n  // mine\n  "theme": "system",\n}\n')
     with Store(elsewhere) as s:
