@@ -149,8 +149,6 @@ class Store:
             receipt = self._append(record, kind, text, tail, warnings)
         # No index work here: the index catches up from the log before the next read, and before
         # the next write that needs it (client_op_id, supersedes), many records per transaction.
-        if self._sem is not None:  # the semantic tier is in use here: embed in the background
-            self._sem.start_background()
         if found:
             receipt["warnings"].append(redact.describe(found))
         return receipt
@@ -266,8 +264,9 @@ class Store:
 
     def _search(self, query: str, *, scopes: list[str] | None, kind: str | None, k: int, max_tokens: int | None,
                 include_superseded: bool, as_of: str | None, inline_embed: int | None = None,
-                need_vectors: bool = False) -> tuple[dict[str, Any], dict[str, float]]:
-        """search(), plus each hit's cosine to the query (for recall's relevance bar)."""
+                need_vectors: bool = False) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        """search(), plus per hit id its cosine to the query (None without a vector) and its tier (how many
+        of the query's identifiers it holds verbatim): what recall's relevance bar needs."""
         from . import ranking
 
         if not isinstance(query, str):
@@ -289,15 +288,14 @@ class Store:
                      "match": "all", "semantic": semantic, "warnings": warnings}, {})
         found = ranking.rank(self, query, terms, qvec, filters, k)
         hits = []
-        cosines: dict[str, float] = {}
+        cosines: dict[str, dict[str, Any]] = {}
         for cand in found.hits:
             hit = self._hit(cand.row, cand.score)
             hit["match"] = cand.match
             if as_of is not None and hit.get("superseded_by") and hit["superseded_by"] not in found.known_before:
                 del hit["superseded_by"]
             hits.append(hit)
-            if cand.cosine is not None:
-                cosines[hit["id"]] = cand.cosine
+            cosines[hit["id"]] = {"cosine": cand.cosine, "tier": cand.tier}
         total = found.total
         truncated = total > len(hits) or not found.exact
         if found.mode == "any":
@@ -520,6 +518,7 @@ class Store:
 
         from .embed import Unavailable
 
+        self._fresh()
         sem = self.semantic()
         reason = sem.off_reason()
         if reason:
