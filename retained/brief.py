@@ -31,9 +31,11 @@ def _line(row: dict[str, Any], project: str | None) -> str:
     return f"- [{row['kind']}, {row['ts'][:10]}{where}, {row['id']}] {text}"
 
 
-def _header(label: str, total: int, shown: int, budget: int) -> str:
-    dropped = total - shown
+def _header(label: str, total: int, shown: int, budget: int, host_loaded: int = 0) -> str:
+    dropped = total - shown - host_loaded
     head = f"retained memory for {label}: {total} record{'s' if total != 1 else ''}, {shown} shown, {dropped} left out"
+    if host_loaded:  # imported from CLAUDE.md / AGENTS.md / MEMORY.md, which the host injects itself
+        head += f", {host_loaded} already in the host's own memory files"
     head += f" (brief budget {budget} tokens)."
     if dropped:
         head += " Use memory_search or memory_list to reach the rest."
@@ -41,12 +43,12 @@ def _header(label: str, total: int, shown: int, budget: int) -> str:
 
 
 def render(rows: list[dict[str, Any]], total: int, *, project: str | None, budget: int = DEFAULT_BUDGET,
-           scope_label: str | None = None) -> dict[str, Any]:
+           scope_label: str | None = None, host_loaded: int = 0) -> dict[str, Any]:
     """Fit as many rows (already in brief order) as the budget allows. Never exceeds the budget."""
     label = scope_label or project or "all scopes"
     lines = [_line(r, project) for r in rows]
     # Reserve the frame with the widest numbers it can show, so the final header never overflows.
-    frame = estimate_tokens("\n".join([_header(label, total, total, budget), BEGIN, END])) + 4
+    frame = estimate_tokens("\n".join([_header(label, total, total, budget, host_loaded), BEGIN, END])) + 4
     used = frame
     kept: list[int] = []
     for i, line in enumerate(lines):
@@ -57,7 +59,7 @@ def render(rows: list[dict[str, Any]], total: int, *, project: str | None, budge
         used += cost
     while True:
         body = [lines[i] for i in kept]
-        text_lines = [_header(label, total, len(kept), budget)]
+        text_lines = [_header(label, total, len(kept), budget, host_loaded)]
         if total and not kept:
             text_lines.append("(no record fits the budget)")
         text_lines += [BEGIN, *body, END] if kept else []
@@ -101,5 +103,10 @@ def make_brief(store: Any, project: str | None, *, budget: int = DEFAULT_BUDGET,
         scopes = [scope]
     # Each line costs at least ~8 tokens, so this many rows always cover the budget.
     rows, total = brief_rows(store, scopes, max(budget // 8, 1) + 1)
+    from .native import leave_out_host_loaded  # what the host injects itself is not repeated (ui helper)
+
+    rows, host_loaded = leave_out_host_loaded(store, rows)
     label = scope if scope not in (None, "*") else None
-    return render(rows, total, project=project, budget=budget, scope_label=label)
+    result = render(rows, total, project=project, budget=budget, scope_label=label, host_loaded=host_loaded)
+    result["host_loaded"] = host_loaded
+    return result

@@ -387,6 +387,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_ui(args: argparse.Namespace) -> int:
+    from .paths import store_dir
+    from .ui import serve
+
+    return serve(store_dir(args.dir), open_browser=not args.no_open, port=args.port)
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     from .transfer import apply, plan
 
@@ -537,6 +544,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", action="append", metavar="H", help=hosts_help)
     p.add_argument("--scope", choices=["user", "project"], default="user",
                    help="check the user config (default) or the current project's files")
+
+    p = add("ui", cmd_ui, "a local web page to see, search, correct and forget memories (127.0.0.1, token)")
+    p.add_argument("--no-open", action="store_true", help="print the address instead of opening a browser")
+    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
 
     p = add("export", cmd_export, "write the memory out: jsonl (records verbatim) or Markdown (one file per project)")
     p.add_argument("--scope", help="one scope, or '*' for all (default: every scope)")

@@ -185,8 +185,9 @@ def phrase_query(phrases: list[str]) -> str | None:
 
 
 # Past this many full-text matches only the newest RANK_CAP are ranked, and the count they give is
-# reported as a lower bound: ranking cost stays bounded however common a word is.
-RANK_CAP = 20_000
+# reported as a lower bound: ranking cost stays bounded however common a word is (measured here:
+# bm25 ranking and the count cost a few µs a match each on an idle core, far more on a busy one).
+RANK_CAP = 5_000
 
 
 class Index:
@@ -677,6 +678,15 @@ class Index:
                 db.execute("ROLLBACK")
                 raise
 
+    def has_vectors(self, model: str) -> bool:
+        return bool(self.query("SELECT EXISTS (SELECT 1 FROM vectors WHERE model = ?) AS x", (model,))[0]["x"])
+
+    def vector_span(self) -> tuple[int, int, int | None]:
+        """(lowest vid, highest vid, index inode): two rowid look-ups that tell a cache what changed."""
+        row = self.query("SELECT COALESCE((SELECT vid FROM vectors ORDER BY vid LIMIT 1), 0) AS lo,"
+                         " COALESCE((SELECT vid FROM vectors ORDER BY vid DESC LIMIT 1), 0) AS hi")[0]
+        return int(row["lo"]), int(row["hi"]), self._ino
+
     def vector_stats(self, model: str) -> tuple[int, int, int | None]:
         """(count, largest vid, index inode) of this model's vectors: tells a cache whether it is stale."""
         row = self.query("SELECT COUNT(*) AS n, COALESCE(MAX(vid), 0) AS v FROM vectors WHERE model = ?", (model,))[0]
@@ -699,55 +709,71 @@ class Index:
     # -- search ------------------------------------------------------------------------------
     def ranked(self, match: str, *, scopes: list[str] | None, kind: str | None, as_of: str | None,
                include_superseded: bool, limit: int, only: list[int] | None = None,
-               cap: int | None = None) -> tuple[int, bool, list[dict[str, Any]]]:
+               cap: int | None = None, need: int | None = None) -> tuple[int, bool, list[dict[str, Any]]]:
         """Full-text matches, best bm25 first: (total, total is exact, rows with `rank` and `line`).
 
         Without include_superseded or as_of each match folds onto the current record of its supersede
         chain (the head). `only`: consider just these result lines. Past `cap` matches only the newest
-        `cap` are ranked and the total is a lower bound.
+        `cap` are ranked and counted, and the total is a lower bound; when filters leave fewer than
+        `need` rows there, the window grows. bm25 is computed once, inside FTS5's own top-N sort; the
+        count joins the matches without scoring them.
         """
         cap = RANK_CAP if cap is None else cap
+        while True:
+            total, exact, rows = self._ranked_window(match, scopes=scopes, kind=kind, as_of=as_of,
+                                                     include_superseded=include_superseded, limit=limit,
+                                                     only=only, cap=cap)
+            # Filters (a rare scope or kind) left too few in the newest matches: look further back.
+            if exact or len(rows) >= (limit if need is None else need) or cap >= 1 << 30:
+                return total, exact, rows
+            cap *= 8
+
+    def _ranked_window(self, match: str, *, scopes: list[str] | None, kind: str | None, as_of: str | None,
+                       include_superseded: bool, limit: int, only: list[int] | None,
+                       cap: int) -> tuple[int, bool, list[dict[str, Any]]]:
         fold = not include_superseded and as_of is None
         window, wparams = "", []
         exact = True
-        if only is not None:
-            if not only:
-                return 0, True, []
-            marks = ",".join("?" * len(only))
-            window = (f" AND rowid IN (SELECT line FROM records WHERE head IN ({marks}))" if fold
-                      else f" AND rowid IN ({marks})")
-            wparams = list(only)
-        else:
-            with self._lock:
-                db = self.db()
-                over = db.execute("SELECT COUNT(*) FROM (SELECT rowid FROM fts WHERE fts MATCH ? LIMIT ?)",
+        size = cap
+        with self._lock:
+            db = self.db()
+            if only is not None:
+                if not only:
+                    return 0, True, []
+                marks = ",".join("?" * len(only))
+                window = (f" AND fts.rowid IN (SELECT line FROM records WHERE head IN ({marks}))" if fold
+                          else f" AND fts.rowid IN ({marks})")
+                wparams = list(only)
+            else:
+                size = db.execute("SELECT COUNT(*) FROM (SELECT rowid FROM fts WHERE fts MATCH ? LIMIT ?)",
                                   (match, cap + 1)).fetchone()[0]
-                if over > cap:
+                if size == 0:
+                    return 0, True, []
+                if size > cap:
                     bound = db.execute("SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
                                        (match, cap - 1)).fetchone()[0]
-                    window, wparams, exact = " AND rowid >= ?", [bound], False
+                    window, wparams, exact, size = " AND fts.rowid >= ?", [bound], False, cap
         target = "h" if fold else "r"
         where, params = filter_clause(target, scopes, kind, as_of, include_superseded)
-        m = ("WITH m AS MATERIALIZED (SELECT rowid AS line, bm25(fts) AS rank FROM fts WHERE fts MATCH ?"
-             + window + ")")
-        if fold:
-            base = m + " SELECT {cols} FROM m JOIN records r ON r.line = m.line JOIN records h ON h.line = r.head WHERE 1=1"
-        else:
-            base = m + " SELECT {cols} FROM m JOIN records r ON r.line = m.line WHERE 1=1"
-        args = [match, *wparams, *params]
-        if fold:
-            total = self.query(base.format(cols="COUNT(DISTINCT r.head) AS n") + where, args)[0]["n"]
-            if total == 0:
-                return 0, exact, []
-            rows = self.query(base.format(cols="h.*, MIN(m.rank) AS rank") + where
-                              + " GROUP BY r.head ORDER BY rank, h.seq DESC LIMIT ?", [*args, limit])
-        else:
-            total = self.query(base.format(cols="COUNT(*) AS n") + where, args)[0]["n"]
-            if total == 0:
-                return 0, exact, []
-            rows = self.query(base.format(cols="r.*, m.rank AS rank") + where + " ORDER BY rank, r.seq DESC LIMIT ?",
-                              [*args, limit])
-        return int(total), exact, rows
+        join = " CROSS JOIN records h ON h.line = r.head" if fold else ""  # matches drive the join
+        count_sql = (f"SELECT COUNT({'DISTINCT r.head' if fold else '*'}) AS n FROM fts CROSS JOIN records r ON r.line = fts.rowid"
+                     f"{join} WHERE fts MATCH ?{window}{where}")
+        total = self.query(count_sql, [match, *wparams, *params])[0]["n"]
+        if total == 0:
+            return 0, exact, []
+        cols = "h.*, MIN(m.rank) AS rank" if fold else "r.*, m.rank AS rank"
+        tail = " GROUP BY r.head ORDER BY rank, h.seq DESC LIMIT ?" if fold else " ORDER BY rank, r.seq DESC LIMIT ?"
+        n = max(limit * 4, 64)
+        while True:
+            # FTS5 keeps only the best n by bm25 while it scans; filters and folding come after, so when
+            # they leave fewer than `limit`, look deeper.
+            sql = (f"WITH m AS MATERIALIZED (SELECT rowid AS line, rank FROM fts WHERE fts MATCH ?"
+                   f"{window.replace('fts.rowid', 'rowid')} ORDER BY rank LIMIT ?)"
+                   f" SELECT {cols} FROM m CROSS JOIN records r ON r.line = m.line{join} WHERE 1=1{where}{tail}")
+            rows = self.query(sql, [match, *wparams, n, *params, limit])
+            if len(rows) >= min(limit, total) or n >= size:
+                return int(total), exact, rows
+            n *= 8
 
     def rows_for_lines(self, lines: list[int], *, scopes: list[str] | None, kind: str | None, as_of: str | None,
                        include_superseded: bool) -> list[dict[str, Any]]:
@@ -763,7 +789,8 @@ class Index:
             chunk = lines[start:start + 900]
             marks = ",".join("?" * len(chunk))
             if fold:
-                sql = (f"SELECT r.line AS mline, h.* FROM records r JOIN records h ON h.line = r.head"
+                # CROSS JOIN: walk the given lines first (SQLite would otherwise start from a scope's rows).
+                sql = (f"SELECT r.line AS mline, h.* FROM records r CROSS JOIN records h ON h.line = r.head"
                        f" WHERE r.line IN ({marks})" + where)
             else:
                 sql = f"SELECT r.line AS mline, r.* FROM records r WHERE r.line IN ({marks})" + where
@@ -809,9 +836,88 @@ class Index:
     def scope_names(self) -> list[str]:
         return [r["scope"] for r in self.query("SELECT scope FROM scope_counts")]
 
+    def retracted_ids(self) -> list[str]:
+        """Records a retraction hides now (themselves, or through the head of their chain)."""
+        return [r["id"] for r in self.query("SELECT id FROM records WHERE hidden = 1 AND tomb = 0 AND kind != ?",
+                                            (FORGET_KIND,))]
 
-# A tombstone (a purged record) is a row without text once the index knows purges; 0 before.
-_TOMB = "0"
+
+    def browse(self, *, scopes: list[str] | None, kind: str | None, ts_from: str | None, ts_to: str | None,
+               as_of: str | None, history: bool, before_line: int | None, limit: int) -> tuple[list[dict[str, Any]], int]:
+        """A page of records, newest first, and how many the filters select.
+
+        Default: current memory (not superseded, retracted, purged, nor a forget record). `as_of`: what
+        was current then: written by then, not yet superseded or retracted by then. `history`: every
+        record, superseded, retracted and purged ones and forget records included."""
+        where, params = scope_clause(scopes, "r.scope")
+        if kind is not None:
+            where += " AND r.kind = ?"
+            params.append(kind)
+        if ts_from is not None:
+            where += " AND r.ts >= ?"
+            params.append(ts_from)
+        if ts_to is not None:
+            where += " AND r.ts < ?"
+            params.append(ts_to)
+        if as_of is not None:
+            where += (" AND r.ts <= ? AND r.tomb = 0 AND r.kind != ?"
+                      " AND (r.superseded_by IS NULL OR (SELECT s.ts FROM records s WHERE s.id = r.superseded_by) > ?)"
+                      " AND (r.retracted_by IS NULL OR (SELECT f.ts FROM records f WHERE f.id = r.retracted_by) > ?)")
+            params += [as_of, FORGET_KIND, as_of, as_of]
+        elif not history:
+            where += " AND r.hidden = 0 AND r.superseded_by IS NULL"
+        if as_of is None and not history and kind is None and ts_from is None and ts_to is None:
+            total = self.current_count(scopes)  # a lookup, not a count over the table
+        else:
+            total = self.query(f"SELECT COUNT(*) AS n FROM records r WHERE 1=1{where}", params)[0]["n"]
+        page, page_params = where, list(params)
+        if before_line is not None:
+            page += " AND r.line < ?"
+            page_params.append(before_line)
+        rows = self.query(f"SELECT r.line, r.seq, r.id, r.ts, r.kind, r.scope, r.source, r.supersedes, r.superseded_by,"
+                          f" r.retracted_by, r.tomb, r.hidden, substr(r.text, 1, 400) AS text, length(r.text) AS chars"
+                          f" FROM records r WHERE 1=1{page} ORDER BY r.line DESC LIMIT ?", [*page_params, limit])
+        return rows, int(total)
+
+    def facets(self) -> dict[str, Any]:
+        """What the page's filters offer: current records per scope (kept up to date on insert), and the
+        kinds in use. Cheap at any size; `kind_counts` adds the per-kind counts, which cost a scan."""
+        scopes = self.query("SELECT scope, current AS n FROM scope_counts WHERE current > 0 ORDER BY current DESC")
+        kinds = [r["kind"] for r in self.query("SELECT DISTINCT kind FROM records WHERE kind != ?", (FORGET_KIND,))]
+        every = self.query("SELECT COUNT(*) AS n FROM records")[0]["n"]
+        return {"scopes": scopes, "kinds": kinds, "current": sum(r["n"] for r in scopes), "records": int(every)}
+
+    def kind_counts(self) -> dict[str, int]:
+        rows = self.query("SELECT kind, COUNT(*) AS n FROM records WHERE hidden = 0 AND superseded_by IS NULL GROUP BY kind")
+        return {r["kind"]: r["n"] for r in rows}
+
+    def chain(self, head: int) -> list[dict[str, Any]]:
+        """Every version of one supersede chain, oldest first."""
+        return self.query("SELECT line, seq, id, ts, kind, scope, supersedes, superseded_by, retracted_by, tomb, hidden,"
+                          " substr(text, 1, 400) AS text FROM records WHERE head = ? ORDER BY line", (head,))
+
+    def at_line(self, line: int) -> dict[str, Any] | None:
+        rows = self.query("SELECT * FROM records WHERE line = ?", (line,))
+        return rows[0] if rows else None
+
+    def forget_records(self) -> list[dict[str, Any]]:
+        """The retraction, undo and purge records, in log order (each names its targets in the log)."""
+        return self.query("SELECT line, id, ts, offset, length FROM records WHERE kind = ? AND tomb = 0 ORDER BY line",
+                          (FORGET_KIND,))
+
+    def sources(self, ids: list[str]) -> dict[str, dict[str, Any]]:
+        """id → its source and place in the log, for the brief's "does the host load this already?"."""
+        if not ids:
+            return {}
+        rows = self.query(f"SELECT id, source, offset, length FROM records WHERE id IN ({','.join('?' * len(ids))})"
+                          " AND source IS NOT NULL", list(ids))
+        return {r["id"]: r for r in rows}
+
+    def problems(self, limit: int = 100) -> list[dict[str, Any]]:
+        return self.query("SELECT * FROM problems ORDER BY line LIMIT ?", (limit,))
+
+
+_TOMB = "tomb"  # a purged record's row: its tombstone
 
 
 def filter_clause(alias: str, scopes: list[str] | None, kind: str | None, as_of: str | None,

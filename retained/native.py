@@ -656,16 +656,19 @@ def leave_out_host_loaded(store: Any, rows: list[dict[str, Any]]) -> tuple[list[
     """The brief's rows less those a host already loads from a file that still holds them."""
     from . import records
 
+    places = store.index.sources([r["id"] for r in rows])
+    candidates = {rid: p for rid, p in places.items() if Path(p["source"]).name in LOADED_AT_START}
+    if not candidates:
+        return rows, 0
     check = HostLoaded()
     kept: list[dict[str, Any]] = []
     left = 0
     for row in rows:
-        info = store.index.by_id(row["id"]) if "offset" not in row else row
-        name = Path(info["source"]).name if info and isinstance(info.get("source"), str) else ""
-        if name in LOADED_AT_START:
+        place = candidates.get(row["id"])
+        if place is not None:
             try:
-                rec = records.parse_line(store.log.read_at(info["offset"], info["length"])[:-1])
-            except (records.BadLine, OSError, KeyError):
+                rec = records.parse_line(store.log.read_at(place["offset"], place["length"])[:-1])
+            except (records.BadLine, OSError):
                 rec = None
             if rec is not None and check.holds(rec):
                 left += 1

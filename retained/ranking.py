@@ -14,7 +14,6 @@ counts say when they are a lower bound.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the hook path imports no more than it runs
@@ -35,18 +34,18 @@ MEANING_CANDIDATES = 256
 LEXICAL_CANDIDATES = 100
 IDENTIFIER_CANDIDATES = 50
 
-_TOKEN = re.compile(r"[^\s\"'`()\[\]{}<>,;!?]+")
-_CAMEL = re.compile(r"[a-z][A-Z]|[A-Z]{2,}")
+_TOKEN = r"[^\s\"'`()\[\]{}<>,;!?]+"
+_CAMEL = r"[a-z][A-Z]|[A-Z]{2,}"
 
 
 def identifiers(query: str) -> list[str]:
     """Tokens of the query that look like identifiers, paths, error codes or versions."""
     out: dict[str, None] = {}
-    for tok in _TOKEN.findall(query):
+    for tok in re.findall(_TOKEN, query):  # re caches compiled patterns; nothing is compiled at import
         tok = tok.strip(".:-/#@*")
         if len(tok) < 2 or not any(c.isalnum() for c in tok):
             continue
-        if any(c.isdigit() for c in tok) or any(c in tok for c in "_./:-#@\\") or _CAMEL.search(tok):
+        if any(c.isdigit() for c in tok) or any(c in tok for c in "_./:-#@\\") or re.search(_CAMEL, tok):
             out[tok] = None
     return list(out)[:8]
 
@@ -55,24 +54,26 @@ def _exact_patterns(idents: list[str]) -> list[re.Pattern[str]]:
     return [re.compile(r"(?<!\w)" + re.escape(t) + r"(?!\w)", re.IGNORECASE) for t in idents]
 
 
-@dataclass
 class Candidate:
-    row: dict[str, Any]
-    bm25: float | None = None      # FTS5 rank: lower is better; None = not matched by words
-    cosine: float | None = None    # None = no vector (semantic off, or not embedded yet)
-    meaning: bool = False          # cosine cleared MEANING_FLOOR
-    tier: int = 0                  # identifiers of the query this record holds verbatim
-    score: float = 0.0
-    match: str = "words"
+    __slots__ = ("row", "bm25", "cosine", "meaning", "tier", "score", "match")
+
+    def __init__(self, row: dict[str, Any], bm25: float | None = None) -> None:
+        self.row = row
+        self.bm25 = bm25            # FTS5 rank: lower is better; None = not matched by words
+        self.cosine: float | None = None  # None = no vector (semantic off, or not embedded yet)
+        self.meaning = False        # cosine cleared MEANING_FLOOR
+        self.tier = 0               # identifiers of the query this record holds verbatim
+        self.score = 0.0
+        self.match = "words"
 
 
-@dataclass
 class Found:
-    hits: list[Candidate]
-    total: int
-    exact: bool
-    mode: str  # "all": every word was required; "any": no record had every word
-    known_before: set[str] = field(default_factory=set)
+    __slots__ = ("hits", "total", "exact", "mode", "known_before")
+
+    def __init__(self, hits: list[Candidate], total: int, exact: bool, mode: str) -> None:
+        self.hits, self.total, self.exact = hits, total, exact
+        self.mode = mode  # "all": every word was required; "any": no record had every word
+        self.known_before: set[str] = set()
 
 
 def meaning_query(store: Any, query: str, inline_embed: int, warnings: list[str],
@@ -90,7 +91,7 @@ def meaning_query(store: Any, query: str, inline_embed: int, warnings: list[str]
         return "on", None
     try:
         pending = sem.pending()
-        if pending and need_vectors and pending > inline_embed and sem.index.vector_stats(sem.embedder.key)[0] == 0:
+        if pending and need_vectors and pending > inline_embed and not sem.index.has_vectors(sem.embedder.key):
             return "off: the records are not embedded yet", None
         if pending:
             sem.catch_up(limit=min(pending, inline_embed))
@@ -112,11 +113,11 @@ def rank(store: Any, query: str, terms: list[str], qvec: Any, filters: dict[str,
     match = quote_query(terms)
     want = max(LEXICAL_CANDIDATES, k * 5)
     if match is not None:
-        lex_total, exact, lex_rows = idx.ranked(match, limit=want, **filters)
+        lex_total, exact, lex_rows = idx.ranked(match, limit=want, need=k, **filters)
         if lex_total == 0 and len(terms) > 1:
             mode = "any"
             match = quote_query(terms, any_word=True)
-            lex_total, exact, lex_rows = idx.ranked(match, limit=want, **filters)
+            lex_total, exact, lex_rows = idx.ranked(match, limit=want, need=k, **filters)
     cands: dict[int, Candidate] = {row["line"]: Candidate(row, bm25=row["rank"]) for row in lex_rows}
     total = lex_total
 
@@ -172,7 +173,7 @@ def _meaning(store: Any, qvec: Any, filters: dict[str, Any], cands: dict[int, Ca
     import numpy as np
 
     sem = store.semantic()
-    lines, sims = sem.similarities(qvec)
+    lines, sims, approximate = sem.similarities(qvec)
     n = len(lines)
     if not n:
         return None, None, True
@@ -193,7 +194,7 @@ def _meaning(store: Any, qvec: Any, filters: dict[str, Any], cands: dict[int, Ca
     if not best:
         return None, None, True
     cut = float(sims[top].min()) if m < n else -1.0
-    exact = m >= n or cut < MEANING_FLOOR  # every record above the floor was looked at
+    exact = not approximate and (m >= n or cut < MEANING_FLOOR)  # every record above the floor was looked at
     values = [cos for _, cos in best.values()]
     lo, hi = min(values), max(values)
     for key, (row, cos) in best.items():

@@ -46,9 +46,10 @@ class WordPiece:
 
     @classmethod
     def load(cls, path: Path = VOCAB_PATH) -> WordPiece:
-        with open(path, encoding="utf-8") as f:
-            vocab = {line.rstrip("\n"): i for i, line in enumerate(f)}
-        return cls(vocab)
+        tokens = path.read_text(encoding="utf-8").split("\n")
+        if tokens and tokens[-1] == "":
+            tokens.pop()
+        return cls(dict(zip(tokens, range(len(tokens)))))
 
     @staticmethod
     def normalize(text: str) -> str:

@@ -65,3 +65,34 @@ def test_gemini_memory_files_are_counted(isolate_home):
 def test_hosts_without_a_memory_of_their_own_report_none(isolate_home):
     assert native_memory("cursor", _env(isolate_home)) is None
     assert native_memory("vscode", dict(os.environ)) is None
+
+
+def test_the_brief_leaves_out_what_the_host_loads_itself_while_the_file_still_holds_it(isolate_home, tmp_path):
+    import subprocess
+
+    from tests.conftest import cli_json, run_cli
+
+    project = tmp_path / "proj"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    project = project.resolve()
+    shutil.copy(FIXTURES / "CLAUDE.md", project / "CLAUDE.md")
+    folder = isolate_home / ".claude" / "projects" / claude_project_dirname(project)
+    shutil.copytree(FIXTURES / "claude" / "projects" / "PROJECT", folder)
+    assert cli_json("import", str(project / "CLAUDE.md"), "--apply", cwd=str(project))["added"] == 7
+    assert cli_json("import", "--from", "claude", "--apply", cwd=str(project))["added"] == 4
+    run_cli("write", "the nightly job runs at 02:00", "--kind", "fact", cwd=str(project))
+
+    brief = cli_json("brief", cwd=str(project))
+    text = brief["text"]
+    assert brief["host_loaded"] == 8  # 7 from CLAUDE.md, 1 direct entry of MEMORY.md
+    assert "8 already in the host's own memory files" in text.splitlines()[0]
+    assert "imperative mood" not in text and "no network access after the setup step" not in text
+    assert "the nightly job runs at 02:00" in text
+    assert "real database, not mocks" in text  # a topic file: Claude Code does not load it at start
+
+    # Once the file no longer holds the item, the brief carries it again.
+    md = (project / "CLAUDE.md").read_text().replace("- Always write commit messages in the imperative mood.\n", "")
+    (project / "CLAUDE.md").write_text(md)
+    brief = cli_json("brief", cwd=str(project))
+    assert brief["host_loaded"] == 7 and "imperative mood" in brief["text"]

@@ -314,3 +314,85 @@ def test_cli_as_of_for_search_list_and_brief(store_dir):
     brief = run("brief", "--as-of", between, "--scope", "*")
     assert "8080" in brief and "9090" not in brief
     assert "9090" in run("brief", "--scope", "*")
+
+
+# -- scale -------------------------------------------------------------------------------------------
+def test_past_the_exact_size_sign_bits_pick_candidates_and_counts_say_lower_bound(store, monkeypatch):
+    from retained import embed
+
+    ids = _seed(store)
+    for i in range(40):
+        store.write(f"filler note {i} about the office plants and the coffee machine")
+    monkeypatch.setattr(embed, "EXACT_MAX", 10)
+    monkeypatch.setattr(embed, "APPROX_CANDIDATES", 24)
+    res = store.search("which tool holds our passwords?")
+    assert res["semantic"] == "on"
+    assert res["hits"][0]["id"] == ids["secrets"]
+    assert res["total_exact"] is False
+    assert store.semantic()._codes is not None  # the sign-bit stage was used
+
+
+def test_prompt_hook_with_semantic_off_imports_no_numpy_onnxruntime_or_mcp(store_dir, tmp_path):
+    project = tmp_path / "proj"
+    (project / ".git").mkdir(parents=True)
+    with Store(store_dir) as store:
+        store.write("Database migrations run with make migrate.", scope=str(project.resolve()))
+    code = (
+        "import atexit, sys\n"
+        "atexit.register(lambda: sys.stderr.write('MODULES ' + ' '.join(sorted(m for m in sys.modules"
+        " if m.split('.')[0] in ('numpy', 'onnxruntime', 'mcp'))) + '\\n'))\n"
+        "sys.argv = ['retained', 'hook', 'prompt', '--host', 'claude']\n"
+        "from retained.cli import main\n"
+        "sys.exit(main())\n"
+    )
+    payload = json.dumps({"session_id": "s-imports", "cwd": str(project), "hook_event_name": "UserPromptSubmit",
+                          "prompt": "how do I run the database migrations?"})
+    env = dict(os.environ, RETAINED_DIR=str(store_dir), RETAINED_EMBED="off", CLAUDECODE="1")
+    out = subprocess.run([sys.executable, "-c", code], input=payload, env=env, capture_output=True, text=True,
+                         cwd=project, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "make migrate" in out.stdout
+    assert "MODULES \n" in out.stderr, out.stderr
+
+
+def test_a_model_file_changed_after_it_was_verified_is_hashed_again_and_refused(tmp_path, monkeypatch):
+    """The sha256 check is skipped only for the very file state it passed in (inode, size, mtime, ctime)."""
+    import shutil
+
+    from retained import embed
+
+    good = tmp_path / "model.onnx"
+    shutil.copyfile(embed.LocalEmbedder({}).model_path(), good)
+    first = embed.LocalEmbedder({"RETAINED_EMBED_MODEL_PATH": str(good)})
+    assert first.embed(["hello"]).shape == (1, embed.LOCAL_DIM)
+    stamp_file = embed._stamp_file()
+    assert stamp_file is not None and stamp_file.exists()
+    with open(good, "r+b") as f:  # same size, one byte different
+        f.seek(embed.MODEL_SIZE // 2)
+        byte = f.read(1)
+        f.seek(embed.MODEL_SIZE // 2)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    second = embed.LocalEmbedder({"RETAINED_EMBED_MODEL_PATH": str(good)})
+    with pytest.raises(embed.Unavailable, match="sha256"):
+        second.embed(["hello"])
+
+
+def test_a_forgotten_record_is_not_found_by_meaning_either(store):
+    ids = _seed(store)
+    assert store.search("which tool holds our passwords?")["hits"][0]["id"] == ids["secrets"]
+    store.forget([ids["secrets"]], "moved to the vault")
+    hits = store.search("which tool holds our passwords?")["hits"]
+    assert ids["secrets"] not in [h["id"] for h in hits]
+
+
+def test_an_ollama_model_that_is_not_pulled_answers_lexically_saying_so(store_dir, monkeypatch):
+    with FakeOllama(model="toy-embed") as fake:
+        monkeypatch.setenv("RETAINED_EMBED", "ollama")
+        monkeypatch.setenv("RETAINED_OLLAMA_URL", fake.url)
+        monkeypatch.setenv("RETAINED_EMBED_MODEL", "nomic-embed-text")
+        with Store(store_dir) as store:
+            ids = _seed(store)
+            res = store.search("PostgreSQL")
+            assert res["semantic"].startswith("off: ollama at 127.0.0.1:") and "404" in res["semantic"]
+            assert "nomic-embed-text" in res["semantic"]
+            assert [h["id"] for h in res["hits"]] == [ids["db"]]

@@ -268,3 +268,40 @@ def test_import_needs_one_source(tmp_path):
     assert proc.returncode == 2 and "PATH or --from SOURCE" in proc.stderr
     proc = run_cli("import", str(tmp_path / "missing.md"))
     assert proc.returncode == 1 and "does not exist" in proc.stderr
+
+
+def test_purged_records_export_as_tombstones_and_retracted_ones_only_with_history(store_dir, tmp_path):
+    with Store(store_dir) as s:
+        keep = s.write("kept fact", kind="fact", scope="global")
+        gone = s.write("purged secret words here", kind="fact", scope="global")
+        hide = s.write("retracted opinion", kind="note", scope="global")
+        s.purge([gone["id"]], "leaked")
+        s.forget([hide["id"]], "wrong")
+    out = tmp_path / "plain.jsonl"
+    run_cli("export", "-o", str(out))
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    ids = [r["id"] for r in lines]
+    assert keep["id"] in ids and hide["id"] not in ids
+    tomb = next(r for r in lines if r["id"] == gone["id"])
+    assert "text" not in tomb and tomb["forgotten"]["by"]
+    assert "purged secret" not in out.read_text()
+    assert not any(r["kind"] == "forget" for r in lines)
+
+    full = tmp_path / "full.jsonl"
+    data = cli_json("export", "-o", str(full), "--include-history")
+    assert data["retracted"] == 1 and data["tombstones"] == 1
+    lines = [json.loads(line) for line in full.read_text().splitlines()]
+    assert hide["id"] in [r["id"] for r in lines] and sum(r["kind"] == "forget" for r in lines) == 2
+
+    # Into an empty store: the retraction comes along (ids kept), the tombstone has nothing to bring.
+    other = tmp_path / "other"
+    result = cli_json("import", str(full), "--apply", "--dir", str(other))
+    assert any("tombstone" in n for n in result["notes"])
+    texts = [r["text"] for r in cli_json("list", "--scope", "*", "--dir", str(other))["records"]]
+    assert texts == ["kept fact"]
+    assert cli_json("get", hide["id"], "--dir", str(other))["records"][0]["retracted"]["reason"] == "wrong"
+    assert cli_json("verify", "--dir", str(other))["intact"] is True
+
+    md = run_cli("export", "--format", "markdown", "--include-history").stdout
+    assert "purged, no content kept" in md and "retracted opinion" in md and "purged secret" not in md
+    assert "retracted opinion" not in run_cli("export", "--format", "markdown").stdout

@@ -66,7 +66,7 @@ def main() -> int:
         back = {v: k for k, v in ids.items()}
         lex_back = {v: k for k, v in lex_ids.items()}
         sem = store.semantic()
-        lines, _ = sem.similarities(sem.query_vector("warm up"))
+        lines, _, _ = sem.similarities(sem.query_vector("warm up"))
         line_of = {r["id"]: r["line"] for r in store.index.query("SELECT id, line FROM records")}
         mem_of_line = {line_of[ids[m]]: m for m in ids}
         recall_hits = recall_total = recall_other = 0
@@ -76,7 +76,7 @@ def main() -> int:
             ranked: dict[str, list[str]] = {}
             ranked["lexical"] = [lex_back[h["id"]] for h in lex_store.search(q["q"], scopes=scopes, k=3)["hits"]]
             ranked["blend"] = [back[h["id"]] for h in store.search(q["q"], scopes=scopes, k=3)["hits"]]
-            lines, sims = sem.similarities(sem.query_vector(q["q"]))
+            lines, sims, _ = sem.similarities(sem.query_vector(q["q"]))
             order = [mem_of_line[int(lines[i])] for i in np.argsort(-sims)]
             ranked["semantic"] = [m for m in order if scopes is None or by_id[m]["scope"] in scopes][:3]
             got = recall(store, q["q"], project=q.get("scope"), shown=set())
