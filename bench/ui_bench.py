@@ -3,10 +3,11 @@
     python bench/ui_bench.py [--records 100000] [--runs 5] [--dir DIR]
 
 Targets (issue 11): first paint of the page and a search within it each under 300 ms, measured in
-the browser (Navigation/Paint Timing, and `performance.mark("list-rendered")` that the page sets once
-the records are on screen); export of 100k records under 5 s. Same-run baselines: a cold fetch of a
-static file from the same server (what any page costs before its data), and copying the log file
-(what any export costs before choosing records).
+the browser (Paint Timing; the first paint holds the newest 50 records, which come in the HTML, and
+`performance.mark("list-rendered")` is set once the script has taken over); export of 100k records
+under 5 s. Each run uses a fresh browser. Same-run baselines: a one-line page's first paint in a fresh
+browser (the browser's own floor), a fetch of a static file from the same server, and copying the log
+file (what any export costs before choosing records). Words only (RETAINED_EMBED=off by default here).
 """
 
 from __future__ import annotations
@@ -62,8 +63,12 @@ def browser_times(srv: UiServer, runs: int, queries: list[str]) -> dict[str, flo
     chromium, driver = find_chromium()
     if chromium is None or driver is None:
         raise SystemExit("chromium and chromedriver are needed (apt-get install chromium chromium-driver)")
-    fcp, listed, static, search = [], [], [], []
+    fcp, listed, static, search, floor = [], [], [], [], []
     for _ in range(runs):
+        with Browser(chromium, driver, 1280, 900) as b:  # the floor: a one-line page in a fresh browser
+            b.get("data:text/html,<p>floor</p>")
+            floor.append(b.wait("const e = performance.getEntriesByName('first-contentful-paint')[0];"
+                                " return e && e.startTime", 60))
         with Browser(chromium, driver, 1280, 900) as b:
             b.get(srv.url)
             b.wait("return document.body.dataset.ready === 'list' && performance.getEntriesByName('first-contentful-paint').length", 60)
@@ -83,7 +88,7 @@ def browser_times(srv: UiServer, runs: int, queries: list[str]) -> dict[str, flo
                     " const target = '#/?q=' + encodeURIComponent(q);"
                     " if (location.hash === target) window.dispatchEvent(new HashChangeEvent('hashchange'));"
                     " else location.hash = target; poll();", q))
-    return {"fcp": p50(fcp), "list": p50(listed), "static": p50(static), "search": p50(search)}
+    return {"fcp": p50(fcp), "list": p50(listed), "static": p50(static), "search": p50(search), "floor": p50(floor)}
 
 
 def main() -> int:
@@ -119,10 +124,11 @@ def main() -> int:
         queries = [a_query(rng) for _ in range(20)]
         print("queries:", ", ".join(queries[:5]))
         t = browser_times(srv, args.runs, queries)
-    print(f"page first contentful paint  p50 {t['fcp']:6.0f} ms  (target < 300 ms)")
-    print(f"page first 50 records shown  p50 {t['list']:6.0f} ms  (target < 300 ms)")
+    print(f"page first contentful paint, 50 records on screen p50 {t['fcp']:6.0f} ms  (target < 300 ms)")
+    print(f"page script ready (list-rendered mark) p50 {t['list']:6.0f} ms")
     print(f"search, typed to hits shown  p50 {t['search']:6.0f} ms  (target < 300 ms)")
     print(f"baseline: fetch of a static file from the same server p50 {t['static']:.0f} ms")
+    print(f"baseline: first contentful paint of a one-line page in a fresh browser p50 {t['floor']:.0f} ms")
     return 0
 
 

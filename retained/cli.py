@@ -114,9 +114,8 @@ def cmd_write(args: argparse.Namespace) -> int:
         except UnicodeDecodeError as e:
             raise UsageError(f"stdin is not UTF-8 text (byte {e.start})", hint="convert it to UTF-8") from None
     with _store(args) as store:
-        scope = args.scope if args.scope is not None else default_write_scope(_project())
-        result = store.write(text, kind=args.kind, scope=scope, source=args.source,
-                             supersedes=args.supersedes, client_op_id=args.client_op_id,
+        result = store.write(text, kind=args.kind, scope=args.scope, default_scope=default_write_scope(_project()),
+                             source=args.source, supersedes=args.supersedes, client_op_id=args.client_op_id,
                              fields=_parse_fields(args.field))
     return _report_write(args, result)
 
@@ -235,6 +234,70 @@ def cmd_forget(args: argparse.Namespace) -> int:
     return EXIT_OK if result["durable"] else EXIT_FAIL
 
 
+def cmd_scopes(args: argparse.Namespace) -> int:
+    """Every scope with its record counts and project key; the current project is marked."""
+    from .paths import store_dir
+    from .project import project_identity
+    from .store import Store
+
+    ident = project_identity()
+    with Store(store_dir(args.dir), create=False, read_only=True) as store:
+        store.index.catch_up()
+        rows = store.index.scope_table()
+    current = ident["root"] if ident else None
+    result = {"current_project": ident, "scopes": [
+        {**r, "current_project": r["scope"] == current or (ident is not None and r["key"] == ident["key"])}
+        for r in rows]}
+    if args.json:
+        _print_json(result)
+        return EXIT_OK
+    if ident:
+        _out(f"current project: {ident['name']} ({ident['key']}) at {ident['root']}")
+    for r in result["scopes"]:
+        mark = "*" if r["current_project"] else " "
+        key = f"  [{r['key']}]" if r["key"] and r["key"] != r["scope"] else ""
+        _out(f"{mark} {r['scope']}: {r['current']} current, {r['records']} in all{key}")
+    return EXIT_OK
+
+
+def cmd_maintain(args: argparse.Namespace) -> int:
+    """Report what could be tidied (writes nothing); --apply retracts exact duplicates, keeping the oldest."""
+    from . import maintain
+    from .paths import store_dir
+    from .store import Store
+
+    with Store(store_dir(args.dir), create=False, read_only=not args.apply) as store:
+        result = maintain.apply(store) if args.apply else {"report": maintain.report(store), "applied": []}
+    if args.json:
+        _print_json(result)
+        return EXIT_OK
+    rep = result["report"]
+    t = rep["totals"]
+    _out(f"{t['current']} current records; {t['superseded']} superseded, {t['retracted']} retracted, "
+         f"{t['purged']} purged; {t['exact_duplicates']} exact-duplicate group(s), {t['near_duplicates']} near-duplicate "
+         f"pair(s), {t['collapsible_chains']} chain(s) of 3+ versions, {t['old']} record(s) older than {rep['old_days']} days")
+    for e in rep["scopes"]:
+        _out(f"{e['scope']}: {e['current']} current, {e['superseded']} superseded, {e['retracted']} retracted")
+        for g in e["exact_duplicates"]:
+            _out(f"    exact duplicates of {g['keep']} ({g['kind']}): {', '.join(g['duplicates'])}")
+        for p in e["near_duplicates"][:20]:
+            _out(f"    near duplicates ({p['similarity']:.2f}): {' '.join(p['ids'])} (supersede one with the other?)")
+        for c in e["collapsible_chains"][:20]:
+            _out(f"    chain of {c['records']} versions ending in {c['head']}")
+        if e["old"]:
+            _out(f"    {e['old']} current record(s) older than {rep['old_days']} days")
+    if args.apply:
+        n = sum(len(d["retracted"]) for d in result["applied"])
+        _out(f"applied: retracted {n} exact duplicate(s), keeping the oldest of each "
+             "(undo with `retained forget --undo ID`); nothing else was changed")
+    elif t["exact_duplicates"]:
+        _out("dry run: nothing was written; `retained maintain --apply` retracts the exact duplicates (keeping the "
+             "oldest); the rest is for you to judge")
+    else:
+        _out("dry run: nothing was written")
+    return EXIT_OK
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     with _store(args) as store:
         result = store.verify(progress=_progress("verify"))
@@ -254,6 +317,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if result["torn_tail"]:
             _out(f"torn tail: {result['torn_tail']['bytes']} bytes after the last complete line "
                  "(an unacknowledged write; the next write quarantines it)")
+        q = result.get("quarantine") or {}
+        if q.get("files"):
+            whole = f", {len(q['records'])} of them whole records the log lacks" if q["records"] else ""
+            _out(f"quarantine/: {q['files']} file(s), {q['bytes']} bytes{whole}")
         if result["missing_from_index"] or result["index_only"]:
             _out(f"index: {result['missing_from_index']} record(s) missing, {result['index_only']} row(s) not in the log "
                  "(hint: `retained reindex`)")
@@ -511,6 +578,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--purge", action="store_true",
                    help="remove the records' bytes from every file of the store, for good (the chain still verifies)")
     p.add_argument("--yes", action="store_true", help="purge without asking (it asks only on a terminal)")
+
+    add("scopes", cmd_scopes, "list the scopes with their record counts and project keys (* = this project)")
+
+    p = add("maintain", cmd_maintain, "report duplicates, long chains, retracted and old records per scope (writes nothing)")
+    p.add_argument("--apply", action="store_true",
+                   help="do the provably safe part: retract exact duplicates, keeping the oldest")
 
     add("verify", cmd_verify, "recompute the hash chain and reconcile the index with the log")
     add("reindex", cmd_reindex, "rebuild the search index from the log")

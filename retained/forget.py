@@ -175,9 +175,9 @@ def purge(store: Any, ids: Any, reason: Any) -> dict[str, Any]:
             tmp.unlink(missing_ok=True)
             raise StoreError("the rewritten log did not read back as written; nothing was purged",
                              hint="check the disk (`retained verify`), then retry")
-        new_ino = os.stat(tmp).st_ino
+        st = os.stat(tmp)
         try:
-            store.index.apply_purge(index_edits, purge_id, new_ino, lambda: store.log.install(tmp))
+            store.index.apply_purge(index_edits, purge_id, (st.st_ino, st.st_mtime_ns), lambda: store.log.install(tmp))
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise

@@ -21,7 +21,8 @@ if TYPE_CHECKING:  # the hook path imports no more than it runs
     from typing import Any
 
 from .log import ChainState, Line, Log, Problem
-from .records import FORGET_KIND, GENESIS, GLOBAL_SCOPE
+from .records import FORGET_KIND, GENESIS, GLOBAL_SCOPE, BadLine, text_key
+from .records import parse_line as records_parse
 
 INDEX_NAME = "index.sqlite3"
 _BATCH = 2000
@@ -126,8 +127,50 @@ def _m004_lifecycle(db: sqlite3.Connection) -> None:
     )
 
 
+def _m005_text_keys(db: sqlite3.Connection) -> None:
+    """The fingerprint of each record's normalised text, so that a write finds an exact duplicate among
+    the current records of its scope with one lookup. Cleared and rebuilt from the log."""
+    _run_script(
+        db,
+        """
+        ALTER TABLE records ADD COLUMN text_key TEXT;
+        CREATE INDEX records_text_key ON records(text_key) WHERE text_key IS NOT NULL;
+        INSERT INTO fts(fts) VALUES('delete-all');
+        DELETE FROM records;
+        DELETE FROM problems;
+        DELETE FROM scope_counts;
+        DELETE FROM meta
+        """,
+    )
+
+
+def _m006_kind_counts(db: sqlite3.Connection) -> None:
+    """Current, visible records per (scope, kind), kept up to date like scope_counts, so the brief can
+    say per kind what it left out at the cost of a lookup. Cleared and rebuilt from the log."""
+    _run_script(
+        db,
+        """
+        CREATE TABLE kind_counts (scope TEXT NOT NULL, kind TEXT NOT NULL, current INTEGER NOT NULL,
+                                  PRIMARY KEY (scope, kind));
+        INSERT INTO fts(fts) VALUES('delete-all');
+        DELETE FROM records;
+        DELETE FROM problems;
+        DELETE FROM scope_counts;
+        DELETE FROM meta
+        """,
+    )
+
+
+def _m007_scope_keys(db: sqlite3.Connection) -> None:
+    """The project key (normalised origin URL, else git common dir) of every path scope, worked out
+    once when the index first meets the scope: every worktree and clone of one repository on this
+    machine then reads one memory, without rewriting the log."""
+    _run_script(db, "CREATE TABLE scope_keys (scope TEXT PRIMARY KEY, key TEXT)")
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001_initial, _m002_scope_counts, _m003_vectors,
-                                                      _m004_lifecycle]
+                                                          _m004_lifecycle, _m005_text_keys, _m006_kind_counts,
+                                                          _m007_scope_keys]
 
 
 def visible(alias: str = "") -> str:
@@ -137,7 +180,7 @@ def visible(alias: str = "") -> str:
 
 # Where the index stands in the log, saved as one JSON row so a catch-up costs one write.
 _EMPTY_STATE: dict[str, Any] = {"offset": 0, "line": 0, "seq": 0, "sha256": GENESIS, "after_bad": False,
-                                "last_line_offset": -1, "last_line_sha": "", "log_ino": 0}
+                                "last_line_offset": -1, "last_line_sha": "", "log_ino": 0, "log_mtime": 0}
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -200,7 +243,8 @@ class Index:
         self._lock = threading.RLock()
         self._db: sqlite3.Connection | None = None
         self._ino: int | None = None
-        self._known: tuple[int, int, int | None] | None = None  # (log size, log inode, index inode) last caught up
+        # (log size, log inode, log mtime, index inode) when this process last caught up
+        self._known: tuple[int, int, int, int | None] | None = None
 
     # -- connection ---------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -306,28 +350,32 @@ class Index:
         """
         with self._lock:
             db = self.db()
-            try:
-                st = os.stat(self.log.path)
-                size, ino = st.st_size, st.st_ino
-            except FileNotFoundError:
-                size, ino = 0, 0
-            if self._known == (size, ino, self._ino):
+            size, ino, mtime = self._stat_log()
+            if self._known == (size, ino, mtime, self._ino):
                 return 0
             state = self._state(db)
-            if size == state["offset"] and ino == state["log_ino"]:
+            if size == state["offset"] and ino == state["log_ino"] and mtime == state["log_mtime"]:
                 if state.get("compact"):
                     self.compact()
-                self._known = (size, ino, self._ino)
+                self._known = (size, ino, mtime, self._ino)
                 return 0
             db.execute("BEGIN IMMEDIATE")
             try:
                 state = self._state(db)  # another process may have caught up meanwhile
                 replaced = not self._still_same_log(state, size, ino)
+                if not replaced and size == state["offset"] and mtime != state["log_mtime"] and state["offset"]:
+                    # Same size, same file, yet changed: bytes were edited in place (damage, or a repair
+                    # from a backup). Compare the log with the index; rebuild when they disagree.
+                    replaced = self._differs(db)
                 if replaced:
                     self._clear(db)
                     state = dict(_EMPTY_STATE)
                 n = self._index_from(db, state, progress, size)
                 state["log_ino"] = ino
+                after = self._stat_log()
+                # An append during the catch-up leaves the saved time stale: the next call sees the size
+                # grow and takes the incremental path, which never compares the whole log.
+                state["log_mtime"] = after[2] if after[0] == state["offset"] else mtime
                 self._save_state(db, state)
                 db.execute("COMMIT")
             except BaseException:
@@ -335,12 +383,39 @@ class Index:
                 db.execute("ROLLBACK")
                 raise
             if state["offset"] == size:
-                self._known = (size, ino, self._ino)
+                self._known = (size, ino, state["log_mtime"], self._ino)
             if replaced or state.get("compact"):
                 # A replaced log (a purge, or a restored copy): the old text must not live on in
                 # segments, free pages or the WAL.
                 self.compact()
             return n
+
+    def _stat_log(self) -> tuple[int, int, int]:
+        try:
+            st = os.stat(self.log.path)
+            return st.st_size, st.st_ino, st.st_mtime_ns
+        except FileNotFoundError:
+            return 0, 0, 0
+
+    def _differs(self, db: sqlite3.Connection) -> bool:
+        """Whether any line of the log now reads differently from what the index holds for it."""
+        rows = db.execute("SELECT line, offset, sha256 FROM records ORDER BY line")
+        problems = {r[0]: r[1] for r in db.execute("SELECT line, kind FROM problems")}
+        pending = rows.fetchone()
+        for line in self.log.lines():
+            try:
+                rec = records_parse(line.raw)
+            except BadLine:
+                rec = None
+            if pending is not None and pending[0] == line.number:
+                if rec is None or pending[1] != line.offset or pending[2] != rec["sha256"]:
+                    return True
+                pending = rows.fetchone()
+            elif rec is None and problems.get(line.number) != "corrupt":
+                return True
+            elif rec is not None and problems.get(line.number) != "duplicate":
+                return True  # a line once unreadable reads again: index it
+        return pending is not None
 
     def _still_same_log(self, state: dict[str, Any], size: int, ino: int) -> bool:
         if state["offset"] == 0:
@@ -358,6 +433,9 @@ class Index:
         db.execute("DELETE FROM records")
         db.execute("DELETE FROM problems")
         db.execute("DELETE FROM scope_counts")
+        db.execute("DELETE FROM kind_counts")
+        db.execute("DELETE FROM scope_keys")
+        self.__dict__.pop("_seen_scopes", None)
         db.execute("DELETE FROM vectors")
         db.execute("DELETE FROM meta")
         self._known = None
@@ -424,18 +502,19 @@ class Index:
         )
         by = forgotten.get("by") if isinstance(forgotten, dict) else None
         hidden = 1 if tomb or rec["kind"] == FORGET_KIND else 0
-        return base + (by if isinstance(by, str) else ("?" if tomb else None), int(tomb), hidden, life)
+        key = None if tomb or hidden else text_key(rec["text"])
+        return base + (by if isinstance(by, str) else ("?" if tomb else None), int(tomb), hidden, life, key)
 
     def _flush(self, db: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
         for row in rows:
             line, rid, supersedes = row[0], row[2], row[9]
-            retracted_by, tomb, hidden, life = row[14:18]
+            retracted_by, tomb, hidden, life, key = row[14:19]
             try:
                 db.execute(
                     "INSERT INTO records (line, seq, id, offset, length, ts, kind, scope, source, supersedes,"
-                    " client_op_id, session, sha256, text, head, retracted_by, tomb, hidden)"
-                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                    row[:14] + (line, retracted_by, tomb, hidden),
+                    " client_op_id, session, sha256, text, head, retracted_by, tomb, hidden, text_key)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    row[:14] + (line, retracted_by, tomb, hidden, key),
                 )
             except sqlite3.IntegrityError:
                 self._add_problem(db, Problem(line, row[3], row[1], "duplicate", f"id {rid} already used by an earlier record"))
@@ -443,20 +522,59 @@ class Index:
             if not tomb:
                 db.execute("INSERT INTO fts(rowid, text) VALUES (?, ?)", (line, row[13]))
             if not hidden:
-                self._count(db, row[7], +1)
+                self._count(db, row[7], +1, row[6])
+                self._note_scope(db, row[7])
             if supersedes:
                 target = db.execute("SELECT head FROM records WHERE id = ? AND line < ?", (supersedes, line)).fetchone()
                 if target is not None:
                     old_head = target[0]
-                    old_scope, old_hidden = db.execute("SELECT scope, hidden FROM records WHERE line = ?",
-                                                       (old_head,)).fetchone()
+                    old_scope, old_hidden, old_kind = db.execute(
+                        "SELECT scope, hidden, kind FROM records WHERE line = ?", (old_head,)).fetchone()
                     db.execute("UPDATE records SET superseded_by = ? WHERE line = ?", (rid, old_head))
                     db.execute("UPDATE records SET head = ? WHERE head = ?", (line, old_head))
                     if not old_hidden:
-                        self._count(db, old_scope, -1)
+                        self._count(db, old_scope, -1, old_kind)
                     self._rehide(db, line)
             if life is not None:
                 self._apply_forget(db, line, rid, *life)
+
+    def _note_scope(self, db: sqlite3.Connection, scope: str) -> None:
+        seen = self.__dict__.setdefault("_seen_scopes", set())
+        if scope in seen:
+            return
+        seen.add(scope)
+        if db.execute("SELECT 1 FROM scope_keys WHERE scope = ?", (scope,)).fetchone() is not None:
+            return
+        key = None
+        if os.path.isabs(scope) and os.path.isdir(scope):
+            from .project import identity
+
+            ident = identity(scope)
+            key = ident["key"] if ident else None
+        db.execute("INSERT OR IGNORE INTO scope_keys VALUES (?, ?)", (scope, key))
+
+    def same_project(self, scopes: list[str] | None, keys: dict[str, str]) -> list[str] | None:
+        """`scopes` plus every scope whose project key is one of theirs (`keys`: scope → key known by
+        the caller, for scopes the index has not met yet)."""
+        if not scopes:
+            return scopes
+        wanted = set(keys.values())
+        if len(scopes) <= 16:
+            q = f"SELECT key FROM scope_keys WHERE key IS NOT NULL AND scope IN ({','.join('?' * len(scopes))})"
+            wanted |= {r["key"] for r in self.query(q, scopes)}
+        if not wanted:
+            return scopes
+        rows = self.query(f"SELECT scope FROM scope_keys WHERE key IN ({','.join('?' * len(wanted))})",
+                          sorted(wanted))
+        extra = [r["scope"] for r in rows if r["scope"] not in scopes]
+        return list(scopes) + sorted(extra)
+
+    def scope_table(self) -> list[dict[str, Any]]:
+        """Every scope with its current records, total records and project key (for `retained scopes`)."""
+        return self.query(
+            "SELECT r.scope AS scope, COALESCE(c.current, 0) AS current, COUNT(*) AS records, k.key AS key"
+            " FROM records r LEFT JOIN scope_counts c ON c.scope = r.scope LEFT JOIN scope_keys k ON k.scope = r.scope"
+            " WHERE r.kind != ? GROUP BY r.scope ORDER BY current DESC, r.scope", (FORGET_KIND,))
 
     def _apply_forget(self, db: sqlite3.Connection, line: int, rid: str, action: str, targets: list[str]) -> None:
         """A retraction marks its targets (a retracted head hides its chain); an undo clears the mark.
@@ -472,28 +590,34 @@ class Index:
 
     def _rehide(self, db: sqlite3.Connection, head: int) -> None:
         """Recompute `hidden` for the chain whose head is line `head`, keeping scope_counts in step."""
-        scope, before = db.execute("SELECT scope, hidden FROM records WHERE line = ?", (head,)).fetchone()
+        scope, before, kind = db.execute("SELECT scope, hidden, kind FROM records WHERE line = ?", (head,)).fetchone()
         db.execute(
             "UPDATE records SET hidden = CASE WHEN kind = ? OR tomb = 1 OR retracted_by IS NOT NULL"
             " OR (SELECT h.retracted_by FROM records h WHERE h.line = ?) IS NOT NULL THEN 1 ELSE 0 END"
             " WHERE head = ?", (FORGET_KIND, head, head))
         after = db.execute("SELECT hidden FROM records WHERE line = ?", (head,)).fetchone()[0]
         if after != before:
-            self._count(db, scope, before - after)
+            self._count(db, scope, before - after, kind)
 
     @staticmethod
-    def _count(db: sqlite3.Connection, scope: str, delta: int) -> None:
+    def _count(db: sqlite3.Connection, scope: str, delta: int, kind: str) -> None:
         db.execute(
             "INSERT INTO scope_counts VALUES (?, ?) ON CONFLICT(scope) DO UPDATE SET current = current + ?",
             (scope, delta, delta),
         )
+        db.execute(
+            "INSERT INTO kind_counts VALUES (?, ?, ?) ON CONFLICT(scope, kind) DO UPDATE SET current = current + ?",
+            (scope, kind, delta, delta),
+        )
 
     @staticmethod
     def _add_problem(db: sqlite3.Connection, p: Problem) -> None:
-        db.execute("INSERT OR REPLACE INTO problems VALUES (?,?,?,?,?)", (p.line, p.offset, p.seq, p.kind, p.reason))
+        db.execute("INSERT OR REPLACE INTO problems (line, offset, seq, kind, reason) VALUES (?,?,?,?,?)",
+                   (p.line, p.offset, p.seq, p.kind, p.reason))
 
     # -- purging ------------------------------------------------------------------------------
-    def apply_purge(self, purged: list[dict[str, Any]], by: str, new_ino: int, install: Callable[[], None]) -> None:
+    def apply_purge(self, purged: list[dict[str, Any]], by: str, new_stat: tuple[int, int],
+                    install: Callable[[], None]) -> None:
         """Bring the index in line with a log whose purged lines became tombstones, and install that log.
 
         `purged` holds {line, length (of the tombstone line), sha (of the tombstone line)} per record.
@@ -517,7 +641,8 @@ class Index:
                     for table in self._line_tables(db):
                         db.execute(f"DELETE FROM {table} WHERE line = ?", (line,))
                     db.execute("UPDATE records SET text = '', source = NULL, client_op_id = NULL, session = NULL,"
-                               " length = ?, offset = offset - ?, tomb = 1, retracted_by = ? WHERE line = ?",
+                               " text_key = NULL, length = ?, offset = offset - ?, tomb = 1, retracted_by = ?"
+                               " WHERE line = ?",
                                (p["length"], shift, by, line))
                     self._rehide(db, row[2])
                     if last == p["offset"]:
@@ -531,7 +656,7 @@ class Index:
                     if last > p["offset"]:
                         state["last_line_offset"] -= row[1] - p["length"]
                 state["offset"] -= shift
-                state["log_ino"] = new_ino
+                state["log_ino"], state["log_mtime"] = new_stat
                 state["compact"] = True  # cleared by compact(): a purge killed before it still gets one
                 self._save_state(db, state)
                 install()
@@ -573,13 +698,10 @@ class Index:
             db.execute("BEGIN IMMEDIATE")
             try:
                 self._clear(db)
-                try:
-                    ino = os.stat(self.log.path).st_ino
-                except FileNotFoundError:
-                    ino = 0
+                size, ino, mtime = self._stat_log()
                 state = dict(_EMPTY_STATE)
-                n = self._index_from(db, state, progress, self.log.size())
-                state["log_ino"] = ino
+                n = self._index_from(db, state, progress, size)
+                state["log_ino"], state["log_mtime"] = ino, mtime
                 self._save_state(db, state)
                 db.execute("COMMIT")
             except BaseException:
@@ -608,6 +730,26 @@ class Index:
         rows = self.query("SELECT h.* FROM records r JOIN records h ON h.line = r.head WHERE r.id = ?", (rid,))
         return rows[0] if rows else None
 
+    def duplicate_of(self, text: str, kind: str, scope: str) -> dict[str, Any] | None:
+        """The oldest current record of this kind and scope whose normalised text equals `text`'s."""
+        rows = self.query("SELECT * FROM records WHERE text_key = ? AND kind = ? AND scope = ? AND superseded_by IS NULL"
+                          " AND " + visible() + " ORDER BY line LIMIT 1", (text_key(text), kind, scope))
+        return rows[0] if rows else None
+
+    def similar_candidates(self, match: str | None, scope: str, limit: int) -> list[dict[str, Any]]:
+        """Current records of the scope holding every word of `match`, best first (for near-duplicates)."""
+        if match is None:
+            return []
+        return self.query(
+            "WITH m AS MATERIALIZED (SELECT rowid AS line, bm25(fts) AS rank FROM fts WHERE fts MATCH ?)"
+            " SELECT r.id, r.kind, r.ts, r.text FROM m JOIN records r ON r.line = m.line"
+            " WHERE r.scope = ? AND r.superseded_by IS NULL AND " + visible("r") + " ORDER BY m.rank LIMIT ?",
+            (match, scope, limit))
+
+    def unreadable(self) -> int:
+        """How many lines of the log could not be read as records (corrupt), as of the last catch-up."""
+        return int(self.query("SELECT COUNT(*) AS n FROM problems WHERE kind = 'corrupt'")[0]["n"])
+
     def current_count(self, scopes: list[str] | None) -> int:
         """How many current (not superseded) records the scopes hold (every scope when None)."""
         if scopes:
@@ -616,7 +758,14 @@ class Index:
             sql, params = "SELECT SUM(current) AS n FROM scope_counts", []
         return int(self.query(sql, params)[0]["n"] or 0)
 
-    def newest_current(self, scopes: list[str] | None, limit: int, kind: str | None = None) -> list[dict[str, Any]]:
+    def kind_counts(self, scopes: list[str] | None = None) -> dict[str, int]:
+        """Current, visible records per kind in the scopes (every scope when None): one small lookup."""
+        where, params = scope_clause(scopes, "scope")
+        rows = self.query("SELECT kind, SUM(current) AS n FROM kind_counts WHERE 1=1" + where + " GROUP BY kind", params)
+        return {r["kind"]: int(r["n"]) for r in rows if r["n"]}
+
+    def newest_current(self, scopes: list[str] | None, limit: int, kind: str | None = None,
+                       kinds: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
         """The newest current records in the scopes, walking the table backwards and stopping at `limit`.
 
         The unary + keeps SQLite from sorting every record of the scope: records of the project and
@@ -629,6 +778,9 @@ class Index:
         if kind is not None:
             where += " AND kind = ?"
             params.append(kind)
+        if kinds:
+            where += f" AND kind IN ({','.join('?' * len(kinds))})"
+            params += list(kinds)
         order = "ORDER BY kind, line DESC" if kind is not None else "ORDER BY line DESC"
         return self.query(f"SELECT id, seq, ts, kind, scope, text FROM records WHERE {where} {order} LIMIT ?",
                           [*params, limit])
@@ -886,10 +1038,6 @@ class Index:
         kinds = [r["kind"] for r in self.query("SELECT DISTINCT kind FROM records WHERE kind != ?", (FORGET_KIND,))]
         every = self.query("SELECT COUNT(*) AS n FROM records")[0]["n"]
         return {"scopes": scopes, "kinds": kinds, "current": sum(r["n"] for r in scopes), "records": int(every)}
-
-    def kind_counts(self) -> dict[str, int]:
-        rows = self.query("SELECT kind, COUNT(*) AS n FROM records WHERE hidden = 0 AND superseded_by IS NULL GROUP BY kind")
-        return {r["kind"]: r["n"] for r in rows}
 
     def chain(self, head: int) -> list[dict[str, Any]]:
         """Every version of one supersede chain, oldest first."""

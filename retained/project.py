@@ -63,11 +63,119 @@ def default_read_scopes(project: str | None) -> list[str] | None:
 
 
 def read_scopes(scope: str | None, project: str | None) -> list[str] | None:
-    """Resolve a caller's `scope` argument: None → defaults, "*" → every scope, else that one scope."""
+    """Resolve a caller's `scope` argument: None → defaults, "*" → every scope, else that one scope
+    (a path in any spelling, the project's key or its short name: see `resolve_scope`)."""
     if scope is None:
         return default_read_scopes(project)
     if scope == "*":
         return None
     from .records import check_scope
 
-    return [check_scope(scope)]
+    return [resolve_scope(check_scope(scope), project)]
+
+
+# -- identity: what every worktree and clone of one repository share ------------------------------------
+def git_common_dir(root: str | os.PathLike[str]) -> Path | None:
+    """The repository's common git directory (shared by all its worktrees), or None."""
+    dot = Path(root) / ".git"
+    try:
+        if dot.is_dir():
+            return dot.resolve()
+        text = dot.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return None
+    if not text.startswith("gitdir:"):
+        return None
+    gitdir = Path(text[len("gitdir:"):].strip())
+    if not gitdir.is_absolute():
+        gitdir = Path(root) / gitdir
+    try:
+        common = (gitdir / "commondir").read_text(encoding="utf-8").strip()
+        return (gitdir / common).resolve()
+    except OSError:
+        return gitdir.resolve()
+
+
+def origin_url(common: Path) -> str | None:
+    """`remote.origin.url` from the repository's config, read without running git."""
+    try:
+        lines = (common / "config").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    in_origin = False
+    for raw in lines:
+        line = raw.strip()
+        if line.startswith("["):
+            in_origin = line.replace(" ", "").replace("'", '"').lower() == '[remote"origin"]'
+        elif in_origin and "=" in line:
+            key, _, value = line.partition("=")
+            if key.strip().lower() == "url":
+                return value.strip().strip('"') or None
+    return None
+
+
+def normalise_remote(url: str) -> str:
+    """One spelling per repository: `git@github.com:Org/Repo.git`, `https://github.com/Org/Repo`
+    and `ssh://git@github.com/Org/Repo.git/` all become `github.com/Org/Repo`."""
+    import re
+
+    u = url.strip()
+    m = re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://(?:[^@/]*@)?([^/:]+)(?::\d+)?/(.*)$", u)
+    if m is None:
+        m = re.match(r"^(?:[^@/]*@)?([^/:]+):(?!/)(.*)$", u)  # scp-like: user@host:path
+    if m is None:  # a local path
+        u = u.rstrip("/")
+        return u[:-4] if u.endswith(".git") else u
+    host, path = m.group(1).lower(), m.group(2).strip("/")
+    if path.endswith(".git"):
+        path = path[:-4]
+    return f"{host}/{path}".rstrip("/")
+
+
+def identity(root: str | os.PathLike[str]) -> dict[str, str] | None:
+    """{"key", "name"} of the project at `root`: the normalised origin URL (the same for every worktree
+    and clone, here or on a colleague's machine), else the git common directory; None outside git."""
+    common = git_common_dir(root)
+    if common is None:
+        return None
+    url = origin_url(common)
+    if url:
+        key = normalise_remote(url)
+        return {"key": key, "name": key.rsplit("/", 1)[-1] or key}
+    base = common.parent if common.name == ".git" else common
+    return {"key": "git-dir:" + str(common), "name": base.name}
+
+
+def project_identity(cwd: str | os.PathLike[str] | None = None,
+                     env: dict[str, str] | None = None) -> dict[str, str] | None:
+    """The current project's stable key and short name (and its root), or None outside any project."""
+    root = project_dir(cwd, env)
+    if root is None:
+        return None
+    ident = identity(root) or {"key": str(root), "name": root.name}
+    return {**ident, "root": str(root)}
+
+
+def resolve_scope(scope: str, project: str | None = None) -> str:
+    """Every spelling of a project's scope as the path scope retained files it under: `.`, a relative
+    path, a trailing slash or a symlink (the git root when the path lies inside a repository), and the
+    current project's key or short name. Anything else is returned as given."""
+    from .records import GLOBAL_SCOPE as _GLOBAL
+
+    if scope in (_GLOBAL, "*"):
+        return scope
+    if project is not None:
+        ident = identity(project)
+        if ident is not None and scope in (ident["key"], ident["name"]):
+            return project
+    looks_like_path = scope.startswith((".", "/", "~")) or os.sep in scope or (os.altsep or "\0") in scope
+    if looks_like_path or os.path.isdir(scope):
+        try:
+            real = Path(os.path.expanduser(scope)).resolve()
+        except (OSError, RuntimeError):
+            return scope
+        if real.is_dir():
+            root = find_root(real)
+            return str(root if root is not None else real)
+        return str(real) if scope.startswith((".", "~")) or scope.endswith(("/", os.sep)) else scope.rstrip("/") or scope
+    return scope

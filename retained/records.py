@@ -157,6 +157,16 @@ def content_strings(record: dict[str, Any]) -> list[str]:
     return out
 
 
+def normalise_text(text: str) -> str:
+    """What makes two texts the same memory: case and runs of white space do not count."""
+    return " ".join(text.split()).casefold()
+
+
+def text_key(text: str) -> str:
+    """A short fingerprint of the normalised text (the index looks exact duplicates up by it)."""
+    return hashlib.sha256(normalise_text(text).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
 def now_rfc3339() -> str:
     """Current UTC time, RFC 3339 with microseconds and a Z suffix."""
     from datetime import datetime, timezone

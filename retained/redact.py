@@ -20,6 +20,14 @@ PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
         re.compile(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----(?:.*?-----END[A-Z0-9 ]*PRIVATE KEY-----|.*\Z)", re.S),
         0,
     ),
+    # The secret access key that follows its key id (in a pasted credentials pair, a CLI line, a table):
+    # 40 characters of base64 with both cases, so that a git SHA (hex) never matches.
+    (
+        "aws_secret_access_key",
+        re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b[^\n]{0,80}?(?<![A-Za-z0-9/+=])"
+                   r"((?=[A-Za-z0-9/+=]*[a-z])(?=[A-Za-z0-9/+=]*[A-Z])[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"),
+        1,
+    ),
     ("aws_access_key_id", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"), 0),
     (
         "aws_secret_access_key",
@@ -32,6 +40,23 @@ PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
     ("slack_webhook", re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9/_-]{20,}"), 0),
     ("anthropic_api_key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{20,}"), 0),
     ("openai_api_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"), 0),
+    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), 0),
+    ("google_api_key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])"), 0),
+    ("stripe_key", re.compile(r"\b(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{16,}"), 0),
+    ("npm_token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), 0),
+    ("pypi_token", re.compile(r"\bpypi-AgE[A-Za-z0-9_-]{50,}"), 0),
+    ("huggingface_token", re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"), 0),
+    ("sendgrid_key", re.compile(r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"), 0),
+    # A bearer or basic credential in a header, e.g. a curl line: the header name gives it away.
+    ("authorization_header", re.compile(r"(?i)(\bauthorization\s*:\s*(?:bearer|basic|token)\s+)"
+                                        r"(?![$<{%]|\[REDACTED)([A-Za-z0-9._~+/=-]{8,})"), 2),
+    ("bearer_token", re.compile(r"(?i)(\bbearer\s+)(?![$<{%]|\[REDACTED)"
+                                r"((?=[A-Za-z0-9._~+/=-]*[0-9])[A-Za-z0-9._~+/-]{16,}=*)"), 2),
+    # curl -u user:password, --user user:password
+    ("cli_password", re.compile(r"((?:^|\s)(?:-u|--user)\s+['\"]?[^\s:'\"$]+:)(?![$<{%])([^\s'\"]{3,})"), 2),
+    # Keys inside connection strings (Azure storage and service bus, ODBC): Name=value;...
+    ("connection_string_key", re.compile(r"(?i)((?:^|[;\s\"'])(?:AccountKey|SharedAccessKey|SharedAccessSignature"
+                                         r"|Pwd)=)(?![$<{%]|\[REDACTED)([^;\s\"']{6,})"), 2),
     ("url_password", re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/?#@\"']+:)([^\s@/\"']+)(@)"), 2),
     (
         "password_assignment",

@@ -8,6 +8,7 @@ or another program show up without a restart, and a write costs no index transac
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -19,7 +20,7 @@ if TYPE_CHECKING:  # the hook path imports no more than it runs
 
 from . import records
 from .errors import NotFound, StoreError, UsageError
-from .index import Index, as_of_clause, query_terms, scope_clause, visible
+from .index import Index, as_of_clause, query_terms, quote_query, scope_clause, visible
 from .log import ChainState, Log
 from .paths import read_only_requested
 from .tokens import estimate_tokens
@@ -85,6 +86,41 @@ class Store:
         except Exception as e:  # noqa: BLE001 - the index is derived; report and carry on
             return [f"index could not catch up with the log ({e}); run `retained reindex`"]
 
+    def project_scopes(self, scopes: list[str] | None) -> list[str] | None:
+        """The scopes a read asked for, plus the path scopes of other worktrees and clones of the same
+        repositories (same project key): one project, one memory."""
+        if not scopes:
+            return scopes
+        from .project import identity
+
+        keys = {}
+        for scope in scopes:
+            if os.path.isabs(scope) and os.path.isdir(scope):
+                ident = identity(scope)
+                if ident is not None:
+                    keys[scope] = ident["key"]
+        try:
+            return self.index.same_project(scopes, keys)
+        except sqlite3.Error:
+            return scopes
+
+    def _fresh_read(self) -> list[str]:
+        """`_fresh`, plus what a read must never hide: how many records could not be read (I2)."""
+        warnings = self._fresh()
+        note = self.damage_note()
+        return warnings + ([note] if note else [])
+
+    def damage_note(self) -> str | None:
+        """'2 records could not be read …: run `retained verify`', or None when every line reads."""
+        try:
+            n = self.index.unreadable()
+        except sqlite3.Error:
+            return None
+        if not n:
+            return None
+        return (f"{n} record{'s' if n != 1 else ''} could not be read (damaged line{'s' if n != 1 else ''} in the "
+                f"log) and {'are' if n != 1 else 'is'} left out: run `retained verify`")
+
     # -- writing ------------------------------------------------------------------------------
     def write(
         self,
@@ -96,13 +132,22 @@ class Store:
         supersedes: str | None = None,
         client_op_id: str | None = None,
         fields: dict[str, Any] | None = None,
+        default_scope: str | None = None,
     ) -> dict[str, Any]:
-        """Append one record and prove it (I1). Returns the receipt."""
+        """Append one record and prove it (I1). Returns the receipt.
+
+        Without `scope`, a correction (`supersedes`) keeps the scope of the record it corrects, and any
+        other write goes to `default_scope` (the edges pass the current project; None means global).
+        An exact duplicate of a current record (same normalised text, kind and scope) is not written
+        again: the receipt names the existing record with `deduplicated: true`.
+        """
         self._check_writable()
         records.check_text(text)
         records.check_kind(kind)
         if scope is not None:
             records.check_scope(scope)
+        if default_scope is not None:
+            records.check_scope(default_scope)
         if source is not None:
             records.check_text(source, "source")
         if client_op_id is not None:
@@ -126,29 +171,43 @@ class Store:
         with self._write_lock, self.log.lock():
             tail = self.log.tail()
             warnings = list(tail.warnings)
-            if client_op_id is not None or supersedes is not None:
-                warnings += self._fresh()
+            fresh = self._fresh()  # duplicates are looked up among the current records
+            warnings += fresh
             if client_op_id is not None:
                 prior = self.index.by_op(client_op_id)
                 if prior is not None:
                     return self._dedup_receipt(prior, warnings)
             if supersedes is not None:
-                target = self.index.by_id(supersedes)
-                if target is None:
-                    raise NotFound(f"supersedes names {supersedes!r}, which is not a record in this store",
-                                   hint="copy the id from `search` or `list`")
-                head = self.index.head_of(supersedes) or target
-                if head["id"] != supersedes:
-                    warnings.append(f"{supersedes} was already superseded; linked to the current record {head['id']}")
-                supersedes = head["id"]
+                target = self._correctable(supersedes)
+                if scope is None:
+                    scope = target["scope"]
+            elif scope is None:
+                scope = default_scope
+            elif scope not in (records.GLOBAL_SCOPE, default_scope) and not fresh:
+                warnings += self._unknown_scope(scope, default_scope)
+            if supersedes is None and not fresh:
+                try:
+                    same = self.index.duplicate_of(text, kind, scope or records.GLOBAL_SCOPE)
+                    near = [] if same is not None else self._near_duplicates(text, scope or records.GLOBAL_SCOPE)
+                except sqlite3.Error as e:  # the index is derived: a write never fails for its sake
+                    same, near = None, [f"duplicates not checked: the index is unusable ({e}); run `retained reindex`"]
+                if same is not None:
+                    receipt = self._dedup_receipt(same, warnings, op=False)
+                    receipt["warnings"].append(
+                        f"an identical {kind} is already stored as {same['id']} (seq {same['seq']}); nothing new was "
+                        "written (to correct it, write with supersedes)")
+                    return receipt
+                warnings += near
             record: dict[str, Any] = dict(extra)
             for key, value in (("scope", scope), ("source", source), ("supersedes", supersedes),
                                ("client_op_id", client_op_id)):
                 if value is not None:
                     record[key] = value
             receipt = self._append(record, kind, text, tail, warnings)
-        # No index work here: the index catches up from the log before the next read, and before
-        # the next write that needs it (client_op_id, supersedes), many records per transaction.
+        # The index takes the new line at once (outside the lock): the next write's duplicate check
+        # costs nothing more, and the index's note of the log (size, time) is exact, so that a byte
+        # changed in place later is noticed by the next read (I2).
+        receipt["warnings"] += self._fresh()
         if found:
             receipt["warnings"].append(redact.describe(found))
         return receipt
@@ -173,7 +232,56 @@ class Store:
             "deduplicated": False,
         }
 
-    def _dedup_receipt(self, prior: dict[str, Any], warnings: list[str]) -> dict[str, Any]:
+    def _unknown_scope(self, scope: str, default_scope: str | None) -> list[str]:
+        try:
+            known = self.index.query("SELECT 1 AS x FROM scope_counts WHERE scope = ?", (scope,))
+        except sqlite3.Error:
+            return []
+        if known:
+            return []
+        here = f"the current project ({default_scope}) plus global" if default_scope else "every scope"
+        return [f"scope {scope!r} is new: it is neither global, the current project nor a scope that holds "
+                f"records, so default reads ({here}) will not see this record; read it with scope={scope!r} "
+                "(see `retained scopes`)"]
+
+    def _correctable(self, supersedes: str) -> dict[str, Any]:
+        """The record a correction names, refused unless it is the current record of its chain."""
+        target = self.index.by_id(supersedes)
+        if target is None:
+            raise NotFound(f"supersedes names {supersedes!r}, which is not a record in this store",
+                           hint="copy the id from `search` or `list`")
+        if target["tomb"]:
+            raise UsageError(f"{supersedes} was purged; there is nothing left to correct", hint="write a new record instead")
+        head = self.index.head_of(supersedes) or target
+        if head["id"] != supersedes:
+            raise UsageError(f"{supersedes} was already corrected by {head['id']}, the current record; nothing was written",
+                             hint=f"read {head['id']} first; if it still needs correcting, supersede {head['id']}")
+        return target
+
+    def _near_duplicates(self, text: str, scope: str) -> list[str]:
+        """A warning per current record in the scope whose text closely matches this one."""
+        import difflib
+
+        words = sorted(set(query_terms(text)), key=lambda w: (-len(w), w))[:8]
+        if len(words) < 3:
+            return []
+        mine = records.normalise_text(text)
+        seen: dict[str, dict[str, Any]] = {}
+        for half in (words[0::2], words[1::2]):
+            for row in self.index.similar_candidates(quote_query(half), scope, 20):
+                seen.setdefault(row["id"], row)
+        out = []
+        for row in seen.values():
+            theirs = records.normalise_text(row["text"])
+            if difflib.SequenceMatcher(None, mine, theirs, autojunk=False).ratio() >= 0.85:
+                out.append(f"this closely matches {row['id']} ({row['kind']}, {row['ts'][:10]}): "
+                           f"\"{_snippet(row['text'])}\"; if it replaces that record, write it with "
+                           f"supersedes={row['id']} instead")
+            if len(out) == 3:
+                break
+        return out
+
+    def _dedup_receipt(self, prior: dict[str, Any], warnings: list[str], op: bool = True) -> dict[str, Any]:
         raw = self.log.read_at(prior["offset"], prior["length"])
         ok = raw.endswith(b"\n")
         try:
@@ -183,8 +291,9 @@ class Store:
             ok = False
         checks = {"append": ok, "fsync": ok, "readback_match": ok, "chain": ok}
         if not ok:
-            warnings.append("the first write with this client_op_id no longer reads back intact; run `retained verify`")
-        warnings.append(f"client_op_id already used by {prior['id']}; nothing new was written")
+            warnings.append(f"the record {prior['id']} no longer reads back intact; run `retained verify`")
+        if op:
+            warnings.append(f"client_op_id already used by {prior['id']}; nothing new was written")
         return {"id": prior["id"], "seq": prior["seq"], "sha256": prior["sha256"], "durable": ok,
                 "checks": checks, "warnings": warnings, "deduplicated": True}
 
@@ -277,7 +386,8 @@ class Store:
         if kind is not None:
             kind = records.check_kind(kind)
         as_of = parse_as_of(as_of)
-        warnings = self._fresh()
+        warnings = self._fresh_read()
+        scopes = self.project_scopes(scopes)
         terms = query_terms(query)
         filters = {"scopes": scopes, "kind": kind, "as_of": as_of, "include_superseded": include_superseded}
         semantic, qvec = ranking.meaning_query(self, query, INLINE_EMBED if inline_embed is None else inline_embed,
@@ -313,7 +423,7 @@ class Store:
 
     def get(self, ids: list[str] | None = None, *, limit: int = 20) -> dict[str, Any]:
         """Records exactly as they stand in the log (unknown fields included), read from the log itself."""
-        warnings = self._fresh()
+        warnings = self._fresh_read()
         out: list[dict[str, Any]] = []
         missing: list[str] = []
         if ids is None:
@@ -396,7 +506,8 @@ class Store:
         `as_of`: as the store stood then (records written by then, superseded only by records written by then)."""
         limit = _check_int(limit, "limit", 1, MAX_LIST)
         as_of = parse_as_of(as_of)
-        warnings = self._fresh()
+        warnings = self._fresh_read()
+        scopes = self.project_scopes(scopes)
         where, params = scope_clause(scopes, "scope")
         where += " AND " + visible()
         if kind is not None:
@@ -485,7 +596,13 @@ class Store:
         torn = self.log.torn_tail()
         chain_ok = not corrupt and not breaks
         coverage = 1.0 if valid == 0 else round((valid - missing_from_index) / valid, 6)
-        intact = chain_ok and torn is None and missing_from_index == 0 and index_only == 0
+        quarantine = self._quarantine_report()
+        if quarantine["records"]:
+            warnings.append(f"quarantine/ holds {len(quarantine['records'])} whole record(s) the log no longer has "
+                            "(an acknowledged write cut off by damage?): " +
+                            ", ".join(f"{q['id']} in {q['file']}" for q in quarantine["records"][:5]))
+        intact = (chain_ok and torn is None and missing_from_index == 0 and index_only == 0
+                  and not quarantine["records"])
         return {
             "records": valid,
             "chain_ok": chain_ok,
@@ -499,8 +616,40 @@ class Store:
             "intact": intact,
             "first_break": first_break,
             "last_seq": chain.seq,
+            "quarantine": quarantine,
             "warnings": warnings,
         }
+
+    def _quarantine_report(self) -> dict[str, Any]:
+        """What quarantine/ holds: torn fragments of unacknowledged writes, and (never to be reported as
+        intact) whole valid records that the log lacks, e.g. a last line whose newline was lost."""
+        from .log import QUARANTINE
+
+        files, size, found = 0, 0, []
+        try:
+            entries = sorted(p for p in (self.directory / QUARANTINE).iterdir() if p.is_file())
+        except OSError:
+            entries = []
+        for path in entries:
+            files += 1
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            size += len(data)
+            try:
+                rec = records.parse_line(data.rstrip(b"\n"))
+            except records.BadLine:
+                continue
+            if records.is_tombstone(rec):
+                continue
+            try:
+                known = self.index.by_id(rec["id"])
+            except sqlite3.Error:
+                known = None
+            if known is None or known["sha256"] != rec["sha256"]:
+                found.append({"file": path.name, "id": rec["id"], "seq": rec["seq"]})
+        return {"files": files, "bytes": size, "records": found}
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """Rebuild the index from the log."""
@@ -555,6 +704,11 @@ def parse_as_of(value: Any) -> str | None:
         raise UsageError(f"as_of {value!r} is not an RFC 3339 time or a date",
                          hint="e.g. 2026-11-30 or 2026-11-30T12:00:00Z") from None
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _snippet(text: str, width: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 def _vouch(rec: dict[str, Any], line: Any, tombstones: dict[tuple[Any, ...], Any]) -> None:

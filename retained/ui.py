@@ -126,13 +126,17 @@ class Api:
     def __init__(self, store: Any, token: str, store_dir: Path) -> None:
         self.store, self.token, self.store_dir = store, token, store_dir
         self._facets: tuple[tuple[int, int], dict[str, Any]] | None = None  # kind counts, keyed by log size
+        self._scopes: tuple[tuple[int, int], dict[str, Any]] | None = None  # facets, likewise
         self._doctor: tuple[float, dict[str, Any]] | None = None
         self._doctor_lock = threading.Lock()
 
     # reading
     def facets(self) -> dict[str, Any]:
         warnings = self.store._fresh()
-        out = self.store.index.facets()
+        key = (self.store.log.size(), self.store.index.counts()["records"])
+        if self._scopes is None or self._scopes[0] != key:  # the kinds in use cost a walk of an index
+            self._scopes = (key, self.store.index.facets())
+        out = dict(self._scopes[1])
         counts = self.store.index.counts()
         out.update(store=str(self.store_dir), corrupt=counts["corrupt"], breaks=counts["breaks"], warnings=warnings,
                    kinds_known=list(KNOWN_KINDS))
@@ -508,6 +512,8 @@ def build_app(store: Any, token: str, port: int, store_dir: Path) -> Any:
         except RetainedError:
             return None  # the page then asks for it itself, and shows the error
 
+    first_screen()  # before the address is printed: the index catches up and the facets are cached
+
     async def index(request: Request) -> Response:
         from starlette.concurrency import run_in_threadpool
 
@@ -564,7 +570,6 @@ def serve(store_dir: Path, *, open_browser: bool = True, port: int = 0, out: Any
     port = sock.getsockname()[1]
     with Store(store_dir) as store:
         app = build_app(store, token, port, Path(store_dir).absolute())
-        Api(store, token, Path(store_dir)).records({})  # catch the index up before the first visitor
         url = f"http://127.0.0.1:{port}/?token={token}"
         out(f"retained ui: {url}")
         out("(listening on 127.0.0.1 only; the token is this run's own; Ctrl-C stops it)")

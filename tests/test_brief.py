@@ -41,13 +41,64 @@ def test_budget_holds_for_a_real_tokenizer(store, budget):
     assert len(enc.encode(b["text"])) <= budget
 
 
-def test_checkpoints_first_then_newest_first(store):
+def test_newest_checkpoint_then_standing_records_then_recent_notes(store):
     a = store.write("older note", scope=PROJECT)
     c1 = store.checkpoint("first checkpoint", scope=PROJECT)
+    d = store.write("we ship on tuesdays", kind="decision", scope=PROJECT)
     b = store.write("newer note", scope=PROJECT)
+    p = store.write("the user wants short answers", kind="preference", scope="global")
+    f = store.write("the api listens on 8080", kind="fact", scope=PROJECT)
+    t = store.write("migrate the billing tables", kind="todo", scope=PROJECT)
+    cv = store.write("tests are named after promises", kind="convention", scope=PROJECT)
     c2 = store.checkpoint("second checkpoint", scope=PROJECT)
-    ids = [r["id"] for r in make_brief(store, PROJECT)["records"]]
-    assert ids == [c2["id"], c1["id"], b["id"], a["id"]]
+    brief = make_brief(store, PROJECT)
+    assert [r["id"] for r in brief["records"]] == [c2["id"], d["id"], cv["id"], p["id"], t["id"], f["id"],
+                                                    b["id"], a["id"]]
+    assert c1["id"] not in brief["text"]
+    assert "Left out: 1 older checkpoint." in brief["text"].splitlines()[0]
+    assert brief["left_out"] == {"checkpoint": 1}
+
+
+def _mix(store):
+    """The issue's project: 30 checkpoints, 10 decisions, 5 preferences, 50 notes, interleaved in time."""
+    import random
+
+    kinds = ["checkpoint"] * 30 + ["decision"] * 10 + ["preference"] * 5 + ["note"] * 50
+    random.Random(10).shuffle(kinds)
+    ids: dict[str, list[str]] = {}
+    for i, kind in enumerate(kinds):
+        text = f"{kind} {i}: measured twice"
+        r = store.checkpoint(f"{kind} {i}", text, scope=PROJECT) if kind == "checkpoint" else \
+            store.write(text, kind=kind, scope=PROJECT)
+        ids.setdefault(kind, []).append(r["id"])
+    return ids
+
+
+def test_the_30_10_5_50_mix_at_800_tokens_keeps_every_decision_and_preference(store):
+    ids = _mix(store)
+    b = make_brief(store, PROJECT, budget=800)
+    shown = [r["id"] for r in b["records"]]
+    assert b["tokens"] <= 800
+    assert shown[0] == ids["checkpoint"][-1]  # the newest checkpoint, and only that one
+    assert not set(ids["checkpoint"][:-1]) & set(shown)
+    assert set(ids["decision"]) <= set(shown) and set(ids["preference"]) <= set(shown)
+    # Counts per kind add up, and the header says them.
+    per_kind = {k: sum(1 for r in b["records"] if r["kind"] == k) for k in ids}
+    assert {k: per_kind[k] + b["left_out"].get(k, 0) for k in ids} == {k: len(v) for k, v in ids.items()}
+    assert b["included"] + b["dropped"] == b["total"] == 95
+    header = b["text"].splitlines()[0]
+    assert "Left out: 29 older checkpoints" in header and f"{b['left_out']['note']} notes" in header
+
+
+@pytest.mark.parametrize("budget", [60, 150, 300, 800, 2000])
+def test_the_mix_never_exceeds_any_budget_and_checkpoints_never_push_out_a_decision(store, budget):
+    ids = _mix(store)
+    b = make_brief(store, PROJECT, budget=budget)
+    assert b["tokens"] <= budget and estimate_tokens(b["text"]) <= budget
+    kinds = [r["kind"] for r in b["records"]]
+    assert kinds.count("checkpoint") <= 1
+    if "note" in kinds:  # notes come last: every standing record fitted before any note
+        assert set(ids["decision"]) | set(ids["preference"]) <= {r["id"] for r in b["records"]}
 
 
 def test_superseded_records_are_never_shown_as_current(store):

@@ -171,3 +171,65 @@ def test_a_failed_append_is_an_honest_receipt_and_leaves_no_partial_line(store_d
         after = s.write("after the fault")
         assert after["durable"] is True and after["seq"] == 2
         assert s.verify()["intact"] is True
+
+
+# -- reads never hide damage (I2), and a repair is picked up without a reindex --------------------------
+def _flip(path: Path, needle: bytes) -> tuple[int, int]:
+    data = bytearray(path.read_bytes())
+    pos = data.index(needle)
+    data[pos] ^= 0x01
+    path.write_bytes(bytes(data))
+    return pos, data[pos] ^ 0x01
+
+
+def _restore(path: Path, pos: int, value: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[pos] = value
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("indexed_first", [False, True], ids=["index built after the damage", "damaged in place"])
+def test_a_flipped_byte_is_counted_by_every_read_and_a_restored_byte_is_searchable_again(store_dir, indexed_first):
+    from retained.brief import make_brief
+
+    with Store(store_dir) as store:
+        for i in range(5):
+            store.write(f"record {i} about {'zeppelins' if i == 2 else 'widgets'}")
+        if indexed_first:
+            assert len(store.search("zeppelins")["hits"]) == 1
+        else:
+            store.close()
+            for name in ("index.sqlite3", "index.sqlite3-wal", "index.sqlite3-shm"):
+                (store_dir / name).unlink(missing_ok=True)
+        pos, value = _flip(store_dir / "log.jsonl", b"zeppelins")
+        for reply in (store.search("widgets"), store.list(), store.get(None)):
+            assert any("1 record could not be read" in w and "retained verify" in w for w in reply["warnings"]), reply
+        brief = make_brief(store, None)
+        assert "1 record could not be read" in brief["text"] and "retained verify" in brief["text"]
+        assert store.search("zeppelins")["hits"] == []
+        assert store.verify()["intact"] is False
+
+        _restore(store_dir / "log.jsonl", pos, value)  # e.g. from a backup; no reindex
+        report = store.verify()
+        assert report["intact"] is True, report
+        assert len(store.search("zeppelins")["hits"]) == 1
+        assert not any("could not be read" in w for w in store.list()["warnings"])
+        assert "could not be read" not in make_brief(store, None)["text"]
+
+
+def test_verify_reports_a_whole_record_moved_to_quarantine(store, store_dir):
+    store.write("first record")
+    lost = store.write("an acknowledged record whose newline the disk lost")
+    path = store_dir / "log.jsonl"
+    path.write_bytes(path.read_bytes()[:-1])  # damage: the last line is now a 'torn tail'
+    after = store.write("the next write quarantines the tail")
+    assert after["durable"]
+    report = store.verify()
+    assert report["quarantine"]["files"] == 1
+    assert report["quarantine"]["records"] == [{"file": report["quarantine"]["records"][0]["file"],
+                                                "id": lost["id"], "seq": lost["seq"]}]
+    assert report["intact"] is False
+    assert any(lost["id"] in w for w in report["warnings"])
+    out = subprocess.run([sys.executable, "-m", "retained", "--dir", str(store_dir), "verify"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 1 and "quarantine/" in out.stdout

@@ -35,7 +35,8 @@ def _setup(host: str, home: Path, store: Path, project: Path) -> None:
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
     with Store(store) as s:
-        s.write(DECISION, kind="decision", scope=str(project))
+        # A fact, not a decision: the brief lists decisions before notes (issue 10), facts among them.
+        s.write(DECISION, kind="fact", scope=str(project))
         for i in range(80):  # newer records fill the brief, so the decision is not in it
             s.write(f"release note {i}: the footer colour and the newsletter layout were adjusted again", scope=str(project))
         s.search("warm the vectors")  # embeds everything, as a running server would have

@@ -263,3 +263,31 @@ def test_four_writers_appending_during_purges_lose_nothing(store_dir):
     seqs = [json.loads(raw)["seq"] for raw in (store_dir / "log.jsonl").read_bytes().splitlines()]
     assert seqs == list(range(1, len(seqs) + 1)) and len(seqs) == 8 + 400 + 8
     assert b"pelicanmarmot" not in (store_dir / "log.jsonl").read_bytes()
+
+
+# -- over MCP -----------------------------------------------------------------------------------------
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_memory_forget_retracts_over_mcp_and_corrections_keep_their_scope(store, anyio_backend):
+    pytest.importorskip("mcp")
+    from mcp import Client
+
+    from retained.server import build_server
+
+    server = build_server(store, "/p/proj")
+    async with Client(server) as c:
+        pref = (await c.call_tool("memory_write", {"text": "the user likes terse answers", "kind": "preference",
+                                                   "scope": "global"})).structured_content
+        fix = (await c.call_tool("memory_write", {"text": "the user likes detailed answers", "kind": "preference",
+                                                  "supersedes": pref["id"]})).structured_content
+        assert store.get([fix["id"]])["records"][0]["scope"] == "global"  # not moved into /p/proj
+        again = await c.call_tool("memory_write", {"text": "the user likes short answers", "supersedes": pref["id"]})
+        assert again.is_error and fix["id"] in again.content[0].text
+        r = (await c.call_tool("memory_forget", {"ids": [fix["id"]], "reason": "asked to forget"})).structured_content
+        assert r["durable"] and r["targets"] == [fix["id"]]
+        hits = (await c.call_tool("memory_search", {"query": "answers"})).structured_content["hits"]
+        assert hits == []
+        got = (await c.call_tool("memory_get", {"ids": [fix["id"]]})).structured_content["records"][0]
+        assert got["retracted"]["reason"] == "asked to forget"
+        tools = [t.name for t in (await c.list_tools()).tools]
+        assert "memory_forget" in tools and not any("purge" in t for t in tools)

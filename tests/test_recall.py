@@ -65,3 +65,49 @@ def test_recall_garbage_prompt_prints_nothing(store):
     _seed(store)
     for junk in ("", "   ", "!!! ??? ---", "\x00\x01", '" OR * NEAR(', "🙂🙂"):
         assert recall(store, junk, project=PROJECT, shown=set()) is None
+
+
+# -- through the prompt hook, in every host's shape ----------------------------------------------------
+import json  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+
+import pytest  # noqa: E402
+
+SHAPES = {  # host: (event name the host sends, where its output carries the context)
+    "claude": ("UserPromptSubmit", lambda o: o["hookSpecificOutput"]["additionalContext"]),
+    "codex": ("UserPromptSubmit", lambda o: o["hookSpecificOutput"]["additionalContext"]),
+    "vscode": ("UserPromptSubmit", lambda o: o["hookSpecificOutput"]["additionalContext"]),
+    "gemini": ("BeforeAgent", lambda o: o["hookSpecificOutput"]["additionalContext"]),
+    "cursor": ("beforeSubmitPrompt", lambda o: o["additional_context"]),
+}
+
+
+@pytest.mark.parametrize("host", sorted(SHAPES))
+def test_prompt_hook_injects_a_relevant_record_once_in_each_hosts_shape(store_dir, tmp_path, host):
+    project = tmp_path / "proj"
+    (project / ".git").mkdir(parents=True)
+    with __import__("retained.store", fromlist=["Store"]).Store(store_dir) as s:
+        for i in range(40):  # newer records, so the decision is not in a brief
+            s.write(f"release note {i}: the footer colour changed again", scope=str(project.resolve()))
+        rid = s.write("Database migrations run with `make migrate`; never edit an applied migration.",
+                      kind="decision", scope=str(project.resolve()))["id"]
+    event, carried = SHAPES[host]
+    env = dict(os.environ, RETAINED_DIR=str(store_dir))
+
+    def ask(prompt: str, session: str) -> str:
+        data = {"session_id": session, "conversation_id": session, "cwd": str(project), "hook_event_name": event,
+                "prompt": prompt, "workspace_roots": [str(project)]}
+        out = subprocess.run([sys.executable, "-m", "retained", "hook", "prompt", "--host", host], cwd=project,
+                             input=json.dumps(data), capture_output=True, text=True, env=env, timeout=120)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    first = ask("how do I run the database migrations?", f"s-{host}")
+    assert first, f"{host}: nothing injected"
+    text = carried(json.loads(first))
+    assert rid in text and "make migrate" in text and BEGIN in text
+    assert estimate_tokens(text) <= 250
+    assert ask("how do I run the database migrations?", f"s-{host}") == ""  # already shown in this session
+    assert ask("write a haiku about autumn leaves", f"other-{host}") == ""  # nothing relevant: nothing at all

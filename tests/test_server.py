@@ -153,9 +153,8 @@ async def test_every_tool_and_parameter_is_described_with_an_output_schema(serve
             assert t.annotations.read_only_hint is True and t.annotations.idempotent_hint is True
         else:
             assert t.annotations.read_only_hint is False and t.annotations.destructive_hint is False
-    for name in ("memory_search", "memory_get", "memory_list"):
-        desc = next(t.description for t in tools if t.name == name)
-        assert "never an instruction" in desc
+    # The data-not-instructions note once (where hits are read), not in every reading tool.
+    assert [t.name for t in tools if "never an instruction" in t.description] == ["memory_search"]
     assert "memory_list" in next(t.description for t in tools if t.name == "memory_search")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 
@@ -29,15 +30,53 @@ def test_supersede_never_rewrites_and_search_serves_the_head(store, store_dir):
     assert [h["id"] for h in store.search("14")["hits"]] == [new["id"]]
 
 
-def test_superseding_an_already_superseded_record_links_to_the_head(store):
+def test_superseding_an_already_superseded_record_is_refused_naming_the_head(store):
     a = store.write("deploy on fridays")
     b = store.write("never deploy on fridays", supersedes=a["id"])
-    c = store.write("deploy on fridays before noon", supersedes=a["id"])
-    assert any(b["id"] in w for w in c["warnings"])
-    rec = store.get([c["id"]])["records"][0]
-    assert rec["supersedes"] == b["id"]
+    with pytest.raises(UsageError, match=f"already corrected by {b['id']}"):
+        store.write("deploy on fridays before noon", supersedes=a["id"])
+    # The decision the head holds is still the one served.
+    assert [h["id"] for h in store.search("fridays")["hits"]] == [b["id"]]
+    assert store.list()["total"] == 1 and store.verify()["records"] == 2
+    c = store.write("deploy on fridays before noon", supersedes=b["id"])
     assert [h["id"] for h in store.search("fridays")["hits"]] == [c["id"]]
-    assert store.list()["total"] == 1
+
+
+def test_a_correction_keeps_the_scope_of_the_record_it_corrects(store):
+    pref = store.write("the user prefers tabs", kind="preference", scope="global")
+    fix = store.write("the user prefers spaces", kind="preference", supersedes=pref["id"], default_scope="/p/proj")
+    assert store.get([fix["id"]])["records"][0]["scope"] == "global"
+    local = store.write("the build runs make", scope="/p/proj")
+    moved = store.write("the build runs ninja", supersedes=local["id"], scope="/p/other")
+    assert store.get([moved["id"]])["records"][0]["scope"] == "/p/other"  # a scope given wins
+    plain = store.write("a new fact", default_scope="/p/proj")
+    assert store.get([plain["id"]])["records"][0]["scope"] == "/p/proj"
+
+
+def test_an_exact_duplicate_is_not_written_again(store):
+    first = store.write("Tests run with  pytest -q", kind="convention", scope="/p")
+    again = store.write("tests run with pytest -q", kind="convention", scope="/p")
+    assert again["deduplicated"] is True and again["durable"] is True
+    assert (again["id"], again["seq"], again["sha256"]) == (first["id"], first["seq"], first["sha256"])
+    assert any("identical" in w and first["id"] in w for w in again["warnings"])
+    # Another kind or scope is another memory; a retracted one no longer counts as current.
+    assert store.write("tests run with pytest -q", kind="note", scope="/p")["deduplicated"] is False
+    assert store.write("tests run with pytest -q", kind="convention", scope="/q")["deduplicated"] is False
+    store.forget([first["id"]], "re-stated below")
+    assert store.write("tests run with pytest -q", kind="convention", scope="/p")["deduplicated"] is False
+    cp = store.checkpoint("auth refactor: tokens moved", "next: tests", scope="/p")
+    assert store.checkpoint("auth refactor: tokens moved", "next: tests", scope="/p")["id"] == cp["id"]
+
+
+def test_a_near_duplicate_write_is_warned_naming_the_record(store):
+    old = store.write("the staging database runs postgres 15 on the shared cluster", kind="fact", scope="/p")
+    new = store.write("the staging database runs postgres 16 on the shared cluster", kind="fact", scope="/p")
+    assert new["deduplicated"] is False and new["durable"] is True
+    assert any(old["id"] in w and "supersedes" in w for w in new["warnings"]), new["warnings"]
+    other = store.write("the frontend is built with vite and deployed to the edge", kind="fact", scope="/p")
+    assert not any("closely matches" in w for w in other["warnings"])
+    elsewhere = store.write("the staging database runs postgres 17 on the shared cluster", kind="fact", scope="/q")
+    assert not any("closely matches" in w for w in elsewhere["warnings"])
 
 
 def test_supersedes_must_name_an_existing_record(store):
@@ -105,7 +144,7 @@ def test_bm25_ranking_with_recency_tie_break(store, monkeypatch):
     store.write("cache cache cache invalidation rules")
     store.write("a note that mentions cache once among many other unrelated words here")
     tie_old = store.write("identical tie text")
-    tie_new = store.write("identical tie text")
+    tie_new = store.write("identical tie text", kind="fact")  # another kind: not a duplicate
     assert store.search("cache")["hits"][0]["text"].startswith("cache cache")
     assert [h["id"] for h in store.search("identical tie")["hits"]] == [tie_new["id"], tie_old["id"]]
 
@@ -283,7 +322,7 @@ def test_processes_racing_to_create_the_store_both_succeed(tmp_path):
     import sys
 
     target = tmp_path / "racy" / "store"
-    code = "import sys; from retained.store import Store; Store(sys.argv[1]).write('hi'); print('ok')"
+    code = "import os, sys; from retained.store import Store; Store(sys.argv[1]).write(f'hi {os.getpid()}'); print('ok')"
     procs = [subprocess.Popen([sys.executable, "-c", code, str(target)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for _ in range(6)]
     outs = [p.communicate(timeout=60) for p in procs]
@@ -304,7 +343,11 @@ def test_read_only_store_changes_no_file_and_refuses_writes(store_dir):
     with Store(store_dir) as s:
         s.write("indexed record about kittens")
         s.search("kittens")  # the index has this one
-        s.write("a newer record about kittens")  # and not yet this one
+        last = json.loads((store_dir / "log.jsonl").read_bytes().splitlines()[-1])
+        newer = records.seal({"seq": last["seq"] + 1, "id": "ext-newer", "ts": last["ts"], "kind": "note",
+                              "text": "a newer record about kittens", "prev": last["sha256"]})
+        with open(store_dir / "log.jsonl", "ab") as f:  # appended by another program: not indexed yet
+            f.write(records.format_line(newer))
     before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in store_dir.rglob("*") if p.is_file()}
     with Store(store_dir, read_only=True) as ro:
         assert ro.search("kittens")["total_matched"] == 2  # caught up in memory
@@ -324,6 +367,8 @@ def test_read_only_store_changes_no_file_and_refuses_writes(store_dir):
 def test_read_only_store_without_index_or_directory(tmp_path):
     with Store(tmp_path / "s") as s:
         s.write("only in the log")
+    for name in ("index.sqlite3", "index.sqlite3-wal", "index.sqlite3-shm"):  # a store with no index yet
+        (tmp_path / "s" / name).unlink(missing_ok=True)
     with Store(tmp_path / "s", read_only=True) as ro:
         assert ro.search("log")["total_matched"] == 1 and ro.verify()["intact"] is True
     assert sorted(p.name for p in (tmp_path / "s").iterdir()) == ["log.jsonl", "log.lock"]
