@@ -17,6 +17,7 @@ pins=(
   "@anthropic-ai/claude-code@2.1.197"
   "@openai/codex@0.171.0"
   "@google/gemini-cli@0.61.0"
+  "opencode-ai@1.18.33"
 )
 latest=0
 if [ "${1:-}" = "--latest" ]; then latest=1; shift; fi

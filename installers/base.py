@@ -7,8 +7,10 @@ makes the edit objects (installers/edits.py), applies them with safe_file.edit, 
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
+import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,17 +41,28 @@ def fill(value: Any, ctx: dict[str, Any]) -> Any:
     return value
 
 
-def retained_command(store: Path) -> tuple[str, list[str], str]:
-    """(command, args for serve, hook command prefix): absolute paths, so hosts need nothing on PATH.
+def retained_command(store: Path | None, *, portable: bool = False) -> tuple[str, list[str], str]:
+    """(command, args for serve, hook command prefix).
 
-    The hook prefix names the store (`--dir`), so hooks open the store the server entry opens.
+    Absolute paths, so hosts need nothing on PATH; the hook prefix names the store (`--dir`), so hooks
+    open the store the server entry opens (None: the store each user's default resolves to). Portable
+    (files a project commits): `retained` from PATH, when it is there.
     """
+    where = f" --dir {_quote(str(store))}" if store is not None else ""
+    if portable and shutil.which("retained"):
+        return "retained", ["serve"], f"retained{where} hook"
     script = Path(sys.executable).with_name("retained.exe" if os.name == "nt" else "retained")
     if script.exists() and os.access(script, os.X_OK):
         exe = str(script.absolute())
-        return exe, ["serve"], f"{_quote(exe)} --dir {_quote(str(store))} hook"
+        return exe, ["serve"], f"{_quote(exe)}{where} hook"
     py = str(Path(sys.executable).absolute())
-    return py, ["-m", "retained", "serve"], f"{_quote(py)} -m retained --dir {_quote(str(store))} hook"
+    return py, ["-m", "retained", "serve"], f"{_quote(py)} -m retained{where} hook"
+
+
+def _argv(command: str) -> list[str]:
+    """A command line retained wrote (with _quote) as its words, for hosts that start a program directly."""
+    return shlex.split(command, posix=os.name != "nt") if os.name != "nt" else [
+        w.strip('"') for w in shlex.split(command, posix=False)]
 
 
 def _quote(path: str) -> str:
@@ -59,13 +72,29 @@ def _quote(path: str) -> str:
 
 
 def base_context(store: Path, project: Path, scope: str = "user") -> dict[str, Any]:
-    """The placeholders every template may use: common ones, plus each registered host's own paths."""
+    """The placeholders every template may use: common ones, plus each registered host's own paths.
+
+    Project scope writes files a project usually commits: there the command is `retained` from PATH
+    when it is on PATH, and the default store is left to each user's own default (no RETAINED_DIR, no
+    --dir); what still names this machine's paths is said in the plan (`portable_notes`).
+    """
+    from retained.paths import default_data_dir
+
     from .hosts import context_vars
 
     home = str(Path.home())
-    command, serve_args, hook = retained_command(store)
+    implicit = scope == "project" and Path(store) == default_data_dir().absolute()
+    command, serve_args, hook = retained_command(None if implicit else store, portable=scope == "project")
     ctx: dict[str, Any] = {"home": home, "project": str(project), "store": str(store), "command": command,
-                           "serve_args": serve_args, "hook": hook}
+                           "serve_args": serve_args, "serve_command": [command, *serve_args], "hook": hook,
+                           "hook_argv_json": json.dumps(_argv(hook)), "store_implicit": implicit,
+                           "portable_notes": []}
+    if scope == "project":
+        if Path(command).is_absolute():
+            ctx["portable_notes"].append(f"the command is this machine's {command} (`retained` is not on PATH)")
+        if not implicit:
+            ctx["portable_notes"].append(f"the store is this machine's {store}: keep the file out of version "
+                                         "control, or install without --dir / RETAINED_DIR")
     ctx.update(context_vars(home, dict(os.environ)))
     return ctx
 
@@ -82,6 +111,7 @@ class FilePlan:
         self.format = fmt
         self.edits = edits
         self.defaults = defaults
+        self.notes: list[str] = []  # what the plan must say about this file (e.g. machine paths in a committed file)
 
     @property
     def host(self) -> Host:
@@ -136,11 +166,11 @@ class FilePlan:
             found.update(e.present(doc))
         return found
 
-    def apply(self, install: bool, dry_run: bool) -> safe_file.Outcome:
+    def apply(self, install: bool, dry_run: bool, defer_settle: bool = False) -> safe_file.Outcome:
         outcome = safe_file.edit(self.path, self.change(install), verify=self.verify(install),
                                  default_text=self.editor.default_text, dry_run=dry_run,
                                  settle=safe_file.SETTLE if self.rewritten_by_host else None,
-                                 remove_if_empty=None if install else self._empty)
+                                 remove_if_empty=None if install else self._empty, defer_settle=defer_settle)
         if outcome.action == "removed":
             safe_file.remove_made_folders(outcome.target.parent)
         if not install and outcome.action == "updated":
@@ -176,9 +206,20 @@ def plans_from_template(host: Host, ctx: dict[str, Any], *, scope: str, flags: d
             spec = fill(dict(spec), ctx)
             if spec["op"] == "member" and flags.get("approve", True) and install and spec.get("approve_fields"):
                 spec["value"] = {**spec["value"], **spec["approve_fields"]}
+            if spec["op"] == "member" and ctx.get("store_implicit"):
+                spec["value"] = _without_store(spec["value"])
             edits.append(edit_kinds.make(spec))
         if edits:
             path = Path(fill(f["path"][scope], ctx))
-            plans.append(FilePlan([host], f["role"], path, f["format"], edits, f.get("defaults"),
-                                  f.get("rewritten_by_host", False)))
+            plan = FilePlan([host], f["role"], path, f["format"], edits, f.get("defaults"),
+                            f.get("rewritten_by_host", False))
+            if scope == "project" and str(path).startswith(str(ctx["project"])):
+                plan.notes = list(ctx.get("portable_notes") or [])
+            plans.append(plan)
     return plans
+
+
+def _without_store(value: dict[str, Any]) -> dict[str, Any]:
+    env = {k: v for k, v in (value.get("env") or {}).items() if k != "RETAINED_DIR"}
+    out = {k: v for k, v in value.items() if k != "env"}
+    return {**out, "env": env} if env else out

@@ -106,7 +106,7 @@ def install(*, host_names: list[str] | None, scope: str, dry_run: bool, flags: d
     def ctx_for(h: Host) -> dict[str, Any]:
         if h.name not in contexts:
             contexts[h.name] = h.context(store, project, scope)
-        return contexts[h.name]
+        return dict(contexts[h.name])
 
     chosen = select(host_names, ctx_for)
     per_host = [(h, h.plans(ctx_for(h), scope=scope, flags=flags, install=not uninstalling)) for h in chosen]
@@ -125,14 +125,15 @@ def install(*, host_names: list[str] | None, scope: str, dry_run: bool, flags: d
             result = changes[p]
             if not isinstance(result, str):
                 _show_dry(p, result, out)
-        return _summary(chosen, failed, out, err, uninstalling=uninstalling, dry_run=True)
+        return _summary(chosen, failed, out, err, uninstalling=uninstalling, dry_run=True, scope=scope)
     if not any(not isinstance(r, str) and r.action != "unchanged" for r in changes.values()):
         out("nothing to change")
-        return _summary(chosen, failed, out, err, uninstalling=uninstalling, dry_run=False, quiet=True)
+        return _summary(chosen, failed, out, err, uninstalling=uninstalling, dry_run=False, quiet=True, scope=scope)
     if not yes and not _confirm(out):
         err("nothing was changed")
         return 1
     done: set[int] = set()
+    report: list[tuple[FilePlan, Outcome]] = []
     for h in chosen:
         if h.name in failed:
             continue
@@ -142,7 +143,7 @@ def install(*, host_names: list[str] | None, scope: str, dry_run: bool, flags: d
             if changes[p].action == "unchanged":  # type: ignore[union-attr]
                 continue
             try:
-                applied.append((p, p.apply(install=not uninstalling, dry_run=False)))
+                applied.append((p, _apply(p, install=not uninstalling)))
             except (RetainedError, OSError) as e:
                 failed[h.name] = _reason(p, e)
                 break
@@ -150,11 +151,24 @@ def install(*, host_names: list[str] | None, scope: str, dry_run: bool, flags: d
             for p, outcome in reversed(applied):  # all or nothing: put back what this host changed
                 undo(outcome)
             continue
-        for p, outcome in applied:
-            done.add(id(p))
-            extra = f" (backup: {outcome.backup})" if outcome.backup and outcome.action == "updated" else ""
-            out(f"✓ {_owners(p)}: {outcome.action} {p.path}{extra}")
-    return _summary(chosen, failed, out, err, uninstalling=uninstalling, dry_run=False)
+        done.update(id(p) for p, _ in applied)
+        report += applied
+    for p, outcome in report:
+        if outcome.settled is not None and not outcome.settled():
+            try:  # the host wrote the file back without our change: once more, now waiting it out
+                outcome = p.apply(install=not uninstalling, dry_run=False)
+            except (RetainedError, OSError) as e:
+                for h in p.hosts:
+                    failed.setdefault(h.name, _reason(p, e))
+                continue
+        extra = f" (backup: {outcome.backup})" if outcome.backup and outcome.action == "updated" else ""
+        out(f"✓ {_owners(p)}: {outcome.action} {p.path}{extra}")
+    return _summary(chosen, failed, out, err, uninstalling=uninstalling, dry_run=False, scope=scope)
+
+
+def _apply(p: FilePlan, *, install: bool) -> Outcome:
+    """Write one file; a file its host rewrites is looked at again after the others (one wait, not one each)."""
+    return p.apply(install=install, dry_run=False, defer_settle=p.rewritten_by_host)
 
 
 def _reason(p: FilePlan, e: Exception) -> str:
@@ -197,6 +211,9 @@ def _show_plan(chosen: list[Host], files: list[FilePlan], changes: dict[FilePlan
             out(f"    {p.path}" + (f" (also read by {', '.join(shared)})" if shared else ""))
             for line in p.describe(install=not uninstalling):
                 out(f"      {line}")
+            if not uninstalling:
+                for note in p.notes:
+                    out(f"      note: {note}")
         for note in h.notes:
             out(f"    note: {note}")
 
@@ -209,7 +226,7 @@ def _show_dry(p: FilePlan, outcome: Outcome, out: Callable[[str], None]) -> None
 
 
 def _summary(chosen: list[Host], failed: dict[str, str], out: Callable[[str], None], err: Callable[[str], None], *,
-             uninstalling: bool, dry_run: bool, quiet: bool = False) -> int:
+             uninstalling: bool, dry_run: bool, quiet: bool = False, scope: str = "user") -> int:
     for h in chosen:
         if h.name in failed:
             state = "left as it was" if uninstalling else "not wired"
@@ -219,7 +236,8 @@ def _summary(chosen: list[Host], failed: dict[str, str], out: Callable[[str], No
         err(f"{len(failed)} host(s) left unchanged" + (f"; done: {', '.join(ok)}" if ok else ""))
         return 1
     if not uninstalling and not dry_run and not quiet:
-        out("next: run `retained doctor` to check that every host starts the server and runs the hooks")
+        out(f"next: run `retained doctor{' --scope project' if scope == 'project' else ''}` to check that every "
+            "host starts the server and runs the hooks")
     return 0
 
 

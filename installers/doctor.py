@@ -13,6 +13,7 @@ import json
 import os
 import shlex
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,7 +42,29 @@ class Check:
         return {"host": self.host, "check": self.name, "ok": self.ok, "detail": self.detail, "fix": self.fix}
 
 
+_SESSIONS: dict[str, Any] = {}
+_SESSIONS_LOCK = threading.Lock()
+
+
 def rpc_session(command: list[str], env: dict[str, str], timeout: float) -> tuple[bool, str]:
+    """`_rpc_session`, once per distinct command and environment (hosts wired alike start the same server)."""
+    from concurrent.futures import Future
+
+    key = json.dumps([command, sorted(env.items())])
+    with _SESSIONS_LOCK:
+        pending = _SESSIONS.get(key)
+        owner = pending is None
+        if owner:
+            pending = _SESSIONS[key] = Future()
+    if owner:
+        try:
+            pending.set_result(_rpc_session(command, env, timeout))
+        except BaseException as e:  # noqa: BLE001 - handed to every host waiting on it
+            pending.set_exception(e)
+    return pending.result()
+
+
+def _rpc_session(command: list[str], env: dict[str, str], timeout: float) -> tuple[bool, str]:
     """Start the server as the host would, send initialize + tools/list, and read both answers."""
     msgs = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -117,7 +140,7 @@ def doctor_host(h: Host, store: Path, project: Path, scope: str = "user") -> Hos
     """Read-only checks of one host's wiring. Never changes a config file."""
     report = HostReport(h)
     plans = h.plans(h.context(store, project, scope), scope=scope, flags={})
-    wired = _wired_store(plans)
+    wired = _wired_store(h, plans)
     if wired is not None and wired != store:  # check the entries as installed with the store they name
         store = wired
         plans = h.plans(h.context(store, project, scope), scope=scope, flags={})
@@ -137,7 +160,7 @@ def doctor_host(h: Host, store: Path, project: Path, scope: str = "user") -> Hos
         docs[p.role] = doc
         for edit in p.server_edits:
             got = edit.found(doc)
-            ok = isinstance(got, dict) and bool(got.get("command"))
+            ok = isinstance(got, dict) and bool(h.server_command(got)[0][0])
             report.add("server entry present", ok, edit.where, fix)
             if ok:
                 entry = got
@@ -148,14 +171,22 @@ def doctor_host(h: Host, store: Path, project: Path, scope: str = "user") -> Hos
                     report.add(edit.check, ok, name, fix)
         hook_command = hook_command or _installed_hook(p, doc, "session-start")
     report.checks += h.doctor_conditions(ctx, docs, project, scope)
+    hook_command = hook_command or h.hook_command_in(docs)
+    hook_report = HostReport(h)
+    hook_run = threading.Thread(target=_check_hook, args=(hook_report, hook_command, project)) if hook_command else None
+    if hook_run is not None:
+        hook_run.start()  # the hook and the server start side by side
     if entry is not None:
-        _check_server(report, entry, fix)
-    if hook_command:
-        _check_hook(report, hook_command, project)
+        _check_server(report, *h.server_command(entry), fix)
+    if hook_run is not None:
+        hook_run.join()
+        report.checks += hook_report.checks
+        for path, what in hook_report.stores.items():
+            report.stores[path] = f"{report.stores[path]} and {what}" if path in report.stores else what
     return report
 
 
-def _wired_store(plans: list[FilePlan]) -> Path | None:
+def _wired_store(h: Host, plans: list[FilePlan]) -> Path | None:
     """The store retained's server entry names (its env's RETAINED_DIR), if the entry is there."""
     for p in plans:
         for edit in p.server_edits:
@@ -164,7 +195,7 @@ def _wired_store(plans: list[FilePlan]) -> Path | None:
             except Exception:  # noqa: BLE001 - reported by the parse check
                 continue
             got = edit.found(doc)
-            value = ((got or {}).get("env") or {}).get("RETAINED_DIR") if isinstance(got, dict) else None
+            value = h.server_command(got)[1].get("RETAINED_DIR") if isinstance(got, dict) else None
             if isinstance(value, str) and value.strip():
                 return Path(value).expanduser()
     return None
@@ -194,14 +225,17 @@ def _installed_hook(p: FilePlan, doc: Any, event: str) -> str | None:
     return None
 
 
-def _check_server(report: HostReport, entry: dict[str, Any], fix: str) -> None:
-    command = [entry["command"], *[str(a) for a in entry.get("args", [])]]
-    exe = Path(entry["command"])
+def _check_server(report: HostReport, argv: list[str], entry_env: dict[str, str], fix: str) -> None:
+    import shutil
+
+    found = argv[0] if Path(argv[0]).is_absolute() else shutil.which(argv[0])
+    command = [found or argv[0], *argv[1:]]
+    exe = Path(command[0])
     runnable = exe.is_absolute() and exe.exists() and os.access(exe, os.X_OK)
-    report.add("server command exists and is executable", runnable, entry["command"],
+    report.add("server command exists and is executable", runnable, argv[0],
                f"{fix} (writes the current absolute path)")
     env = dict(os.environ)
-    env.update({k: str(v) for k, v in (entry.get("env") or {}).items()})
+    env.update(entry_env)
     report.stores.setdefault(str(_store_in(env)), "server")
     if runnable:
         env["RETAINED_READ_ONLY"] = "1"  # the entry's env, plus: change no file of the store
@@ -218,8 +252,7 @@ def _check_hook(report: HostReport, command: str, project: Path) -> None:
     for var in session_vars():  # doctor run inside a host's session is not that session
         env.pop(var, None)
     store = store_of_command(command, env)
-    where = report.stores.get(str(store))
-    report.stores[str(store)] = f"{where} and hooks" if where else "hooks"
+    report.stores[str(store)] = "hooks"
     t = time.monotonic()
     try:
         proc = subprocess.run(command, shell=True, input=json.dumps(payload), capture_output=True, text=True,
@@ -295,8 +328,12 @@ def doctor(*, host_names: list[str] | None, store: Path, as_json: bool, out: Cal
     checks: list[Check] = []
     stores: dict[str, list[str]] = {}
     wired = []
-    for h in chosen:
-        report = doctor_host(h, store, project, scope)
+    from concurrent.futures import ThreadPoolExecutor
+
+    # Hosts are checked side by side (each waits on a server or hook process); the reports keep their order.
+    with ThreadPoolExecutor(max_workers=max(1, len(chosen))) as pool:
+        reports = list(pool.map(lambda h: doctor_host(h, store, project, scope), chosen))
+    for h, report in zip(chosen, reports):
         checks += report.checks
         checks += native_memory_checks(h, project)
         if any(c.name == "server entry present" and c.ok for c in report.checks):

@@ -326,7 +326,46 @@ class HookTrust(Edit):
             prune_toml(doc, self.at, original)
 
 
-KINDS: dict[str, type[Edit]] = {cls.op: cls for cls in (ServerEntry, ListItems, HookGroup, HookFlat, HookTrust)}
+class FileContent(Edit):
+    """A whole file that is retained's (a host plugin), from a template file with placeholders filled."""
+
+    op = "file-content"
+    check = "plugin present"
+    MARK = "Written by `retained install`"
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        super().__init__(spec)
+        from importlib import resources
+
+        text = resources.files("retained.templates").joinpath(spec["source"]).read_text("utf-8")
+        for key, value in (spec.get("fill") or {}).items():
+            text = text.replace(key, value)
+        self.content = text
+
+    def describe(self, install: bool) -> str:
+        return "write retained's plugin (the whole file is retained's)" if install else "remove retained's plugin"
+
+    def present(self, doc: Any) -> dict[str, bool]:
+        return {"plugin": isinstance(doc, dict) and doc.get("content") == self.content}
+
+    def strip(self, doc: Any) -> None:
+        if isinstance(doc, dict) and self.MARK in str(doc.get("content", "")):
+            doc.pop("content", None)
+
+    def apply_text(self, path: Path, text: str, install: bool) -> str:
+        from .safe_file import ConfigError
+
+        ours = self.MARK in text
+        if text.strip() and not ours:
+            raise ConfigError(f"{path} exists and is not retained's; retained did not touch it",
+                              hint="move it aside, or name the host to leave out")
+        if install:
+            return self.content
+        return "" if ours else text
+
+
+KINDS: dict[str, type[Edit]] = {cls.op: cls for cls in (ServerEntry, ListItems, HookGroup, HookFlat, HookTrust,
+                                                        FileContent)}
 
 
 def make(spec: dict[str, Any]) -> Edit:

@@ -149,7 +149,23 @@ class YAMLEditor:
         return text if yaml.safe_load(new) == self.load(path, text) and new.strip() == text.strip() else new
 
 
+class OwnedTextEditor:
+    """A file that is wholly retained's (a plugin): its document is {"content": text}."""
+
+    default_text = ""
+
+    def load(self, path: Path, text: str) -> Any:
+        return {"content": text} if text else {}
+
+    def apply(self, path: Path, text: str, edits: list[Edit], *, install: bool,
+              defaults: dict[str, Any] | None = None, original: Any = None) -> str:
+        for edit in edits:
+            text = edit.apply_text(path, text, install)  # type: ignore[attr-defined]
+        return text
+
+
 EDITORS: dict[str, Any] = {
+    "owned-text": OwnedTextEditor(),
     "json": JSONEditor(comments=False, trailing_commas=False),
     "jsonc": JSONEditor(comments=True, trailing_commas=True),
     "jsonc-strict-commas": JSONEditor(comments=True, trailing_commas=False),

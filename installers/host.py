@@ -88,6 +88,15 @@ class Host:
         """A session-start input and environment as this host would give its hook."""
         return {"cwd": str(project), "hook_event_name": "SessionStart", "source": "startup"}, {}
 
+    def server_command(self, entry: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
+        """(argv, env) retained's server entry makes the host start."""
+        argv = [str(entry.get("command") or ""), *[str(a) for a in entry.get("args") or []]]
+        return argv, {k: str(v) for k, v in (entry.get("env") or {}).items()}
+
+    def hook_command_in(self, docs: dict[str, Any]) -> str | None:
+        """The session-start command this host runs, when it is not in a hooks file (a plugin's)."""
+        return None
+
     def doctor_conditions(self, ctx: dict[str, Any], docs: dict[str, Any], project: Path, scope: str) -> list[Any]:
         """Checks of host-side conditions that stop a wired server or hook from running."""
         return []

@@ -38,7 +38,8 @@ class ConfigError(RetainedError):
 
 
 class Outcome:
-    __slots__ = ("path", "target", "action", "diff", "backup", "before", "after", "made_backup", "made_dirs")
+    __slots__ = ("path", "target", "action", "diff", "backup", "before", "after", "made_backup", "made_dirs",
+                 "settled")
 
     def __init__(self, path: Path, target: Path, action: str, diff: str = "", backup: Path | None = None) -> None:
         self.path = path
@@ -50,6 +51,7 @@ class Outcome:
         self.after: bytes | None = None  # ... and after it (None: removed)
         self.made_backup = False  # this edit wrote the backup
         self.made_dirs: list[Path] = []  # folders this edit created, outermost first
+        self.settled: Callable[[], bool] | None = None  # with defer_settle: "is our change still in effect?"
 
 
 def undo(outcome: Outcome) -> bool:
@@ -279,8 +281,16 @@ def _settled(target: Path, data: bytes, change: Callable[[str], str], pauses: Se
     with ~/.claude.json) silently undoes our change; its write lands within milliseconds of its read,
     so we look again over a short window and start over on its version if our change is gone.
     """
+    return _settled_by(target, data, change, pauses, time.monotonic())
+
+
+def _settled_by(target: Path, data: bytes, change: Callable[[str], str], pauses: Sequence[float],
+                since: float) -> bool:
+    """`_settled`, with the looks at `since` + the running sum of `pauses` (a look already due is taken now)."""
+    due = since
     for pause in pauses:
-        time.sleep(pause)
+        due += pause
+        time.sleep(max(0.0, due - time.monotonic()))
         now, _ = _read(target)
         if now == data:
             continue
@@ -305,6 +315,7 @@ def edit(
     new_mode: int = 0o600,
     settle: Sequence[float] | None = None,
     remove_if_empty: Callable[[str], bool] | None = None,
+    defer_settle: bool = False,
 ) -> Outcome:
     """Apply `change` (text -> text) to the file at `path` safely.
 
@@ -315,6 +326,9 @@ def edit(
     `settle`: pauses after which to look again that our change is still in effect (SETTLE for a file
     its host rewrites while running, like ~/.claude.json). None: look again only when the file
     changed under us during this edit, a sign that something is writing it right now.
+
+    `defer_settle`: do not wait for the settle window here; the outcome's `settled()` looks later,
+    over the same window from the write (so a caller editing several files waits once, not per file).
 
     `remove_if_empty(new_text)` (uninstall): when it says the changed text holds nothing, and the file
     has no backup (so retained created it: every file that existed got one before its first change),
@@ -411,9 +425,13 @@ def edit(
             raise ConfigError(f"{path}: the change did not check out ({e}); {undone}",
                               hint="report this; nothing else was changed") from None
         pauses = settle if settle is not None else (SETTLE if contended else ())
-        if pauses and not _settled(target, new_bytes, change, pauses):
+        written_at = time.monotonic()
+        if pauses and not defer_settle and not _settled(target, new_bytes, change, pauses):
             continue
         done = Outcome(path, target, "updated" if original is not None else "created", backup=backup)
+        if pauses and defer_settle:
+            # The caller looks again later (after its other files), over the same window from this write.
+            done.settled = lambda: _settled_by(target, new_bytes, change, pauses, written_at)
         done.before, done.after, done.made_backup, done.made_dirs = original, new_bytes, made_backup, made_dirs
         return done
     raise ConfigError(f"{path} kept changing while retained tried to edit it",

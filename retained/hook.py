@@ -163,23 +163,6 @@ def _fit_for_host(host: Host, store: Any, project: str | None, budget: int) -> d
         budget = budget * 3 // 4
 
 
-def _damage_note(store: Any) -> str:
-    """A note for the brief's header when some lines of the log could not be read."""
-    counts = store.index.counts()
-    bad = counts.get("corrupt", 0) + counts.get("breaks", 0)
-    if not bad:
-        return ""
-    return (f" {bad} record{'s' if bad != 1 else ''} in the log could not be read (damaged lines);"
-            " the brief holds what could be. Run `retained verify` to name them.")
-
-
-def _with_note(text: str, note: str) -> str:
-    if not note:
-        return text
-    head, _, rest = text.partition("\n")
-    return head + note + ("\n" + rest if rest else "")
-
-
 def session_start(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Path,
                   budget: int) -> dict[str, Any] | None:
     """The brief in the host's shape, or None when this session already got it moments ago.
@@ -213,11 +196,8 @@ def session_start(data: dict[str, Any], env: dict[str, str], host: Host, store_d
         from .store import Store
 
         with Store(store_dir, create=False) as store:
-            brief = _fit_for_host(host, store, project, budget)
-            note = _damage_note(store)
+            brief = _fit_for_host(host, store, project, budget)  # the brief names damaged lines itself
             start_seq = store.index.query("SELECT COALESCE(MAX(seq), 0) AS n FROM records")[0]["n"]
-        if note:
-            brief = dict(brief, text=_with_note(brief["text"], note))
     if state_path is not None:
         if prior and compaction:
             # the session goes on: keep when it began
@@ -321,7 +301,7 @@ def prompt(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Pat
     with Store(store_dir, create=False) as store:
         if state.get("rebrief"):
             brief = _fit_for_host(host, store, project, 800)
-            parts.append(_with_note(brief["text"], _damage_note(store)))
+            parts.append(brief["text"])
             shown |= set(_ids(brief))
         found = _recall(store, text, project, shown, env)
     if found:
@@ -346,7 +326,10 @@ def _recall(store: Any, text: str, project: str | None, shown: set[str], env: di
         from .recall import recall
     except ImportError:
         return None  # a retained without recall: the prompt hook only re-briefs after compactions
-    found = recall(store, text, project=project, shown=shown)
+    from .records import GLOBAL_SCOPE
+
+    # No project given: global records only (recall's "no project" would search every project's).
+    found = recall(store, text, project=project or GLOBAL_SCOPE, shown=shown)
     return found if isinstance(found, dict) and found.get("text") else None
 
 

@@ -102,3 +102,76 @@ def test_unwritable_store_is_named(installed, tmp_path):
 def test_unparsable_config_is_named(installed):
     (installed / ".claude.json").write_text("{ broken")
     _fails(doctor(), ".claude.json parses")
+
+
+# -- doctor tells the truth ---------------------------------------------------------------------------
+def test_a_corrupt_non_default_store_is_reported_by_plain_doctor(isolate_home, tmp_path, store_dir):
+    """Installed with --dir X: plain `retained doctor` (the shell's store is healthy) checks X."""
+    wired = tmp_path / "wired-store"
+    assert run_cli("--dir", str(wired), "install", "--yes", "--host", "claude").returncode == 0
+    run_cli("--dir", str(wired), "write", "a record in the wired store")
+    run_cli("write", "the shell's store is healthy")
+    with open(wired / "log.jsonl", "ab") as f:
+        f.write(b"not a record\n")
+    proc = doctor()
+    _fails(proc, "log verifies")
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("✗") and "log verifies" in ln)
+    assert str(wired) in line and "claude" in line  # which store, and who opens it
+
+
+def test_no_host_wired_is_a_failure_with_the_install_hint(isolate_home):
+    (isolate_home / ".cursor").mkdir()  # a host is there, but retained is not wired into it
+    proc = run_cli("doctor", env={"PATH": "/nonexistent"})
+    assert proc.returncode == 1
+    assert "✗ hosts: a host is wired" in proc.stdout and "fix: retained install" in proc.stdout
+
+
+def test_nothing_at_all_is_a_failure_too(isolate_home):
+    proc = run_cli("doctor", env={"PATH": "/nonexistent"})
+    assert proc.returncode == 1 and "retained install" in proc.stdout
+
+
+def test_project_scope_checks_the_project_files_and_hints_a_project_install(isolate_home, tmp_path):
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    assert run_cli("install", "--yes", "--host", "claude").returncode == 0  # user scope only
+    proc = run_cli("doctor", "--scope", "project", "--host", "claude", cwd=str(repo))
+    assert proc.returncode == 1
+    assert f"{repo}/.mcp.json" in proc.stdout and "fix: retained install --host claude --scope project" in proc.stdout
+    assert run_cli("install", "--yes", "--scope", "project", "--host", "claude", cwd=str(repo)).returncode == 0
+    ok = run_cli("doctor", "--scope", "project", "--host", "claude", cwd=str(repo))
+    assert ok.returncode == 0, ok.stdout
+
+
+def test_gemini_untrusted_folder_is_named_with_the_fix(isolate_home, tmp_path):
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (isolate_home / ".gemini").mkdir()
+    assert run_cli("install", "--yes", "--host", "gemini", cwd=str(repo)).returncode == 0
+    proc = run_cli("doctor", "--host", "gemini", cwd=str(repo))
+    _fails(proc, "folder is trusted")
+    assert "TRUST_FOLDER" in proc.stdout
+    (isolate_home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(repo): "TRUST_FOLDER"}))
+    assert run_cli("doctor", "--host", "gemini", cwd=str(repo)).returncode == 0
+
+
+def test_a_codex_hook_whose_trust_hash_no_longer_matches_is_named(installed):
+    hooks = installed / ".codex" / "hooks.json"
+    doc = json.loads(hooks.read_text())
+    doc["hooks"]["SessionStart"][0]["hooks"][0]["timeout"] = 31  # edited by hand after install
+    hooks.write_text(json.dumps(doc, indent=2))
+    _fails(doctor(), "hook trusted")
+
+
+def test_a_disabled_codex_entry_is_named(installed):
+    config = installed / ".codex" / "config.toml"
+    config.write_text(config.read_text().replace('args = ["serve"]', 'args = ["serve"]\nenabled = false', 1))
+    _fails(doctor(), "server entry is enabled")
+
+
+def test_claude_entry_without_always_load_is_named(installed):
+    path = installed / ".claude.json"
+    doc = json.loads(path.read_text())
+    del doc["mcpServers"]["retained"]["alwaysLoad"]
+    path.write_text(json.dumps(doc))
+    _fails(doctor(), "alwaysLoad")

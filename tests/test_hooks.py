@@ -354,8 +354,8 @@ def test_damaged_lines_are_named_in_the_brief_header(store_dir, project, transcr
         s.write("good record two", scope=str(project))
     payload, env = fixtures(project, transcript)["claude"]
     text = context_of("claude", hook("session-start", dict(payload, session_id="damaged"), env).stdout)
-    head = text.splitlines()[0]
-    assert "1 record in the log could not be read" in head and "retained verify" in head
+    head = "\n".join(text.splitlines()[:2])  # the header, and the line right under it
+    assert "1 record could not be read" in head and "retained verify" in head
     assert "good record one" in text and "good record two" in text
 
 
@@ -410,3 +410,54 @@ def test_read_only_pre_compact_notes_nothing(store_dir, project, transcript):
     before = sorted(p.name for p in store_dir.rglob("*")) if store_dir.exists() else []
     out = hook("pre-compact", dict(start, hook_event_name="PreCompact"), dict(env, RETAINED_READ_ONLY="1")).stdout
     assert out == "" and (sorted(p.name for p in store_dir.rglob("*")) if store_dir.exists() else []) == before
+
+
+# -- prompt submit: recall ------------------------------------------------------------------------------
+PROMPT_EVENTS = {"claude": "UserPromptSubmit", "codex": "UserPromptSubmit", "gemini": "BeforeAgent",
+                 "vscode": "UserPromptSubmit", "cursor": "beforeSubmitPrompt"}
+
+
+def _prompt_payload(host, start, prompt):
+    key = "hookEventName" if host == "vscode" else "hook_event_name"
+    return dict(start, **{key: PROMPT_EVENTS[host]}, prompt=prompt, turn_id="t-1")
+
+
+def _recalled(host, out):
+    data = json.loads(out)
+    if host == "cursor":
+        assert data["continue"] is True
+        return data["additional_context"]
+    assert data["hookSpecificOutput"]["hookEventName"] == PROMPT_EVENTS[host]
+    return data["hookSpecificOutput"]["additionalContext"]
+
+
+@pytest.mark.parametrize("host", sorted(PROMPT_EVENTS))
+def test_a_relevant_prompt_recalls_the_record_in_the_hosts_shape(store_dir, project, transcript, host):
+    start, env = fixtures(project, transcript)[host]
+    hook("session-start", start, env)  # an empty store's brief: nothing shown yet
+    with Store(store_dir) as s:
+        s.write("database migrations run with alembic upgrade head before deploying", scope=str(project))
+        s.write("someone else's migrations use flyway", scope="/elsewhere")
+    out = hook("prompt", _prompt_payload(host, start, "how do we run the database migrations?"), env).stdout
+    text = _recalled(host, out)
+    assert "alembic upgrade head" in text and "flyway" not in text and "<<<retained-memory" in text
+    # the same record is never injected twice in a session
+    assert hook("prompt", _prompt_payload(host, start, "run the database migrations again"), env).stdout == ""
+
+
+def test_an_unrelated_prompt_and_a_record_already_in_the_brief_inject_nothing(store_dir, project, transcript):
+    with Store(store_dir) as s:
+        s.write("database migrations run with alembic upgrade head before deploying", scope=str(project))
+    start, env = fixtures(project, transcript)["claude"]
+    assert "alembic" in context_of("claude", hook("session-start", start, env).stdout)
+    assert hook("prompt", _prompt_payload("claude", start, "how do we run the database migrations?"), env).stdout == ""
+    assert hook("prompt", _prompt_payload("claude", start, "what is the weather like on mars"), env).stdout == ""
+
+
+def test_recall_can_be_turned_off(store_dir, project, transcript):
+    start, env = fixtures(project, transcript)["codex"]
+    hook("session-start", start, env)
+    with Store(store_dir) as s:
+        s.write("database migrations run with alembic upgrade head", scope=str(project))
+    payload = _prompt_payload("codex", start, "how do we run the database migrations?")
+    assert hook("prompt", payload, dict(env, RETAINED_RECALL="off")).stdout == ""

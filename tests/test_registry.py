@@ -34,6 +34,8 @@ def host_input(name: str, project: Path) -> tuple[dict, dict]:
         "vscode": ({"sessionId": "reg-vscode", "cwd": p, "hookEventName": "SessionStart", "source": "new"}, {}),
         "gemini": ({"session_id": "reg-gemini", "cwd": p, "hook_event_name": "SessionStart", "source": "startup"},
                    {"GEMINI_SESSION_ID": "reg-gemini", "GEMINI_PROJECT_DIR": p}),
+        # what retained's OpenCode plugin sends (OpenCode has no command hooks of its own)
+        "opencode": ({"session_id": "reg-opencode", "cwd": p, "hook_event_name": "SessionStart", "source": "startup"}, {}),
     }[name]
 
 
@@ -44,10 +46,16 @@ def context_of(output: str) -> str:
 
 def installed_commands(home: Path, event: str) -> list[str]:
     """Every retained hook command for `event` in the config files under `home`."""
+    import shlex
+
     found: list[str] = []
     for path in home.rglob("*"):
         if path.is_file() and not path.name.endswith(".retained-backup"):
-            found += re.findall(rf'"([^"\n]*\bhook {event}\b[^"\n]*)"', path.read_text(errors="replace"))
+            text = path.read_text(errors="replace")
+            found += re.findall(rf'"([^"\n]*\bhook {event}\b[^"\n]*)"', text)
+            plugin = re.search(r"^const HOOK = (\[.*\]);$", text, re.M)  # a plugin runs the hook itself
+            if plugin:
+                found.append(shlex.join([*json.loads(plugin.group(1)), event, "--host", path.parent.parent.name]))
     return sorted(set(found))
 
 
@@ -71,6 +79,9 @@ def test_every_registered_host_installs_checks_briefs_from_its_store_and_uninsta
     if name in FILES:
         seed(home, [name])
     (home / ".gemini").mkdir(exist_ok=True)
+    (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(project): "TRUST_FOLDER"}))
+    (home / ".config" / "opencode").mkdir(parents=True, exist_ok=True)
+    (home / ".config" / "opencode" / "opencode.json").write_text('{\n  // mine\n  "theme": "system",\n}\n')
     with Store(elsewhere) as s:
         s.write("REGISTRY-MARKER from the installed store", scope=str(project))
     with Store(store_dir) as s:
@@ -262,3 +273,50 @@ def test_hook_commands_name_the_store_they_were_installed_with(isolate_home, tmp
     entry = json.loads((isolate_home / ".claude.json").read_text())["mcpServers"]["retained"]
     assert entry["env"]["RETAINED_DIR"] == str(store) and entry["alwaysLoad"] is True
     assert stat.S_ISREG((isolate_home / ".claude" / "settings.json").stat().st_mode)
+
+
+def test_opencode_lists_the_installed_server(isolate_home, project, tmp_path):
+    """The real `opencode mcp list` in a sandboxed HOME sees retained connected after install."""
+    from tests.conftest import require_npm_bin
+
+    opencode = require_npm_bin("opencode", "OpenCode")
+    cfg = isolate_home / ".config" / "opencode"
+    cfg.mkdir(parents=True)
+    (cfg / "opencode.json").write_text('{\n  // the user\'s own\n  "$schema": "https://opencode.ai/config.json",\n}\n')
+    assert run_cli("install", "--yes", "--host", "opencode", cwd=str(project)).returncode == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENCODE", "ANTHROPIC", "OPENAI"))}
+    proc = subprocess.run([opencode, "mcp", "list"], cwd=project, env=env, capture_output=True, text=True, timeout=180)
+    out = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)
+    assert re.search(r"✓ retained\s+connected", out), out
+    assert run_cli("uninstall", "--yes", "--host", "opencode", cwd=str(project)).returncode == 0
+    assert not (cfg / "plugin").exists()
+
+
+@pytest.mark.slow
+def test_opencode_plugin_puts_the_brief_in_the_model_request(isolate_home, tmp_path):
+    """The real `opencode run` against the fake model API: the system prompt carries the brief of the
+    store retained was installed with, for the project OpenCode runs in."""
+    from tests.conftest import require_npm_bin
+    from tests.fake_model import FakeModel
+
+    opencode = require_npm_bin("opencode", "OpenCode")
+    project = tmp_path / "ocproj"
+    project.mkdir()
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    store = tmp_path / "oc-store"
+    with Store(store) as s:
+        s.write("OPENCODE-BRIEF-MARKER releases are cut on Thursdays", scope=str(project.resolve()))
+    (isolate_home / ".config" / "opencode").mkdir(parents=True)
+    assert run_cli("--dir", str(store), "install", "--yes", "--host", "opencode", cwd=str(project)).returncode == 0
+    cfg = isolate_home / ".config" / "opencode" / "opencode.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENCODE", "ANTHROPIC", "OPENAI"))}
+    with FakeModel() as fm:
+        doc = json.loads(cfg.read_text())
+        doc["model"] = "anthropic/claude-sonnet-4-5"
+        doc["provider"] = {"anthropic": {"options": {"baseURL": fm.url + "/v1", "apiKey": "sk-ant-fake"}}}
+        cfg.write_text(json.dumps(doc, indent=2))
+        proc = subprocess.run([opencode, "run", "hello"], cwd=project, env=env, capture_output=True, text=True,
+                              timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    systems = [" ".join(p.get("text", "") for p in body.get("system") or []) for _, body in fm.requests]
+    assert any(f"retained memory for {project.resolve()}" in s and "OPENCODE-BRIEF-MARKER" in s for s in systems)

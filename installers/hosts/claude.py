@@ -37,6 +37,23 @@ class ClaudeCode(Host):
     def pre_compact_output(self, text: str) -> str:
         return text  # PreCompact: plain stdout is appended to the compaction instructions
 
+    def doctor_conditions(self, ctx: dict[str, Any], docs: dict[str, Any], project: Path, scope: str) -> list[Any]:
+        from ..doctor import Check
+
+        checks = []
+        settings = docs.get("hooks") or {}
+        off = settings.get("disableAllHooks") is True
+        checks.append(Check(self.name, "hooks are not switched off", not off, "disableAllHooks is true" if off else "",
+                            "remove disableAllHooks from Claude Code's settings.json" if off else ""))
+        config = docs.get("server") or {}
+        local = ((config.get("projects") or {}).get(str(project)) or {}) if scope == "user" else {}
+        disabled = local.get("disabledMcpServers") if isinstance(local.get("disabledMcpServers"), list) else []
+        if "retained" in disabled:
+            checks.append(Check(self.name, "server is not disabled in this project", False,
+                                f"projects[{project}].disabledMcpServers lists retained",
+                                "enable it with /mcp in Claude Code, or remove it from that list"))
+        return checks
+
     def doctor_input(self, project: Path) -> tuple[dict[str, Any], dict[str, str]]:
         payload, _ = super().doctor_input(project)
         return payload, {"CLAUDECODE": "1", "CLAUDE_PROJECT_DIR": str(project)}

@@ -87,6 +87,8 @@ def our_entries(path: str, doc: dict[str, Any]) -> dict[str, str]:
 
 
 class Codex(Host):
+    """Codex CLI."""
+
     name = "codex"
     title = "Codex CLI"
     order = 50
@@ -97,6 +99,53 @@ class Codex(Host):
 
     def recognises(self, data: dict[str, Any], env: dict[str, str]) -> bool:
         return bool(env.get("CODEX_MANAGED_BY_NPM")) or "turn_id" in data or ("model" in data and "permission_mode" in data)
+
+    def doctor_conditions(self, ctx: dict[str, Any], docs: dict[str, Any], project: Any, scope: str) -> list[Any]:
+        from ..doctor import Check
+
+        config = docs.get("server") or {}
+        checks = []
+        entry = ((config.get("mcp_servers") or {}).get("retained")) if isinstance(config, dict) else None
+        if isinstance(entry, dict):
+            on = entry.get("enabled", True) is not False
+            checks.append(Check(self.name, "server entry is enabled", on, "" if on else "enabled = false",
+                                "" if on else "remove `enabled = false` from [mcp_servers.retained]"))
+        features = config.get("features") if isinstance(config.get("features"), dict) else {}
+        off = [k for k in ("hooks", "codex_hooks") if features.get(k) is False]
+        checks.append(Check(self.name, "hooks feature is on", not off, f"[features] {off[0]} = false" if off else "",
+                            f"remove `{off[0]} = false` from [features]" if off else ""))
+        checks += self._trust_as_it_stands(ctx, scope, project)
+        if scope == "project":
+            user = _user_config(ctx)
+            trust = ((user.get("projects") or {}).get(str(project)) or {}).get("trust_level")
+            ok = trust == "trusted"
+            checks.append(Check(self.name, "project is trusted (else Codex ignores .codex/)", ok,
+                                f"trust_level = {trust!r}" if trust else f"{project} has no trust_level",
+                                "" if ok else f'add [projects."{project}"] trust_level = "trusted" to '
+                                              f'{ctx["codex_home"]}/config.toml (or run codex there and trust it)'))
+        return checks
+
+    def _trust_as_it_stands(self, ctx: dict[str, Any], scope: str, project: Any) -> list[Any]:
+        """Codex checks each hook's hash against hooks.json as it is now: so does doctor."""
+        from ..doctor import Check
+
+        path = os.path.join(ctx["codex_home"], "hooks.json") if scope == "user" else os.path.join(
+            str(project), ".codex", "hooks.json")
+        try:
+            with open(path, encoding="utf-8") as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            return []  # absent or broken: the file's own checks say so
+        state = ((_user_config(ctx).get("hooks") or {}).get("state")) or {}
+        checks = []
+        for key, digest in our_entries(path, doc if isinstance(doc, dict) else {}).items():
+            held = state.get(key) if isinstance(state, dict) else None
+            ok = isinstance(held, dict) and held.get("trusted_hash") == digest and held.get("enabled", True) is not False
+            why = ("" if ok else "no trust entry" if not isinstance(held, dict) else
+                   "disabled" if held.get("enabled") is False else "its trusted_hash no longer matches the hook")
+            checks.append(Check(self.name, "hook trusted", ok, f"{key.rsplit(':', 3)[1]}: {why or 'hash matches'}",
+                                "" if ok else f"retained install --host {self.name} (rewrites the trust entries)"))
+        return checks
 
     def finish(self, plans: list[FilePlan], ctx: dict[str, Any], *, install: bool) -> list[FilePlan]:
         from .. import formats
@@ -125,6 +174,16 @@ class Codex(Host):
             edit.entries = ours_after if install else {}  # type: ignore[attr-defined]
             edit.keys = sorted(set(ours_now) | set(ours_after))  # type: ignore[attr-defined]
         return plans
+
+
+def _user_config(ctx: dict[str, Any]) -> dict[str, Any]:
+    import tomlkit
+
+    try:
+        with open(os.path.join(ctx["codex_home"], "config.toml"), encoding="utf-8") as f:
+            return tomlkit.parse(f.read()).unwrap()
+    except Exception:  # noqa: BLE001 - absent or broken: its own check reports it
+        return {}
 
 
 HOST = Codex()
