@@ -32,9 +32,10 @@ INVOCATIONS = {
     "verify": ["verify"], "reindex": ["reindex"], "brief": ["brief"], "export": ["export"],
     "import": ["import", "missing.jsonl"], "hook": ["hook", "session-start", "--host", "claude"],
     "install": ["install", "--dry-run", "--host", "claude"], "uninstall": ["uninstall", "--dry-run", "--host", "claude"],
-    "doctor": ["doctor", "--host", "claude"], "serve": ["serve"],
+    "doctor": ["doctor", "--host", "claude"], "serve": ["serve"], "scopes": ["scopes"], "maintain": ["maintain"],
+    "ui": ["ui", "--no-open"],
 }
-READS = {"search", "get", "list", "verify", "brief", "export"}
+READS = {"search", "get", "list", "verify", "brief", "export", "scopes", "maintain", "ui"}
 WRITES = {"write", "checkpoint", "reindex", "forget"}
 
 
@@ -109,11 +110,42 @@ def _run(exe: str, ids, home: Path, store: Path, args: list[str], stdin: str = "
                           env=env, cwd=str(home), timeout=120, **kw)
 
 
+def _run_ui(exe: str, ids, home: Path, store: Path, args: list[str]) -> subprocess.CompletedProcess[str]:
+    """`retained ui` serves until stopped: wait for its address, load the page, then stop it. The page's
+    first screen is in the HTML, so its text joins stdout as if the command had printed it."""
+    import selectors
+    import time
+    import urllib.request
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RETAINED_", "XDG_"))}
+    env.update(HOME=str(home), RETAINED_DIR=str(store), PYTHONDONTWRITEBYTECODE="1")
+    kw = {} if ids is None else {"user": ids[0], "group": ids[1], "extra_groups": []}
+    proc = subprocess.Popen([exe, "-c", LAUNCH, SITE, *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=str(home), **kw)
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    first, deadline = "", time.monotonic() + 120
+    while not first and proc.poll() is None and time.monotonic() < deadline:
+        if sel.select(timeout=0.5):
+            first = proc.stdout.readline()
+    page = ""
+    if "http://" in first:
+        url = first.split("retained ui: ", 1)[1].strip()
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor())  # the token becomes a cookie
+        with opener.open(url, timeout=30) as reply:
+            page = reply.read().decode("utf-8", "replace")
+    if proc.poll() is None:
+        proc.terminate()
+    out, err = proc.communicate(timeout=30)
+    rc = 0 if page else proc.returncode
+    return subprocess.CompletedProcess(proc.args, rc, first + out + page, err)
+
+
 def test_every_command_against_someone_elses_store_reads_or_says_why(foreign_store):
     kind, store, home, exe, ids = foreign_store
     for name in _commands():
         args = INVOCATIONS.get(name, [name])
-        proc = _run(exe, ids, home, store, args)
+        proc = (_run_ui if name == "ui" else _run)(exe, ids, home, store, args)
         err = proc.stderr.strip()
         where = f"retained {' '.join(args)} ({kind}): rc {proc.returncode}, stderr {err!r}"
         assert proc.returncode in (0, 1, 2), where
@@ -124,7 +156,7 @@ def test_every_command_against_someone_elses_store_reads_or_says_why(foreign_sto
             assert proc.returncode == 1 and "permission denied" in err and len(err.splitlines()) == 1, where
         elif kind == "shared" and name in READS:
             assert not errors, where
-            if name in ("search", "list", "export", "brief"):
+            if name in ("search", "list", "export", "brief", "ui"):
                 assert "owned by someone else" in proc.stdout, where
         elif kind == "shared" and name in WRITES:
             assert proc.returncode == 1 and "read-only" in err and len(err.splitlines()) == 1, where
