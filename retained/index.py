@@ -107,6 +107,16 @@ def _m003_vectors(db: sqlite3.Connection) -> None:
     )
 
 
+# A migration that adds columns filled from the log clears what was derived; catch-up then rebuilds it.
+_CLEAR_DERIVED = """;
+        INSERT INTO fts(fts) VALUES('delete-all');
+        DELETE FROM records;
+        DELETE FROM problems;
+        DELETE FROM scope_counts;
+        DELETE FROM meta
+"""
+
+
 def _m004_lifecycle(db: sqlite3.Connection) -> None:
     """Retraction and purge. `hidden` = 1 leaves a row out of search, list, brief and recall: a record of
     kind `forget`, a retracted or purged record, and every record of a chain whose head is one. Every
@@ -118,12 +128,8 @@ def _m004_lifecycle(db: sqlite3.Connection) -> None:
         ALTER TABLE records ADD COLUMN retracted_by TEXT;
         ALTER TABLE records ADD COLUMN tomb INTEGER NOT NULL DEFAULT 0;
         ALTER TABLE records ADD COLUMN hidden INTEGER NOT NULL DEFAULT 0;
-        INSERT INTO fts(fts) VALUES('delete-all');
-        DELETE FROM records;
-        DELETE FROM problems;
-        DELETE FROM scope_counts;
-        DELETE FROM meta
-        """,
+        """
+        + _CLEAR_DERIVED,
     )
 
 
@@ -135,12 +141,8 @@ def _m005_text_keys(db: sqlite3.Connection) -> None:
         """
         ALTER TABLE records ADD COLUMN text_key TEXT;
         CREATE INDEX records_text_key ON records(text_key) WHERE text_key IS NOT NULL;
-        INSERT INTO fts(fts) VALUES('delete-all');
-        DELETE FROM records;
-        DELETE FROM problems;
-        DELETE FROM scope_counts;
-        DELETE FROM meta
-        """,
+        """
+        + _CLEAR_DERIVED,
     )
 
 
@@ -152,12 +154,8 @@ def _m006_kind_counts(db: sqlite3.Connection) -> None:
         """
         CREATE TABLE kind_counts (scope TEXT NOT NULL, kind TEXT NOT NULL, current INTEGER NOT NULL,
                                   PRIMARY KEY (scope, kind));
-        INSERT INTO fts(fts) VALUES('delete-all');
-        DELETE FROM records;
-        DELETE FROM problems;
-        DELETE FROM scope_counts;
-        DELETE FROM meta
-        """,
+        """
+        + _CLEAR_DERIVED,
     )
 
 
