@@ -238,17 +238,13 @@ def cmd_forget(args: argparse.Namespace) -> int:
 def cmd_scopes(args: argparse.Namespace) -> int:
     """Every scope with its record counts and project key; the current project is marked."""
     from .paths import store_dir
-    from .project import project_identity
+    from .project import project_identity, scope_of
     from .store import Store
 
     ident = project_identity()
     with Store(store_dir(args.dir), create=False, read_only=True) as store:
-        store.index.catch_up()
-        rows = store.index.scope_table()
-    current = ident["root"] if ident else None
-    result = {"current_project": ident, "scopes": [
-        {**r, "current_project": r["scope"] == current or (ident is not None and r["key"] == ident["key"])}
-        for r in rows]}
+        table = store.scopes(scope_of(ident["root"]) if ident else None)
+    result = {"current_project": ident, "scopes": table["scopes"], "warnings": table["warnings"]}
     if args.json:
         _print_json(result)
         return EXIT_OK
@@ -258,6 +254,7 @@ def cmd_scopes(args: argparse.Namespace) -> int:
         mark = "*" if r["current_project"] else " "
         key = f"  [{r['key']}]" if r["key"] and r["key"] != r["scope"] else ""
         _out(f"{mark} {r['scope']}: {r['current']} current, {r['records']} in all{key}")
+    _warn_all(result)
     return EXIT_OK
 
 

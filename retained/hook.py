@@ -96,7 +96,7 @@ def session_id(data: dict[str, Any], env: dict[str, str]) -> str | None:
 def project_of(data: dict[str, Any], env: dict[str, str]) -> str | None:
     """The project of the session: the input's workspace root or cwd, by the rule of `project_dir`."""
     from .installers.hosts import project_hint, project_start
-    from .project import project_dir
+    from .project import project_dir, scope_of
 
     hint = project_hint(env)
     hints = dict(env, CLAUDE_PROJECT_DIR=hint) if hint else dict(env)  # the variable project_dir reads
@@ -104,7 +104,7 @@ def project_of(data: dict[str, Any], env: dict[str, str]) -> str | None:
     if start is not None and not os.path.isdir(start):
         start = None
     root = project_dir(start, hints) if start else project_dir(None, hints) if hint else None
-    return str(root) if root is not None else None
+    return scope_of(root) if root is not None else None
 
 
 # -- per-session state --------------------------------------------------------------------------------

@@ -570,6 +570,16 @@ class Store:
         return {"records": hits, "total": total, "returned": len(hits), "truncated": returned_through < total,
                 "warnings": warnings}
 
+    def scopes(self, project: str | None = None) -> dict[str, Any]:
+        """Every scope with its current and total records and project key; `current_project` marks the
+        scopes default reads of `project` take in (its own and other checkouts of the same repository)."""
+        warnings = self._fresh_read()
+        rows = self.index.scope_table()
+        mine = set(self.project_scopes([project]) or []) if project else set()
+        table = [{**r, "current_project": r["scope"] in mine} for r in rows]
+        return {"records": [], "total": len(table), "returned": 0, "truncated": False, "warnings": warnings,
+                "scopes": table}
+
     # -- integrity ------------------------------------------------------------------------------
     def verify(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """Recompute the whole chain (streaming, constant memory) and reconcile it with the index."""
