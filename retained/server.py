@@ -522,8 +522,8 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
 
 def compact_schema(schema: Any, depth: int | None = None) -> Any:
     """Cut a generated JSON schema to what an agent reads, in place: no `title`s (they repeat the
-    property names), and for output schemas (`depth` given) nested objects as plain objects, so that
-    tools/list stays small (issue 10: under 3,000 tokens). Results are still whole in the reply."""
+    property names), and for output schemas (`depth` given) a nested list or object as any value, so
+    that tools/list stays small (issue 10: under 3,000 tokens). Results are still whole in the reply."""
     if isinstance(schema, list):
         for item in schema:
             compact_schema(item, depth)
