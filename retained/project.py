@@ -67,6 +67,16 @@ def default_write_scope(project: str | None) -> str:
     return project if project else GLOBAL_SCOPE
 
 
+def write_scope(scope: str | None, project: str | None) -> str | None:
+    """A caller's `scope` for a write, in any spelling (see `resolve_scope`); None stays None (the store
+    then keeps a correction's scope, or files the record under the current project)."""
+    if scope is None:
+        return None
+    from .records import check_scope
+
+    return resolve_scope(check_scope(scope), project)
+
+
 def default_read_scopes(project: str | None) -> list[str] | None:
     """The current project plus global records; every scope (None) when there is no project."""
     return [project, GLOBAL_SCOPE] if project else None

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from . import __version__, stdio_guard
 from .brief import make_brief
 from .errors import RetainedError
-from .project import default_write_scope, project_scope, read_scopes
+from .project import default_write_scope, project_scope, read_scopes, write_scope
 from .store import MAX_K, MAX_LIST, Store
 
 log = logging.getLogger("retained.server")
@@ -428,8 +428,9 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
             extra = {"session_id": session_id}
         elif session_id and isinstance(extra, dict):
             extra.setdefault("session_id", session_id)
-        return call(store.write, text, kind=kind, scope=scope, default_scope=default_write_scope(project),
-                    source=source, supersedes=supersedes, client_op_id=client_op_id, fields=extra)
+        return call(lambda: store.write(text, kind=kind, scope=write_scope(scope, project),
+                                        default_scope=default_write_scope(project), source=source,
+                                        supersedes=supersedes, client_op_id=client_op_id, fields=extra))
 
     @server.tool(title="Search memory", description=DESCRIPTIONS["memory_search"], annotations=RO,
                  meta=tool_meta("memory_search"))
@@ -492,8 +493,8 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
         scope: Annotated[str | None, Field(description="Default: the current project, else 'global'.")] = None,
     ) -> WriteReceipt:
         fields = {"session_id": session_id} if session_id else None
-        return call(store.checkpoint, label, summary, scope=scope if scope is not None else default_write_scope(project),
-                    fields=fields)
+        return call(lambda: store.checkpoint(label, summary, fields=fields,
+                                             scope=write_scope(scope, project) or default_write_scope(project)))
 
     class ForgetReceipt(WriteReceipt):
         action: str

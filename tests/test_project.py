@@ -151,3 +151,17 @@ def test_retained_scopes_lists_the_scopes_with_counts(store_dir):
     by_scope = {s["scope"]: s for s in out["scopes"]}
     assert by_scope["/p/one"]["current"] == 3 and by_scope["/p/one"]["records"] == 3
     assert by_scope["global"]["current"] == 1 and by_scope["global"]["records"] == 2
+
+
+def test_a_write_names_its_scope_in_any_spelling_too(repos, store_dir, monkeypatch):
+    """`--scope .` (or a path with a trailing slash, or the short name) files under the project's scope."""
+    monkeypatch.chdir(repos["wt"])
+    key = project_scope(repos["wt"])
+    for spelling in (".", str(repos["wt"]) + "/", "remote"):
+        out = cli_json("write", f"written with --scope {spelling}", "--scope", spelling)
+        assert out["durable"] and not any("default reads" in w for w in out["warnings"]), spelling
+    cp = cli_json("checkpoint", "a checkpoint here", "--scope", ".")
+    with Store(store_dir) as store:
+        got = store.get([cp["id"]])["records"][0]
+        assert got["scope"] == key
+        assert {r["scope"] for r in store.list(scopes=None)["records"]} == {key}
