@@ -234,8 +234,8 @@ def test_a_host_whose_file_cannot_change_is_left_unchanged_and_the_others_are_wi
             title = hosts()[name].title
             assert f"✗ {title}: not wired" in proc.stderr, proc.stderr
             for p in _host_files(name, home):
-                if p.name == "settings.json" and ".claude" in str(p):
-                    continue  # also VS Code's (and Claude Code's): the host that is wired keeps its hooks there
+                if name == "vscode" and p.name == "settings.json":
+                    continue  # Claude Code's too, and Claude Code is wired: its hooks are there (see below)
                 assert p.read_bytes() == before[str(p)], f"{p} changed although {title} is not wired"
             for other in FILES:
                 if other == name or (name == "claude" and other == "vscode") or (name == "vscode" and other == "claude"):
@@ -246,6 +246,55 @@ def test_a_host_whose_file_cannot_change_is_left_unchanged_and_the_others_are_wi
             os.chmod(target, 0o644)
             target.write_bytes(original)
             run_cli("uninstall", "--yes", *sum((["--host", h] for h in FILES), []))
+
+
+@pytest.mark.parametrize("damage", ["read-only", "unparsable"])
+def test_a_shared_file_gets_no_hooks_for_a_host_that_failed(isolate_home, damage):
+    """Claude Code's ~/.claude.json cannot change while VS Code is wired too: the settings.json both read
+    gets no hooks (Claude Code would run them for a server that is not wired), VS Code is wired without
+    them and says so, and doctor then reports VS Code's hooks missing."""
+    home = isolate_home
+    seed(home, ["claude", "vscode"])
+    claude_json, settings = home / ".claude.json", home / ".claude" / "settings.json"
+    vscode_mcp = home / ".config" / "Code" / "User" / "mcp.json"
+    if damage == "read-only":
+        os.chmod(claude_json, 0o444)
+    else:
+        claude_json.write_bytes(b'{"broken": \n')
+    before = {p: p.read_bytes() for p in (claude_json, settings)}
+    try:
+        dry = run_cli("install", "--dry-run", "--host", "claude", "--host", "vscode")
+        assert dry.returncode == 1 and "session-start" not in dry.stdout, dry.stdout
+        proc = run_cli("install", "--yes", "--host", "claude", "--host", "vscode")
+        assert proc.returncode == 1
+        assert "✗ Claude Code: not wired" in proc.stderr, proc.stderr
+        assert f"! VS Code (Copilot agent mode): wired without its hooks in {settings}" in proc.stderr, proc.stderr
+        assert {p: p.read_bytes() for p in before} == before, "Claude Code's files changed although it is not wired"
+        assert '"retained"' in vscode_mcp.read_text()
+        doctor = run_cli("doctor", "--host", "vscode")
+        assert doctor.returncode == 1 and "✗ vscode: hook present" in doctor.stdout, doctor.stdout
+    finally:
+        os.chmod(claude_json, 0o644)
+
+
+def test_uninstall_keeps_the_shared_hooks_of_a_host_that_stays_wired(isolate_home):
+    """Both wired; uninstalling both while ~/.claude.json cannot change leaves Claude Code wired, so the
+    hooks it reads in settings.json stay, while VS Code's own file is cleaned."""
+    home = isolate_home
+    seed(home, ["claude", "vscode"])
+    assert run_cli("install", "--yes", "--host", "claude", "--host", "vscode").returncode == 0
+    claude_json, settings = home / ".claude.json", home / ".claude" / "settings.json"
+    vscode_mcp = home / ".config" / "Code" / "User" / "mcp.json"
+    wired = settings.read_bytes()
+    os.chmod(claude_json, 0o444)
+    try:
+        proc = run_cli("uninstall", "--yes", "--host", "claude", "--host", "vscode")
+        assert proc.returncode == 1 and "✗ Claude Code: left as it was" in proc.stderr, proc.stderr
+        assert "! VS Code (Copilot agent mode): uninstalled except its hooks" in proc.stderr, proc.stderr
+        assert settings.read_bytes() == wired
+        assert '"retained"' not in vscode_mcp.read_text()
+    finally:
+        os.chmod(claude_json, 0o644)
 
 
 def test_a_failing_second_file_puts_the_first_back(isolate_home):
