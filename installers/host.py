@@ -35,6 +35,7 @@ class Host:
     session_vars: tuple[str, ...] = ()  # environment variables holding it
     project_vars: tuple[str, ...] = ()  # environment variables holding the project directory
     instructions_max_chars: int | None = None  # where the host cuts a server's `instructions`
+    prompt_reaches_model: bool = True  # whether the prompt-submit hook's output is put before the model
     # The host's own memory (`retained import --from <name>`, doctor's "native memory", the brief):
     memory_source: bool = False  # whether `retained import --from <name>` reads one
     instruction_files: dict[str, str] = {}  # instruction file the host loads itself → the format imports record

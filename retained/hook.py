@@ -280,6 +280,8 @@ def prompt(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Pat
     from .log import LOG_NAME
     from .paths import read_only_requested
 
+    if not host.prompt_reaches_model:
+        return host.prompt_output("")  # what lets the prompt through, and nothing else
     text = host.prompt_of(data)
     if not text or not text.strip() or host.prompt_output("") is None:
         return None
