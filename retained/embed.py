@@ -312,16 +312,24 @@ _SHARED: dict[tuple[str, ...], Embedder] = {}
 _SHARED_LOCK = threading.Lock()
 
 
+def config_key(env: dict[str, str] | None = None) -> tuple[str, ...]:
+    """What names this process's embedder: two processes with the same key embed alike."""
+    e = _env(env)
+    m = mode(e)
+    if m == "ollama":
+        return ("ollama", e.get("RETAINED_OLLAMA_URL", ""), e.get("RETAINED_EMBED_MODEL", ""))
+    if m == "local":
+        return ("local", e.get("RETAINED_EMBED_MODEL_PATH", ""))
+    return ("off",)
+
+
 def embedder(env: dict[str, str] | None = None) -> Embedder | None:
     """The process's embedder for this configuration (one shared model session), or None when off."""
     e = _env(env)
     m = mode(e)
     if m == "off":
         return None
-    if m == "ollama":
-        cfg: tuple[str, ...] = ("ollama", e.get("RETAINED_OLLAMA_URL", ""), e.get("RETAINED_EMBED_MODEL", ""))
-    else:
-        cfg = ("local", e.get("RETAINED_EMBED_MODEL_PATH", ""))
+    cfg = config_key(e)
     with _SHARED_LOCK:
         found = _SHARED.get(cfg)
         if found is None:
@@ -442,6 +450,18 @@ class Semantic:
         self._bg_wake.set()
         if self._bg is not None and self._bg is not threading.current_thread():
             self._bg.join(timeout=30)
+
+    def warm(self) -> None:
+        """Load the model and the vectors now and embed what is new (a server does this after its
+        handshake), so that the first search pays for neither."""
+        if self.off_reason():
+            return
+        try:
+            self.query_vector("warm up")
+            self.start_background()
+            self._matrix()
+        except Unavailable:
+            pass
 
     # -- searching -----------------------------------------------------------------------------
     def _matrix(self) -> tuple[Any, Any]:
