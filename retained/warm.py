@@ -223,8 +223,10 @@ class Lender:
 
 def after_handshake(store: Any) -> Lender | None:
     """Start lending and warm the semantic tier, on a background thread; returns the lender at once."""
-    if not hasattr(store, "semantic"):
-        return None  # an unusable store: nothing to warm or lend
+    from .paths import read_only_requested
+
+    if not hasattr(store, "semantic") or read_only_requested():
+        return None  # an unusable store, or a server doctor runs (it changes no file: onnxruntime writes some)
     lender = Lender(store)
 
     def run() -> None:
