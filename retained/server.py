@@ -634,6 +634,10 @@ def serve(directory: Any) -> int:
     signal.signal(signal.SIGTERM, _on_sigterm)
 
     out = stdio_guard.WireOut(wire_out)
+    from . import warm  # after the handshake: the model warms up, and the prompt hook may borrow it
+
+    lent: list[Any] = []
+    out.on_tools_listed = lambda: lent.append(warm.after_handshake(store))
     guarded = stdio_guard.GuardedIn(wire_in, out, tools=TOOL_NAMES)
 
     def instructions() -> str:
@@ -666,5 +670,8 @@ def serve(directory: Any) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        for lender in lent:
+            if lender is not None:
+                lender.stop()
         store.close()
     return 0
