@@ -71,8 +71,37 @@ class Embedder:
     key: str = ""
     dim: int | None = None
 
+    def runtime(self) -> None:
+        """Raise Unavailable unless the libraries this embedder runs on import."""
+        numpy_module()
+
     def embed(self, texts: list[str]) -> Any:  # (n, dim) float32, rows L2-normalised
         raise NotImplementedError
+
+
+def _import_error(e: BaseException) -> str:
+    return " ".join(str(e).split())[:200] or type(e).__name__
+
+
+def numpy_module() -> Any:
+    """numpy, or Unavailable with the reason (every embedder and the vector search need it)."""
+    try:
+        import numpy
+    except Exception as e:  # noqa: BLE001 - a broken install (ImportError, or worse) turns the tier off
+        raise Unavailable(f"numpy cannot be imported ({_import_error(e)}); reinstall retained, "
+                          "or set RETAINED_EMBED=off") from None
+    return numpy
+
+
+def onnxruntime_module() -> Any:
+    """onnxruntime, or Unavailable with the reason (the local model needs it)."""
+    numpy_module()  # onnxruntime imports numpy: name the part that is broken
+    try:
+        import onnxruntime
+    except Exception as e:  # noqa: BLE001
+        raise Unavailable(f"onnxruntime cannot be imported ({_import_error(e)}); reinstall retained, "
+                          "or set RETAINED_EMBED=off") from None
+    return onnxruntime
 
 
 def _normalise(np: Any, mat: Any) -> Any:
@@ -122,11 +151,7 @@ class LocalEmbedder(Embedder):
                 raise Unavailable(f"model file {path} does not match its pinned sha256; not loaded")
             if before == after:
                 _remember_good(after)
-        try:
-            import numpy  # noqa: F401
-            import onnxruntime as ort
-        except ImportError as e:
-            raise Unavailable(f"onnxruntime is not installed ({e.name or e})") from None
+        ort = onnxruntime_module()
         from .wordpiece import WordPiece
 
         opts = ort.SessionOptions()
@@ -145,9 +170,11 @@ class LocalEmbedder(Embedder):
         self._tok = WordPiece.load()
         self._session = session
 
-    def embed(self, texts: list[str]) -> Any:
-        import numpy as np
+    def runtime(self) -> None:
+        onnxruntime_module()
 
+    def embed(self, texts: list[str]) -> Any:
+        np = numpy_module()
         with self._lock:
             if self._session is None:
                 self._load()
@@ -247,8 +274,7 @@ class OllamaEmbedder(Embedder):
         import urllib.error
         import urllib.request
 
-        import numpy as np
-
+        np = numpy_module()
         if self._bad:
             raise Unavailable(self._bad)
         body = json.dumps({"model": self.model, "input": texts, "truncate": True}).encode()
@@ -286,16 +312,24 @@ _SHARED: dict[tuple[str, ...], Embedder] = {}
 _SHARED_LOCK = threading.Lock()
 
 
+def config_key(env: dict[str, str] | None = None) -> tuple[str, ...]:
+    """What names this process's embedder: two processes with the same key embed alike."""
+    e = _env(env)
+    m = mode(e)
+    if m == "ollama":
+        return ("ollama", e.get("RETAINED_OLLAMA_URL", ""), e.get("RETAINED_EMBED_MODEL", ""))
+    if m == "local":
+        return ("local", e.get("RETAINED_EMBED_MODEL_PATH", ""))
+    return ("off",)
+
+
 def embedder(env: dict[str, str] | None = None) -> Embedder | None:
     """The process's embedder for this configuration (one shared model session), or None when off."""
     e = _env(env)
     m = mode(e)
     if m == "off":
         return None
-    if m == "ollama":
-        cfg: tuple[str, ...] = ("ollama", e.get("RETAINED_OLLAMA_URL", ""), e.get("RETAINED_EMBED_MODEL", ""))
-    else:
-        cfg = ("local", e.get("RETAINED_EMBED_MODEL_PATH", ""))
+    cfg = config_key(e)
     with _SHARED_LOCK:
         found = _SHARED.get(cfg)
         if found is None:
@@ -326,11 +360,18 @@ class Semantic:
         self._bg: threading.Thread | None = None
         self._bg_wake = threading.Event()
         self._bg_stop = False
+        self._runtime_checked = False
 
     # -- state ---------------------------------------------------------------------------------
     def off_reason(self) -> str | None:
         if self.embedder is None:
             return self.reason
+        if not self._runtime_checked:  # a model file is no use if numpy or onnxruntime cannot import
+            self._runtime_checked = True
+            try:
+                self.embedder.runtime()
+            except Unavailable as e:
+                self._fail(e, permanent=True)
         if self.reason and time.monotonic() < self._down_until:
             return self.reason
         return None
@@ -409,6 +450,18 @@ class Semantic:
         self._bg_wake.set()
         if self._bg is not None and self._bg is not threading.current_thread():
             self._bg.join(timeout=30)
+
+    def warm(self) -> None:
+        """Load the model and the vectors now and embed what is new (a server does this after its
+        handshake), so that the first search pays for neither."""
+        if self.off_reason():
+            return
+        try:
+            self.query_vector("warm up")
+            self.start_background()
+            self._matrix()
+        except Unavailable:
+            pass
 
     # -- searching -----------------------------------------------------------------------------
     def _matrix(self) -> tuple[Any, Any]:

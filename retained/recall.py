@@ -79,8 +79,10 @@ PROMPT_CHARS = 2000
 
 
 def recall(store: Any, prompt: str, *, project: str | None, shown: set[str],
-           budget_tokens: int = DEFAULT_BUDGET, max_records: int = DEFAULT_MAX_RECORDS) -> dict[str, Any] | None:
-    """The records relevant to `prompt` not in `shown`, fenced as data: {"text", "ids"}; else None."""
+           budget_tokens: int = DEFAULT_BUDGET, max_records: int = DEFAULT_MAX_RECORDS,
+           served_ok: bool = True) -> dict[str, Any] | None:
+    """The records relevant to `prompt` not in `shown`, fenced as data: {"text", "ids"}; else None.
+    `served_ok`: a running server of the store may run the search (False: always this process)."""
     if not recall_enabled() or not isinstance(prompt, str) or not prompt.strip():
         return None
     if max_records < 1 or budget_tokens < 1:
@@ -93,8 +95,18 @@ def recall(store: Any, prompt: str, *, project: str | None, shown: set[str],
     scopes = [project, GLOBAL_SCOPE] if project else None
     # Only the prompt is embedded here: a hook must stay quick, so at most a few new records are
     # embedded on its path, and a store without vectors yet is searched by words alone.
-    result, cosines = store._search(prompt[:PROMPT_CHARS], scopes=scopes, kind=None, k=_CANDIDATES, max_tokens=None,
-                                    include_superseded=False, as_of=None, inline_embed=16, need_vectors=True)
+    # A running server of this store has the model loaded: it searches for us when it can (retained/warm.py).
+    kw: dict[str, Any] = {"scopes": scopes, "k": _CANDIDATES, "inline_embed": 16, "need_vectors": True}
+    served = None
+    if served_ok:
+        from .embed import mode
+
+        if mode() != "off":
+            from .warm import search
+
+            served = search(store.directory, prompt[:PROMPT_CHARS], **kw)
+    result, cosines = served or store._search(prompt[:PROMPT_CHARS], kind=None, max_tokens=None,
+                                              include_superseded=False, as_of=None, **kw)
     picked: list[dict[str, Any]] = []
     for hit in result.get("hits", []):
         if hit["id"] in shown or hit.get("superseded_by"):

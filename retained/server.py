@@ -17,12 +17,13 @@ from typing import Annotated, Any, Literal
 from . import __version__, stdio_guard
 from .brief import make_brief
 from .errors import RetainedError
+from .installers import hosts as registry  # host facts: the instructions cut, the session variables
 from .project import default_write_scope, project_scope, read_scopes, write_scope
 from .store import MAX_K, MAX_LIST, Store
 
 log = logging.getLogger("retained.server")
 
-INSTRUCTIONS_MAX_CHARS = 2000  # Claude Code cuts server instructions at 2,048 characters
+INSTRUCTIONS_MAX_CHARS = registry.instructions_max_chars()  # the tightest cut of server instructions a host makes
 TOOL_NAMES = ("memory_write", "memory_search", "memory_get", "memory_list", "memory_verify", "memory_checkpoint",
               "memory_forget")
 
@@ -114,7 +115,7 @@ GUIDANCE = (
 
 
 def compute_instructions(store: Store, project: str | None) -> str:
-    """Guidance plus a brief of the project's memory, within Claude Code's 2,048-character cut."""
+    """Guidance plus a brief of the project's memory, within the tightest host's cut."""
     room = INSTRUCTIONS_MAX_CHARS - len(GUIDANCE) - 2
     budget = 400
     while budget >= 40:
@@ -594,7 +595,7 @@ def serve(directory: Any) -> int:
         log.error("store unusable: %s", e)
         store = _UnusableStore(e)
     project = project_scope()
-    session_id = os.environ.get("CLAUDE_CODE_SESSION_ID") or None
+    session_id = registry.session_id(os.environ)
 
     # Compute the brief while the SDK imports (~0.5 s): start-up stays within one import's time.
     box: dict[str, str] = {}
@@ -621,6 +622,10 @@ def serve(directory: Any) -> int:
     signal.signal(signal.SIGTERM, _on_sigterm)
 
     out = stdio_guard.WireOut(wire_out)
+    from . import warm  # after the handshake: the model warms up, and the prompt hook may borrow it
+
+    lent: list[Any] = []
+    out.on_tools_listed = lambda: lent.append(warm.after_handshake(store))
     guarded = stdio_guard.GuardedIn(wire_in, out, tools=TOOL_NAMES)
 
     def instructions() -> str:
@@ -653,5 +658,8 @@ def serve(directory: Any) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        for lender in lent:
+            if lender is not None:
+                lender.stop()
         store.close()
     return 0

@@ -142,6 +142,7 @@ class WireOut:
         self._f = os.fdopen(fd, "wb", buffering=0, closefd=False)
         self._lock = threading.Lock()
         self._expected: dict[tuple[str, str], dict[str, Any]] = {}  # what the SDK will repeat, to drop
+        self.on_tools_listed: Callable[[], None] | None = None  # called once, after the first tool list is out
 
     def answer_early(self, frame: dict[str, Any], sdk_key: tuple[str, str]) -> None:
         """Write `frame` now and drop the SDK's own copy of it later (the frame keyed `sdk_key`)."""
@@ -170,6 +171,20 @@ class WireOut:
             view = memoryview(data)
             while view:
                 view = view[self._f.write(view):]
+        if self.on_tools_listed is not None and '"tools"' in text:
+            self._tools_listed(text)
+
+    def _tools_listed(self, text: str) -> None:
+        try:
+            result = json.loads(text).get("result")
+        except (ValueError, AttributeError):
+            return
+        if not isinstance(result, dict) or "tools" not in result:
+            return
+        with self._lock:
+            callback, self.on_tools_listed = self.on_tools_listed, None
+        if callback is not None:
+            callback()
 
     # the async face stdio_server() expects
     async def write(self, text: str) -> None:

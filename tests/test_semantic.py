@@ -93,6 +93,44 @@ def test_model_missing_or_hash_mismatch_answers_lexically_with_the_reason(store_
         assert ids["secrets"] not in [h["id"] for h in store.search("which tool holds our passwords?")["hits"]]
 
 
+@pytest.mark.parametrize("broken", ["numpy", "onnxruntime"])
+def test_model_present_but_its_runtime_unimportable_answers_lexically_and_hooks_fail_open(store_dir, tmp_path, broken):
+    """The model file is there and intact, but a library it runs on does not import: a real process."""
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / f"{broken}.py").write_text(f"raise ImportError('{broken} is broken in this install')\n")
+    project = tmp_path / "proj"
+    (project / ".git").mkdir(parents=True)
+    env = dict(os.environ, RETAINED_DIR=str(store_dir), PYTHONPATH=os.pathsep.join([str(shim), os.getcwd()]))
+    code = (
+        "import json, sys\n"
+        "from retained.store import Store\n"
+        f"s = Store({str(store_dir)!r})\n"
+        f"w = s.write('Database migrations run with make migrate.', scope={str(project.resolve())!r})\n"
+        "r = s.search('database migrations')\n"
+        "v = s.verify()\n"
+        "print(json.dumps([w['durable'], r['semantic'], [h['match'] for h in r['hits']], v['intact'],"
+        " s.reindex()['semantic']]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    durable, semantic, matches, intact, reindexed = json.loads(out.stdout)
+    assert durable is True and intact is True
+    assert semantic.startswith(f"off: {broken} cannot be imported (") and "is broken in this install" in semantic
+    assert matches == ["words"]
+    assert reindexed == semantic
+    cli = subprocess.run([sys.executable, "-m", "retained", "search", "database migrations", "--scope", "*"],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert cli.returncode == 0, cli.stderr
+    assert "make migrate" in cli.stdout and f"semantic off: {broken} cannot be imported" in cli.stdout
+    payload = json.dumps({"session_id": "s-broken", "cwd": str(project), "hook_event_name": "UserPromptSubmit",
+                          "prompt": "how do I run the database migrations?"})
+    hook = subprocess.run([sys.executable, "-m", "retained", "hook", "prompt", "--host", "claude"], input=payload,
+                          env=dict(env, CLAUDECODE="1"), capture_output=True, text=True, cwd=project, timeout=60)
+    assert hook.returncode == 0 and "Traceback" not in hook.stderr, hook.stderr
+    assert "make migrate" in hook.stdout  # still recalled, by its words
+
+
 def test_embed_off_is_lexical_only_and_loads_nothing(store_dir):
     code = (
         "import sys, json\n"

@@ -1,0 +1,242 @@
+"""A running `retained serve` lends its loaded model to the prompt hook.
+
+The prompt hook is a fresh process for every prompt: importing numpy and onnxruntime and loading the
+model would cost it most of half a second, which the server of the same store (started by the host
+at session start) has already paid. So after the MCP handshake the server warms the semantic tier
+in a background thread and answers the hook's search on a unix socket in the store directory
+(`recall.sock`, mode 0600 in the store's 0700 directory: this user only). The hook asks with a short
+timeout and searches by itself when nobody answers: no server running, another retained version,
+another embedder configuration, a server whose semantic tier is off, no unix sockets (Windows), or a
+store path too long for one.
+
+Only searches are served: what `recall` asks `Store._search` for, bounded. The hook's side uses the
+standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
+
+from . import __version__
+
+SOCKET_NAME = "recall.sock"
+PROTOCOL = 1
+ASK_TIMEOUT_S = 1.5  # a hook waits this long for a server before searching by itself
+MAX_REPLY = 4 << 20
+_MAX_REQUEST = 64 << 10
+_SUN_PATH_MAX = 100  # sockaddr_un holds 104 (macOS) to 108 (Linux) bytes with its terminator
+
+
+def socket_path(directory: Path) -> Path | None:
+    """Where a server of the store in `directory` listens, or None where no unix socket can be used."""
+    path = Path(directory) / SOCKET_NAME
+    if not hasattr(socket, "AF_UNIX") or len(os.fsencode(str(path))) >= _SUN_PATH_MAX:
+        return None
+    return path
+
+
+def _stamp(request: dict[str, Any]) -> dict[str, Any]:
+    from .embed import config_key
+
+    return dict(request, v=PROTOCOL, retained=__version__, embed=list(config_key()))
+
+
+# -- the hook's side ------------------------------------------------------------------------------
+def ask(directory: Path, request: dict[str, Any], timeout: float = ASK_TIMEOUT_S) -> dict[str, Any] | None:
+    """The server's reply to `request`, or None (no server, a timeout, a refusal, anything odd)."""
+    path = socket_path(directory)
+    if path is None:
+        return None
+    try:
+        if not stat.S_ISSOCK(os.stat(path).st_mode):
+            return None
+    except OSError:
+        return None
+    deadline = time.monotonic() + timeout
+    data = (json.dumps(_stamp(request), ensure_ascii=False) + "\n").encode("utf-8")
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            s.connect(str(path))
+            s.sendall(data)
+            chunks: list[bytes] = []
+            size = 0
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                s.settimeout(left)
+                chunk = s.recv(1 << 16)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > MAX_REPLY:
+                    return None
+                if chunk.endswith(b"\n"):
+                    break
+        reply = json.loads(b"".join(chunks))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(reply, dict) or reply.get("v") != PROTOCOL or "error" in reply:
+        return None
+    return reply
+
+
+def search(directory: Path, query: str, **kw: Any) -> tuple[dict[str, Any], dict[str, dict[str, Any]]] | None:
+    """(result, cosines) of `Store._search` run by a server of this store with meaning on, or None."""
+    reply = ask(directory, {"op": "search", "query": query, **kw})
+    if reply is None:
+        return None
+    result, cosines = reply.get("result"), reply.get("cosines")
+    if not isinstance(result, dict) or not isinstance(cosines, dict) or result.get("semantic") != "on":
+        return None  # a server without meaning: this process may still have it
+    return result, cosines
+
+
+# -- the server's side ----------------------------------------------------------------------------
+_SEARCH_ARGS = {"scopes": (list, type(None)), "k": int, "inline_embed": int, "need_vectors": bool}
+
+
+class Lender:
+    """The server's socket: answers `search` (and `ping`) for the hook of the same store."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.path = socket_path(store.directory)
+        self._sock: socket.socket | None = None
+        self._ino: int | None = None
+        self.warm = False
+        self.thread: threading.Thread | None = None
+        from .embed import config_key
+
+        self.embed_key = list(config_key())  # this process's embedder, as it was when the server started
+        self.version = __version__
+
+    def start(self) -> bool:
+        """Listen, unless the path cannot hold a socket or another live server already does."""
+        if self.path is None or getattr(self.store, "read_only", True):
+            return False
+        try:
+            if os.path.lexists(self.path):
+                if not stat.S_ISSOCK(os.lstat(self.path).st_mode):
+                    return False  # not ours to replace
+                if self._alive():
+                    return False  # another server of this store lends its model already
+                os.unlink(self.path)  # left by a server that was killed
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            old = os.umask(0o177)
+            try:
+                sock.bind(str(self.path))
+            finally:
+                os.umask(old)
+            sock.listen(8)
+        except OSError:
+            return False
+        self._sock = sock
+        self._ino = os.stat(self.path).st_ino
+        threading.Thread(target=self._accept, name="retained-lender", daemon=True).start()
+        return True
+
+    def _alive(self) -> bool:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(0.5)
+            try:
+                s.connect(str(self.path))
+                return True
+            except OSError:
+                return False
+
+    def stop(self) -> None:
+        """Stop listening; wait for a warm-up still inside onnxruntime (exiting under it aborts)."""
+        if self.thread is not None and self.thread is not threading.current_thread():
+            self.thread.join(timeout=30)
+        sock, self._sock = self._sock, None
+        if sock is None:
+            return
+        try:
+            if self.path is not None and os.stat(self.path).st_ino == self._ino:
+                os.unlink(self.path)  # only our own: a later server may have taken the name
+        except OSError:
+            pass
+        sock.close()
+
+    def _accept(self) -> None:
+        while self._sock is not None:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), name="retained-lend", daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                conn.settimeout(5)
+                raw = b""
+                while not raw.endswith(b"\n") and len(raw) <= _MAX_REQUEST:
+                    chunk = conn.recv(1 << 16)
+                    if not chunk:
+                        break
+                    raw += chunk
+                reply = self.answer(raw)
+                conn.sendall((json.dumps(reply, ensure_ascii=False) + "\n").encode("utf-8"))
+            except OSError:
+                pass
+
+    def answer(self, raw: bytes) -> dict[str, Any]:
+        try:
+            req = json.loads(raw)
+        except ValueError:
+            return {"v": PROTOCOL, "error": "not JSON"}
+        if (not isinstance(req, dict) or req.get("v") != PROTOCOL or req.get("retained") != self.version
+                or req.get("embed") != self.embed_key):
+            return {"v": PROTOCOL, "error": "another retained version or embedder configuration"}
+        if req.get("op") == "ping":
+            return {"v": PROTOCOL, "warm": self.warm}
+        if req.get("op") != "search" or not isinstance(req.get("query"), str):
+            return {"v": PROTOCOL, "error": "unknown request"}
+        kw = {name: req[name] for name in _SEARCH_ARGS if name in req}
+        if not all(isinstance(v, _SEARCH_ARGS[k]) and not (isinstance(v, bool) and _SEARCH_ARGS[k] is int)
+                   for k, v in kw.items()):
+            return {"v": PROTOCOL, "error": "bad arguments"}
+        if kw.get("scopes") is not None and not all(isinstance(s, str) for s in kw["scopes"]):
+            return {"v": PROTOCOL, "error": "bad arguments"}
+        kw["inline_embed"] = min(max(kw.get("inline_embed", 16), 0), 256)
+        try:
+            result, cosines = self.store._search(req["query"], kind=None, max_tokens=None, include_superseded=False,
+                                                 as_of=None, **kw)
+        except Exception as e:  # noqa: BLE001 - the hook searches by itself instead
+            return {"v": PROTOCOL, "error": f"{type(e).__name__}: {e}"}
+        return {"v": PROTOCOL, "result": result, "cosines": cosines}
+
+
+def after_handshake(store: Any) -> Lender | None:
+    """Start lending and warm the semantic tier, on a background thread; returns the lender at once."""
+    from .paths import read_only_requested
+
+    if not hasattr(store, "semantic") or read_only_requested():
+        return None  # an unusable store, or a server doctor runs (it changes no file: onnxruntime writes some)
+    lender = Lender(store)
+
+    def run() -> None:
+        try:
+            lender.start()
+            store.semantic().warm()
+        except Exception:  # noqa: BLE001 - a warm-up is an optimisation; the first search loads instead
+            pass
+        lender.warm = True
+
+    lender.thread = threading.Thread(target=run, name="retained-warm", daemon=True)
+    lender.thread.start()
+    return lender
