@@ -12,7 +12,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-LINE_TEXT_CHARS = 2000  # a record's text past this is cut in the text (memory_get gives it whole)
+LINE_TEXT_CHARS = 1600  # a record's text past this is cut in the reply text (memory_get gives it whole)
 
 
 def reply_text(tool: str, data: dict[str, Any], project: str | None = None,
