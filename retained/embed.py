@@ -41,6 +41,7 @@ DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
 DEFAULT_OLLAMA_MODEL = "all-minilm"
 BATCH = 32
 RETRY_AFTER_S = 30.0
+DIGEST_TTL_S = 60.0  # how long an Ollama model's digest is trusted before /api/tags is asked again
 # Up to this many vectors a search computes every cosine in float32 (memory-bound: measured 15 ms at
 # 100k on one idle core here, 56 ms on a loaded one). Past it, memory matters more than speed: sign
 # bits (48 bytes a vector) pick 4096 candidates, scored exactly from float16 (at 100k, loaded: 64-92
@@ -74,6 +75,9 @@ class Embedder:
     def runtime(self) -> None:
         """Raise Unavailable unless the libraries this embedder runs on import."""
         numpy_module()
+
+    def identify(self) -> None:
+        """Bring `key` up to date with the model the embedder would use now (Ollama: its digest)."""
 
     def embed(self, texts: list[str]) -> Any:  # (n, dim) float32, rows L2-normalised
         raise NotImplementedError
@@ -260,7 +264,8 @@ class OllamaEmbedder(Embedder):
         explicit = e.get("RETAINED_OLLAMA_URL", "").strip()
         self.url = (explicit or DEFAULT_OLLAMA_URL).rstrip("/")
         self.model = e.get("RETAINED_EMBED_MODEL", "").strip() or DEFAULT_OLLAMA_MODEL
-        self.key = f"ollama:{self.model}"
+        self.key = f"ollama:{self.model}"  # plus "@<digest>" once identify() has asked the server
+        self._identified_at = -DIGEST_TTL_S
         parts = urlsplit(self.url)
         self._host = parts.hostname or ""
         self._bad: str | None = None
@@ -270,21 +275,20 @@ class OllamaEmbedder(Embedder):
             self._bad = f"ollama address {self.url} is not loopback"
         self.where = f"{self._host}:{parts.port or (443 if parts.scheme == 'https' else 80)}" if self._host else self.url
 
-    def embed(self, texts: list[str]) -> Any:
+    def _call(self, path: str, body: dict[str, Any] | None, timeout: float) -> Any:
+        """The JSON reply of Ollama's `path` (POST `body`, or GET); Unavailable saying why not."""
         import urllib.error
         import urllib.request
 
-        np = numpy_module()
         if self._bad:
             raise Unavailable(self._bad)
-        body = json.dumps({"model": self.model, "input": texts, "truncate": True}).encode()
-        req = urllib.request.Request(self.url + "/api/embed", data=body, method="POST",
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method="GET" if body is None else "POST",
                                      headers={"Content-Type": "application/json"})
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        timeout = 2.0 if len(texts) <= 4 else 20.0  # a query waits briefly; a background batch longer
         try:
             with opener.open(req, timeout=timeout) as resp:
-                reply = json.loads(resp.read())
+                return json.loads(resp.read())
         except urllib.error.HTTPError as e:
             detail = ""
             try:
@@ -295,6 +299,35 @@ class OllamaEmbedder(Embedder):
         except (OSError, ValueError) as e:
             reason = getattr(e, "reason", None) or e
             raise Unavailable(f"ollama unreachable at {self.where} ({reason})") from None
+
+    def identify(self) -> None:
+        """Put the model's digest (from /api/tags) into `key`, so a re-pulled model embeds again.
+
+        Looked up again after DIGEST_TTL_S. A model the server does not list keeps the bare name (its
+        embed call then says it is not pulled); an Ollama without /api/tags, too."""
+        now = time.monotonic()
+        if now < self._identified_at + DIGEST_TTL_S:
+            return
+        try:
+            listed = self._call("/api/tags", None, 2.0)
+        except Unavailable as e:
+            if " answered " not in str(e):
+                raise  # unreachable: no embedding either
+            listed = {}
+        self._identified_at = now
+        digest = None
+        names = {self.model} if ":" in self.model else {self.model, self.model + ":latest"}
+        for m in listed.get("models") or [] if isinstance(listed, dict) else []:
+            if isinstance(m, dict) and (m.get("name") in names or m.get("model") in names):
+                d = m.get("digest")
+                digest = d.split(":", 1)[-1][:12] if isinstance(d, str) and d else None
+                break
+        self.key = f"ollama:{self.model}" + (f"@{digest}" if digest else "")
+
+    def embed(self, texts: list[str]) -> Any:
+        np = numpy_module()
+        timeout = 2.0 if len(texts) <= 4 else 20.0  # a query waits briefly; a background batch longer
+        reply = self._call("/api/embed", {"model": self.model, "input": texts, "truncate": True}, timeout)
         vecs = reply.get("embeddings") if isinstance(reply, dict) else None
         if not isinstance(vecs, list) or len(vecs) != len(texts) or not vecs:
             raise Unavailable(f"ollama at {self.where} gave no embeddings for model {self.model}")
@@ -372,6 +405,12 @@ class Semantic:
                 self.embedder.runtime()
             except Unavailable as e:
                 self._fail(e, permanent=True)
+        if self.reason and time.monotonic() < self._down_until:
+            return self.reason
+        try:
+            self.embedder.identify()
+        except Unavailable as e:
+            self._fail(e)
         if self.reason and time.monotonic() < self._down_until:
             return self.reason
         return None

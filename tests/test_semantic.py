@@ -155,7 +155,7 @@ def test_ollama_down_mid_session_writes_stay_durable_and_search_goes_lexical(sto
         _seed(store)
         res = store.search("token expired")
         assert res["semantic"] == "on"
-        assert {m for _, m in _vectors(store_dir)} == {"ollama:toy-embed"}
+        assert {m for _, m in _vectors(store_dir)} == {fake.key}
         fake.stop()
         receipt = store.write("After the outage the team moved the token cache to Redis.")
         assert receipt["durable"] is True
@@ -192,12 +192,35 @@ def test_model_change_re_embeds_instead_of_mixing_spaces(store_dir, monkeypatch)
         with Store(store_dir) as store:
             res = store.search("payment token expired")
             assert res["semantic"] == "on"
-        assert {m for _, m in _vectors(store_dir)} == {"ollama:toy-embed"}
+        assert {m for _, m in _vectors(store_dir)} == {fake.key}
         assert len(_vectors(store_dir)) == len(TEAM)
     monkeypatch.delenv("RETAINED_EMBED")
     with Store(store_dir) as store:
         store.search("passwords")
     assert {m for _, m in _vectors(store_dir)} == {index_mod_model()}
+
+
+def test_a_re_pulled_ollama_model_re_embeds(store_dir, monkeypatch):
+    """The digest Ollama lists for the model is part of the vectors' identity: same name, new weights."""
+    from retained import embed
+
+    monkeypatch.setattr(embed, "DIGEST_TTL_S", 0.0)  # ask /api/tags on every search
+    with FakeOllama() as fake:
+        monkeypatch.setenv("RETAINED_EMBED", "ollama")
+        monkeypatch.setenv("RETAINED_OLLAMA_URL", fake.url)
+        monkeypatch.setenv("RETAINED_EMBED_MODEL", fake.model)
+        with Store(store_dir) as store:
+            _seed(store)
+            assert store.search("payment token expired")["semantic"] == "on"
+            first = fake.key
+            assert {m for _, m in _vectors(store_dir)} == {first} and first.startswith("ollama:toy-embed@")
+            embedded = sum(len(r["input"]) for r in fake.requests if "input" in r)
+            fake.digest = "0f" * 32  # `ollama pull` fetched new weights under the same name
+            assert store.search("payment token expired")["semantic"] == "on"
+            assert {m for _, m in _vectors(store_dir)} == {fake.key} != {first}
+            assert len(_vectors(store_dir)) == len(TEAM)
+            again = sum(len(r["input"]) for r in fake.requests if "input" in r) - embedded
+            assert again == len(TEAM) + 1  # every record embedded again, plus the query
 
 
 def index_mod_model() -> str:
