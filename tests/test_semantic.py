@@ -101,7 +101,7 @@ def test_model_present_but_its_runtime_unimportable_answers_lexically_and_hooks_
     (shim / f"{broken}.py").write_text(f"raise ImportError('{broken} is broken in this install')\n")
     project = tmp_path / "proj"
     (project / ".git").mkdir(parents=True)
-    env = dict(os.environ, RETAINED_DIR=str(store_dir), PYTHONPATH=os.pathsep.join([str(shim), os.getcwd()]))
+    env = dict(os.environ, RETAINED_DIR=str(store_dir), PYTHONPATH=str(shim))
     code = (
         "import json, sys\n"
         "from retained.store import Store\n"
@@ -457,3 +457,38 @@ def test_an_ollama_model_that_is_not_pulled_answers_lexically_saying_so(store_di
             assert res["semantic"].startswith("off: ollama at 127.0.0.1:") and "404" in res["semantic"]
             assert "nomic-embed-text" in res["semantic"]
             assert [h["id"] for h in res["hits"]] == [ids["db"]]
+
+
+# -- doctor ------------------------------------------------------------------------------------------
+def _doctor_semantic(store_dir, home, **env):
+    out = subprocess.run([sys.executable, "-m", "retained", "doctor", "--json", "--host", "claude"],
+                         env=dict(os.environ, RETAINED_DIR=str(store_dir), **env), capture_output=True, text=True,
+                         timeout=120)
+    checks = json.loads(out.stdout)["checks"]
+    return next(c for c in checks if c["host"] == "store" and c["check"] == "semantic search")
+
+
+def test_doctor_reports_the_tier_and_records_without_a_vector_loading_no_model(store_dir, isolate_home, tmp_path):
+    with Store(store_dir) as store:
+        _seed(store)
+    check = _doctor_semantic(store_dir, isolate_home)
+    assert check["ok"] is True
+    assert f"semantic on; {len(TEAM)} of {len(TEAM)} records have no vector of {index_mod_model()} yet" in check["detail"]
+    # It loaded no model: onnxruntime writes files under the user's cache dir when it is imported.
+    assert not (isolate_home / ".cache" / "Microsoft").exists()
+    with Store(store_dir) as store:
+        store.search("passwords")  # embeds them
+        store.write("one more record, written after the last search")
+    check = _doctor_semantic(store_dir, isolate_home)
+    assert f"semantic on; 1 of {len(TEAM) + 1} records have no vector" in check["detail"]
+    check = _doctor_semantic(store_dir, isolate_home, RETAINED_EMBED="off")
+    assert check["ok"] is True and "semantic off: RETAINED_EMBED=off" in check["detail"]
+    bad = tmp_path / "model.onnx"
+    bad.write_bytes(b"\0" * 1000)
+    check = _doctor_semantic(store_dir, isolate_home, RETAINED_EMBED_MODEL_PATH=str(bad))
+    assert check["ok"] is False and "sha256" in check["detail"] and check["fix"]
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "numpy.py").write_text("raise ImportError('numpy is broken in this install')\n")
+    check = _doctor_semantic(store_dir, isolate_home, PYTHONPATH=str(shim))
+    assert check["ok"] is False and "numpy cannot be imported" in check["detail"]
