@@ -393,6 +393,29 @@ def test_past_the_exact_size_sign_bits_pick_candidates_and_counts_say_lower_boun
     assert store.semantic()._codes is not None  # the sign-bit stage was used
 
 
+def test_the_vector_cache_grows_past_the_exact_size_and_keeps_cosines_within_int8_error(store, monkeypatch):
+    import numpy as np
+
+    from retained import embed
+
+    ids = _seed(store)
+    monkeypatch.setattr(embed, "EXACT_MAX", len(TEAM) + 2)
+    monkeypatch.setattr(embed, "APPROX_CANDIDATES", 1000)  # rescore them all: compare every cosine
+    sem = store.semantic()
+    q = sem.query_vector("which tool holds our passwords?")
+    assert store.search("which tool holds our passwords?")["hits"][0]["id"] == ids["secrets"]
+    exact_lines, exact, approx = sem.similarities(q)
+    assert approx is False and sem._codes is None and len(exact_lines) == len(TEAM)
+    for i in range(5):  # the cache grows past EXACT_MAX between searches: rows convert to int8 + sign bits
+        store.write(f"filler note {i} about the office plants")
+    res = store.search("which tool holds our passwords?")
+    assert res["hits"][0]["id"] == ids["secrets"] and res["total_exact"] is False
+    lines, sims, approx = sem.similarities(q)
+    assert approx is True and sem._codes is not None
+    assert list(lines) == sorted(lines) and len(lines) == len(TEAM) + 5
+    assert np.abs(sims[: len(TEAM)] - exact).max() < 0.01
+
+
 def test_prompt_hook_with_semantic_off_imports_no_numpy_onnxruntime_or_mcp(store_dir, tmp_path):
     project = tmp_path / "proj"
     (project / ".git").mkdir(parents=True)
