@@ -7,7 +7,7 @@
 #
 # It runs the same code as `retained hook session-start`, reading the host's JSON on stdin. Which
 # Python: $RETAINED_PYTHON, else the interpreter recorded below by `retained install`, else `retained`
-# on PATH, else python3 with the retained package. Extra arguments (e.g. --host cursor) are passed on.
+# on PATH, else python3 with the retained package. Extra arguments (e.g. --host NAME) are passed on.
 RECORDED_PYTHON="@RETAINED_PYTHON@"
 
 for py in "${RETAINED_PYTHON:-}" "$RECORDED_PYTHON"; do

@@ -201,8 +201,8 @@ def plans_from_template(host: Host, ctx: dict[str, Any], *, scope: str, flags: d
         for spec in f["edits"]:
             if spec.get("scope") not in (None, scope):
                 continue
-            if install and not flags.get(spec.get("when", ""), True):
-                continue
+            if install and (spec.get("retired") or not flags.get(spec.get("when", ""), True)):
+                continue  # a retired entry (one an earlier release wrote) is only ever taken out
             spec = fill(dict(spec), ctx)
             if spec["op"] == "member" and flags.get("approve", True) and install and spec.get("approve_fields"):
                 spec["value"] = {**spec["value"], **spec["approve_fields"]}

@@ -67,6 +67,8 @@ def merge_shared(plans: list[tuple[Host, list[FilePlan]]]) -> list[FilePlan]:
     order: list[FilePlan] = []
     for host, file_plans in plans:
         for p in file_plans:
+            for e in p.edits:
+                e.wanted_by = [host]  # type: ignore[attr-defined]
             seen = by_file.get(_key(p.path))
             if seen is None:
                 by_file[_key(p.path)] = p
@@ -74,11 +76,46 @@ def merge_shared(plans: list[tuple[Host, list[FilePlan]]]) -> list[FilePlan]:
                 continue
             if host not in seen.hosts:
                 seen.hosts.append(host)
-            known = [(e.op, e.at, e.spec.get("value"), e.spec.get("values")) for e in seen.edits]
+            known = {_same(e): e for e in seen.edits}
             for e in p.edits:
-                if (e.op, e.at, e.spec.get("value"), e.spec.get("values")) not in known:
+                same = known.get(_same(e))
+                if same is None:
                     seen.edits.append(e)
+                elif host not in same.wanted_by:  # type: ignore[attr-defined]
+                    same.wanted_by.append(host)  # type: ignore[attr-defined]
     return order
+
+
+def _same(e: Any) -> str:
+    """Two hosts' edits that are one edit of the shared file (same op, place and value)."""
+    return repr((e.op, e.at, e.spec.get("value"), e.spec.get("values")))
+
+
+def without_failed(p: FilePlan, failed: dict[str, str]) -> tuple[list[Any], dict[str, str]]:
+    """A shared file's edits less those a host that failed also wants, and for each host that loses
+    some, what it loses. A hook in a file another host reads runs in that host too: written for VS Code
+    in Claude Code's settings.json, it would run in a Claude Code that has no retained server."""
+    out = [h for h in p.hosts if h.name in failed]
+    if not out:
+        return list(p.edits), {}
+    kept = [e for e in p.edits if not set(e.wanted_by) & set(out)]  # type: ignore[attr-defined]
+    lost: dict[str, str] = {}
+    for h in p.hosts:
+        gone = [e for e in p.edits if e not in kept and h in e.wanted_by]  # type: ignore[attr-defined]
+        if h.name not in failed and gone:
+            what = "hooks" if all(e.is_hook for e in gone) else "entries"
+            lost[h.name] = f"its {what} in {p.path}, which {' and '.join(o.title for o in out)} also reads"
+    return kept, lost
+
+
+def _partial_notes(chosen: list[Host], partial: dict[str, str], failed: dict[str, str], err: Callable[[str], None],
+                   *, uninstalling: bool) -> None:
+    for h in chosen:
+        if h.name in partial and h.name not in failed:
+            if uninstalling:
+                err(f"! {h.title}: uninstalled except {partial[h.name]}: that host was left as it was, so they stay")
+            else:
+                err(f"! {h.title}: wired without {partial[h.name]}: that host is not wired, so they were left out")
 
 
 def keep_what_others_read(plans: list[tuple[Host, list[FilePlan]]], ctx_for: Callable[[Host], dict[str, Any]],
@@ -114,17 +151,25 @@ def install(*, host_names: list[str] | None, scope: str, dry_run: bool, flags: d
         keep_what_others_read(per_host, ctx_for, {h.name for h in chosen}, scope)
     files = merge_shared(per_host)
     changes = _preview(files, install=not uninstalling)
-    _show_plan(chosen, files, changes, scope=scope, dry_run=dry_run, uninstalling=uninstalling, out=out)
     failed: dict[str, str] = {}
     for p, result in changes.items():
         if isinstance(result, str):
             for h in p.hosts:
                 failed.setdefault(h.name, result)
+    partial: dict[str, str] = {}
+    for p in files:  # a shared file read by a host that fails gets none of that host's edits (without_failed)
+        if len(p.hosts) > 1 and not isinstance(changes[p], str) and any(h.name in failed for h in p.hosts):
+            p.edits, lost = without_failed(p, failed)
+            partial.update(lost)
+            changes.update(_preview([p], install=not uninstalling))
+    files = [p for p in files if p.edits]
+    _show_plan(chosen, files, changes, scope=scope, dry_run=dry_run, uninstalling=uninstalling, out=out)
     if dry_run:
         for p in files:
             result = changes[p]
             if not isinstance(result, str):
                 _show_dry(p, result, out)
+        _partial_notes(chosen, partial, failed, err, uninstalling=uninstalling)
         return _summary(chosen, failed, out, err, uninstalling=uninstalling, dry_run=True, scope=scope)
     if not any(not isinstance(r, str) and r.action != "unchanged" for r in changes.values()):
         out("nothing to change")
@@ -132,38 +177,61 @@ def install(*, host_names: list[str] | None, scope: str, dry_run: bool, flags: d
     if not yes and not _confirm(out):
         err("nothing was changed")
         return 1
-    done: set[int] = set()
-    report: list[tuple[FilePlan, Outcome]] = []
+    # Each host's own files first, all or nothing per host; a file several hosts share is written last,
+    # with only the edits no failed host also wants (see without_failed).
+    applied: dict[str, list[tuple[FilePlan, Outcome]]] = {}
     for h in chosen:
         if h.name in failed:
             continue
-        mine = [p for p in files if h in p.hosts and id(p) not in done]
-        applied: list[tuple[FilePlan, Outcome]] = []
-        for p in mine:
-            if changes[p].action == "unchanged":  # type: ignore[union-attr]
-                continue
-            try:
-                applied.append((p, _apply(p, install=not uninstalling)))
-            except (RetainedError, OSError) as e:
-                failed[h.name] = _reason(p, e)
-                break
-        if h.name in failed:
-            for p, outcome in reversed(applied):  # all or nothing: put back what this host changed
-                undo(outcome)
+        mine = applied.setdefault(h.name, [])
+        for p in files:
+            if p.hosts == [h] and changes[p].action != "unchanged":  # type: ignore[union-attr]
+                try:
+                    mine.append((p, _apply(p, install=not uninstalling)))
+                except (RetainedError, OSError) as e:
+                    failed[h.name] = _reason(p, e)
+                    _undo_host(h, applied)
+                    break
+    for h in chosen:
+        for i, (p, outcome) in enumerate(applied.get(h.name, [])):
+            if outcome.settled is not None and not outcome.settled():
+                try:  # the host wrote the file back without our change: once more, now waiting it out
+                    applied[h.name][i] = (p, p.apply(install=not uninstalling, dry_run=False))
+                except (RetainedError, OSError) as e:
+                    failed[h.name] = _reason(p, e)
+                    _undo_host(h, applied)
+                    break
+    shared_done: list[tuple[FilePlan, Outcome]] = []
+    for p in files:
+        if len(p.hosts) < 2 or all(h.name in failed for h in p.hosts) or changes[p].action == "unchanged":  # type: ignore[union-attr]
             continue
-        done.update(id(p) for p, _ in applied)
-        report += applied
-    for p, outcome in report:
-        if outcome.settled is not None and not outcome.settled():
-            try:  # the host wrote the file back without our change: once more, now waiting it out
+        kept, lost = without_failed(p, failed)
+        partial.update(lost)
+        if not kept:
+            continue
+        p.edits = kept
+        try:
+            outcome = _apply(p, install=not uninstalling)
+            if outcome.settled is not None and not outcome.settled():
                 outcome = p.apply(install=not uninstalling, dry_run=False)
-            except (RetainedError, OSError) as e:
-                for h in p.hosts:
-                    failed.setdefault(h.name, _reason(p, e))
-                continue
+        except (RetainedError, OSError) as e:
+            for h in p.hosts:
+                if h.name not in failed:
+                    failed[h.name] = _reason(p, e)
+                    _undo_host(h, applied)
+            continue
+        shared_done.append((p, outcome))
+    for p, outcome in [pair for h in chosen for pair in applied.get(h.name, [])] + shared_done:
         extra = f" (backup: {outcome.backup})" if outcome.backup and outcome.action == "updated" else ""
         out(f"✓ {_owners(p)}: {outcome.action} {p.path}{extra}")
+    _partial_notes(chosen, partial, failed, err, uninstalling=uninstalling)
     return _summary(chosen, failed, out, err, uninstalling=uninstalling, dry_run=False, scope=scope)
+
+
+def _undo_host(h: Host, applied: dict[str, list[tuple[FilePlan, Outcome]]]) -> None:
+    """All or nothing: put back every file of this host's that was changed, newest first."""
+    for _p, outcome in reversed(applied.pop(h.name, [])):
+        undo(outcome)
 
 
 def _apply(p: FilePlan, *, install: bool) -> Outcome:

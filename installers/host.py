@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any
 
     from .base import FilePlan
@@ -33,6 +34,12 @@ class Host:
     session_keys: tuple[str, ...] = ("session_id",)  # hook input keys holding the session id
     session_vars: tuple[str, ...] = ()  # environment variables holding it
     project_vars: tuple[str, ...] = ()  # environment variables holding the project directory
+    instructions_max_chars: int | None = None  # where the host cuts a server's `instructions`
+    prompt_reaches_model: bool = True  # whether the prompt-submit hook's output is put before the model
+    # The host's own memory (`retained import --from <name>`, doctor's "native memory", the brief):
+    memory_source: bool = False  # whether `retained import --from <name>` reads one
+    instruction_files: dict[str, str] = {}  # instruction file the host loads itself → the format imports record
+    memory_at_start: tuple[str, ...] = ()  # other memory file names the host injects into every session
 
     def __init__(self) -> None:
         self._template: dict[str, Any] | None = None
@@ -82,6 +89,24 @@ class Host:
     def prompt_of(self, data: dict[str, Any]) -> str | None:
         value = data.get("prompt")
         return value if isinstance(value, str) else None
+
+    # -- the host's own memory (read by retained/native.py's generic readers) --------------------------
+    def memory_items(self, env: Mapping[str, str], known_scopes: list[str],
+                     cwd: str | None = None) -> tuple[list[Any], list[str]]:
+        """(candidate records, notes) from the host's own memory, for `retained import --from <name>`."""
+        return [], []
+
+    def memory_path_items(self, path: Path, scope: str | None, env: Mapping[str, str]) -> list[Any] | None:
+        """Items of `path` when it is one of this host's memory folders (None: not this host's)."""
+        return None
+
+    def user_instruction_file(self, env: Mapping[str, str]) -> Path | None:
+        """The user-level instruction file the host loads in every project (its items are global)."""
+        return None
+
+    def memory_report(self, env: Mapping[str, str], cwd: str | None = None) -> dict[str, Any] | None:
+        """What native memory the host has, whether it is on, and how big it is (native.native_memory)."""
+        return None
 
     # -- what doctor sends --------------------------------------------------------------------------
     def doctor_input(self, project: Path) -> tuple[dict[str, Any], dict[str, str]]:

@@ -435,7 +435,7 @@ def edit(
         done.before, done.after, done.made_backup, done.made_dirs = original, new_bytes, made_backup, made_dirs
         return done
     raise ConfigError(f"{path} kept changing while retained tried to edit it",
-                      hint="close the program that is rewriting it (e.g. Claude Code) and run again")
+                      hint="close the program that is rewriting it (the host that owns the file, if it runs) and run again")
 
 
 def _check_writable(path: Path, target: Path) -> None:

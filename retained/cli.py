@@ -636,11 +636,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--include-history", action="store_true", help="also retracted records and forget records")
     p.add_argument("-o", "--output", metavar="PATH", help="file (jsonl), folder or .md file (markdown); default stdout")
 
-    p = add("import", cmd_import, "bring memory in (dry run unless --apply): a retained export, CLAUDE.md/AGENTS.md/"
-            "GEMINI.md, a memory folder, or a host's own memory")
+    from .native import sources
+
+    p = add("import", cmd_import, "bring memory in (dry run unless --apply): a retained export, a host's instruction "
+            "file, a memory folder, or a host's own memory")
     p.add_argument("path", nargs="?", metavar="PATH", help="an export (.jsonl), an instruction file or a memory folder")
-    p.add_argument("--from", dest="from_source", choices=["claude", "codex", "gemini"], metavar="SOURCE",
-                   help="a host's own memory: claude (auto memory), codex (memories) or gemini (memory files)")
+    p.add_argument("--from", dest="from_source", choices=sources(), metavar="SOURCE",
+                   help=f"a host's own memory: {', '.join(sources())}")
     p.add_argument("--scope", help="file every imported record under this scope")
     p.add_argument("--apply", action="store_true", help="write; without it nothing is written")
 

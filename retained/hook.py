@@ -81,16 +81,13 @@ def detect_host(data: dict[str, Any], env: dict[str, str], explicit: str | None 
 
 def session_id(data: dict[str, Any], env: dict[str, str]) -> str | None:
     """The host's session id: from the input (each host's key), else its environment."""
-    from .installers.hosts import session_keys, session_vars
+    from .installers import hosts
 
-    for key in session_keys():
+    for key in hosts.session_keys():
         value = data.get(key)
         if isinstance(value, str) and value:
             return value
-    for key in session_vars():
-        if env.get(key):
-            return env[key]
-    return None
+    return hosts.session_id(env)
 
 
 def project_of(data: dict[str, Any], env: dict[str, str]) -> str | None:
@@ -98,12 +95,10 @@ def project_of(data: dict[str, Any], env: dict[str, str]) -> str | None:
     from .installers.hosts import project_hint, project_start
     from .project import project_dir
 
-    hint = project_hint(env)
-    hints = dict(env, CLAUDE_PROJECT_DIR=hint) if hint else dict(env)  # the variable project_dir reads
     start = project_start(data)
     if start is not None and not os.path.isdir(start):
         start = None
-    root = project_dir(start, hints) if start else project_dir(None, hints) if hint else None
+    root = project_dir(start, env) if start else project_dir(None, env) if project_hint(env) else None
     return str(root) if root is not None else None
 
 
@@ -285,6 +280,8 @@ def prompt(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Pat
     from .log import LOG_NAME
     from .paths import read_only_requested
 
+    if not host.prompt_reaches_model:
+        return host.prompt_output("")  # what lets the prompt through, and nothing else
     text = host.prompt_of(data)
     if not text or not text.strip() or host.prompt_output("") is None:
         return None

@@ -1,27 +1,14 @@
-"""The hosts' own memories: where each host keeps them, how to read them, and what it loads at start.
+"""The hosts' own memories: the generic readers, and what the brief leaves out because a host loads it.
 
-Claude Code, Codex and Gemini CLI each have a memory of their own beside retained's. This module
-knows their file formats (read from the hosts' own prompts and code, see README "Living beside the
-hosts' own memory"), turns their files into candidate records for `retained import`, reports for
-doctor which native memory a host has switched on, and tells the brief which records a host already
-injects itself. Standard library only: the brief, which runs in the session-start hook, asks it.
-
-Formats:
-- Instruction files (`CLAUDE.md`, `AGENTS.md`, `GEMINI.md`): Markdown; every bullet, and the prose of
-  every section, is one item; the heading it sits under picks its kind.
-- Claude Code auto memory, `~/.claude/projects/<sanitised project path>/memory/`: `MEMORY.md` is an
-  index loaded at every session start (`- [Title](file.md) — hook` lines, plus any direct entries);
-  each other `*.md` is one memory with front matter `name`, `description` and `type` (or
-  `metadata.type`): user, feedback, project or reference.
-- Codex memories, `$CODEX_HOME/memories/` (on with `[features] memories = true`): `memory_summary.md`
-  (first line `v1`, injected at every session start: User Profile, User preferences, General Tips,
-  What's in Memory) and `MEMORY.md` (a searchable handbook of `# Task Group:` blocks with
-  `## User preferences`, `## Reusable knowledge`, `## Failures and how to do differently`).
-  `raw_memories.md` and `rollout_summaries/` are evidence the host consolidates, not memories.
-- Gemini CLI: `~/.gemini/GEMINI.md` (global memory, loaded at start; older releases' `save_memory`
-  appended to its `## Gemini Added Memories` section) and the private project memory
-  `~/.gemini/tmp/<project slug>/memory/` (`MEMORY.md` index loaded at start, sibling notes on demand);
-  `~/.gemini/projects.json` maps project paths to slugs, `.project_root` in the slug dir names its owner.
+Claude Code, Codex and Gemini CLI each keep a memory of their own beside retained's. Where each keeps
+it, its exact formats and what it loads at start are facts about one host, so they live in that
+host's registry module (`installers/hosts/<name>.py`: `memory_items`, `memory_report`, the
+`instruction_files` and `memory_at_start` it declares; see README "Living beside the hosts' own
+memory"). This module holds what those formats share: Markdown instruction files (every bullet, and
+the prose of every section, is one item whose heading picks its kind), memory folders (a `MEMORY.md`
+index plus one topic file each, front matter `name`, `description`, `type`), and the idempotency key of
+an import. `retained import`, doctor and the brief (which runs in the session-start hook) ask it.
+Standard library only.
 """
 
 from __future__ import annotations
@@ -30,16 +17,34 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-#: File names hosts load into every session by themselves.
-LOADED_AT_START = frozenset({"CLAUDE.md", "CLAUDE.local.md", "AGENTS.md", "AGENTS.override.md", "GEMINI.md",
-                             "MEMORY.md", "memory_summary.md"})
-INSTRUCTION_FILES = ("CLAUDE.md", "CLAUDE.local.md", "AGENTS.md", "AGENTS.override.md", "GEMINI.md")
-SOURCES = ("claude", "codex", "gemini")
-CLAUDE_NAME_MAX = 200  # Claude Code cuts sanitised project names here and appends a hash
+
+
+def _registry() -> dict[str, Any]:
+    from .installers.hosts import hosts
+
+    return hosts()
+
+
+def sources() -> list[str]:
+    """The hosts whose own memory `retained import --from` reads (the registry says which)."""
+    return [name for name, host in _registry().items() if host.memory_source]
+
+
+_LOADED: list[frozenset[str]] = []
+
+
+def loaded_at_start() -> frozenset[str]:
+    """File names some host loads into every session by itself (instruction files and memory indexes)."""
+    if not _LOADED:
+        names: set[str] = set()
+        for host in _registry().values():
+            names.update(host.instruction_files, host.memory_at_start)
+        _LOADED.append(frozenset(names))
+    return _LOADED[0]
 
 
 class Item:
@@ -65,30 +70,12 @@ class Item:
         return out
 
 
-# -- where the hosts keep things -----------------------------------------------------------------
-def _home(env: Mapping[str, str]) -> Path:
+# -- small readers the host modules share ----------------------------------------------------------
+def home_of(env: Mapping[str, str]) -> Path:
     return Path(env.get("HOME") or os.path.expanduser("~"))
 
 
-def claude_dir(env: Mapping[str, str]) -> Path:
-    return Path(env["CLAUDE_CONFIG_DIR"]) if env.get("CLAUDE_CONFIG_DIR") else _home(env) / ".claude"
-
-
-def codex_home(env: Mapping[str, str]) -> Path:
-    return Path(env["CODEX_HOME"]) if env.get("CODEX_HOME") else _home(env) / ".codex"
-
-
-def gemini_dir(env: Mapping[str, str]) -> Path:
-    return Path(env.get("GEMINI_CLI_HOME") or _home(env)) / ".gemini"
-
-
-def claude_project_dirname(project: str | os.PathLike[str]) -> str:
-    """Claude Code's name for a project's folder under ~/.claude/projects: every character that is not
-    an ASCII letter or digit becomes '-' (long names are cut and get a hash, which we cannot match)."""
-    return re.sub(r"[^a-zA-Z0-9]", "-", str(project))[:CLAUDE_NAME_MAX]
-
-
-def _project_of(path: Path) -> str:
+def project_of(path: Path) -> str:
     """The scope a file belongs to: its project (git root), else its own directory."""
     from .project import project_scope
 
@@ -98,7 +85,7 @@ def _project_of(path: Path) -> str:
         return str(path)
 
 
-def _current_project(cwd: str | os.PathLike[str] | None = None) -> str | None:
+def current_project(cwd: str | os.PathLike[str] | None = None) -> str | None:
     from .project import project_scope
 
     try:
@@ -107,7 +94,7 @@ def _current_project(cwd: str | os.PathLike[str] | None = None) -> str | None:
         return None
 
 
-def _read(path: Path, limit: int = 8 * 1024 * 1024) -> str | None:
+def read_text(path: Path, limit: int = 8 * 1024 * 1024) -> str | None:
     try:
         if not path.is_file() or path.stat().st_size > limit:
             return None
@@ -116,8 +103,8 @@ def _read(path: Path, limit: int = 8 * 1024 * 1024) -> str | None:
         return None
 
 
-def _json(path: Path) -> Any:
-    text = _read(path)
+def read_json(path: Path) -> Any:
+    text = read_text(path)
     if text is None:
         return None
     try:
@@ -126,8 +113,8 @@ def _json(path: Path) -> Any:
         return None
 
 
-def _toml(path: Path) -> dict[str, Any]:
-    text = _read(path)
+def read_toml(path: Path) -> dict[str, Any]:
+    text = read_text(path)
     if text is None:
         return {}
     try:
@@ -145,7 +132,7 @@ def _toml(path: Path) -> dict[str, Any]:
         return {}
 
 
-def _truthy(value: str | None) -> bool | None:
+def truthy(value: str | None) -> bool | None:
     if value is None or not value.strip():
         return None
     v = value.strip().lower()
@@ -321,17 +308,17 @@ def markdown_items(text: str, origin: Path, *, fmt: str, host_loaded: bool, scop
 
 def instruction_items(path: Path, scope: str | None = None) -> list[Item]:
     """A CLAUDE.md / AGENTS.md / GEMINI.md (or any Markdown file of instructions)."""
-    text = _read(path)
+    text = read_text(path)
     if text is None:
         return []
     meta, body, skip = strip_front_matter(text)
-    fmt = {"CLAUDE.md": "claude-md", "CLAUDE.local.md": "claude-md", "AGENTS.md": "agents-md",
-           "AGENTS.override.md": "agents-md", "GEMINI.md": "gemini-md"}.get(path.name, "markdown")
-    return markdown_items(body, path, fmt=fmt, host_loaded=path.name in LOADED_AT_START, scope=scope,
+    fmt = next((h.instruction_files[path.name] for h in _registry().values() if path.name in h.instruction_files),
+               "markdown")
+    return markdown_items(body, path, fmt=fmt, host_loaded=path.name in loaded_at_start(), scope=scope,
                           first_line=skip)
 
 
-_CLAUDE_TYPES = {"user": "preference", "feedback": "convention", "project": "fact", "reference": "fact"}
+_TYPE_KINDS = {"user": "preference", "feedback": "convention", "project": "fact", "reference": "fact"}
 
 
 def memory_dir_items(directory: Path, *, fmt: str, scope: str | None) -> list[Item]:
@@ -339,13 +326,13 @@ def memory_dir_items(directory: Path, *, fmt: str, scope: str | None) -> list[It
     one item per topic file (front matter `name`, `description`, `type`)."""
     items: list[Item] = []
     index = directory / "MEMORY.md"
-    text = _read(index)
+    text = read_text(index)
     if text is not None:
         items += markdown_items(text, index, fmt=fmt, host_loaded=True, scope=scope, skip_pointers=True)
     for path in sorted(directory.glob("*.md")):
         if path.name == "MEMORY.md":
             continue
-        text = _read(path)
+        text = read_text(path)
         if text is None:
             continue
         meta, body, _skip = strip_front_matter(text)
@@ -355,149 +342,37 @@ def memory_dir_items(directory: Path, *, fmt: str, scope: str | None) -> list[It
             body = f"{description}\n\n{body}" if body else description
         if not body:
             continue
-        kind = _CLAUDE_TYPES.get(str(meta.get("type") or meta.get("metadata.type") or "").strip().lower())
+        kind = _TYPE_KINDS.get(str(meta.get("type") or meta.get("metadata.type") or "").strip().lower())
         items.append(Item(body, kind or kind_for("", body), origin=path, fmt=fmt, scope=scope,
                           name=str(meta.get("name") or path.stem), host_loaded=False))
     return items
 
 
-_CODEX_SUMMARY_KINDS = {"user profile": "fact", "user preferences": "preference", "general tips": "fact"}
-_CODEX_HANDBOOK_KINDS = {"user preferences": "preference", "reusable knowledge": "fact",
-                         "failures and how to do differently": "fact"}
-
-
-def codex_items(directory: Path, scope: str | None = None) -> list[Item]:
-    """Codex's memories folder: memory_summary.md (loaded at start) and the MEMORY.md handbook."""
-    items: list[Item] = []
-    summary = directory / "memory_summary.md"
-    text = _read(summary)
-    if text is not None:
-        lines = text.split("\n")
-        first = 1 if lines and lines[0].strip() == "v1" else 0
-        items += markdown_items("\n".join(lines[first:]), summary, fmt="codex-memories", host_loaded=True,
-                                scope=scope or "global", skip_sections=("What's in Memory", "Older Memory Topics"),
-                                section_kinds=_CODEX_SUMMARY_KINDS, first_line=first)
-    handbook = directory / "MEMORY.md"
-    text = _read(handbook)
-    if text is not None:
-        for block_scope, block, offset in _task_groups(text):
-            found = markdown_items(block, handbook, fmt="codex-memories", host_loaded=False,
-                                   scope=scope or block_scope, section_kinds=_CODEX_HANDBOOK_KINDS,
-                                   first_line=offset)
-            items += [i for i in found if any(k in i.section.lower() for k in _CODEX_HANDBOOK_KINDS)]
-    return items
-
-
-def _task_groups(text: str) -> Iterator[tuple[str, str, int]]:
-    """(scope, block text, first line offset) for each `# Task Group:` block of Codex's handbook."""
-    lines = text.split("\n")
-    starts = [i for i, line in enumerate(lines) if line.startswith("# Task Group:")] or [0]
-    for k, start in enumerate(starts):
-        end = starts[k + 1] if k + 1 < len(starts) else len(lines)
-        block = lines[start:end]
-        scope = "global"
-        for line in block[:6]:
-            m = re.match(r"^applies_to:\s*cwd=([^;]+)", line.strip())
-            if m and os.path.isabs(m.group(1).strip()):
-                cwd = Path(m.group(1).strip())
-                scope = _project_of(cwd) if cwd.exists() else str(cwd)
-        yield scope, "\n".join(block), start
-
-
-# -- the sources `retained import --from` knows ---------------------------------------------------
-def claude_scopes(env: Mapping[str, str], extra: list[str]) -> dict[str, str]:
-    """Claude Code's project folder name → the project path, from every path we know of."""
-    known: list[str] = list(extra)
-    data = _json(_home(env) / ".claude.json")
-    if isinstance(data, dict) and isinstance(data.get("projects"), dict):
-        known += [p for p in data["projects"] if isinstance(p, str)]
-    return {claude_project_dirname(p): p for p in known}
-
-
-def claude_items(env: Mapping[str, str], known_scopes: list[str], cwd: str | None = None) -> tuple[list[Item], list[str]]:
-    """Every project's auto memory under ~/.claude/projects, each filed under its project."""
-    notes: list[str] = []
-    root = claude_dir(env) / "projects"
-    project = _current_project(cwd)
-    here = [project] if project else []
-    here.append(str(Path(cwd or os.getcwd()).resolve()))
-    names = claude_scopes(env, here + known_scopes)
-    items: list[Item] = []
-    try:
-        folders = sorted(p for p in root.iterdir() if (p / "memory").is_dir())
-    except OSError:
-        folders = []
-    for folder in folders:
-        scope = names.get(folder.name)
-        if scope is None:
-            guess = "/" + folder.name.lstrip("-").replace("-", "/")
-            scope = guess if os.path.isdir(guess) else folder.name
-            if scope == folder.name:
-                notes.append(f"{folder.name}: no known project has this name; filed under scope {scope!r} "
-                             "(pass --scope to choose one)")
-        items += memory_dir_items(folder / "memory", fmt="claude-auto-memory", scope=scope)
-    custom = _claude_setting(env, "autoMemoryDirectory", cwd)
-    if isinstance(custom, str) and custom.strip():
-        d = Path(os.path.expanduser(custom.strip()))
-        if d.is_dir() and not any(str(i.origin).startswith(str(d)) for i in items):
-            items += memory_dir_items(d, fmt="claude-auto-memory", scope=project or "global")
-    if not folders and not items:
-        notes.append(f"no Claude Code auto memory under {root}")
-    return items, notes
-
-
-def gemini_items(env: Mapping[str, str]) -> tuple[list[Item], list[str]]:
-    """Gemini CLI's global GEMINI.md and every project's private memory folder."""
-    notes: list[str] = []
-    base = gemini_dir(env)
-    items = instruction_items(base / "GEMINI.md", scope="global")
-    for item in items:
-        item.fmt = "gemini-memory"
-    registry = _json(base / "projects.json")
-    slugs = {}
-    if isinstance(registry, dict) and isinstance(registry.get("projects"), dict):
-        slugs = {v: k for k, v in registry["projects"].items() if isinstance(v, str) and isinstance(k, str)}
-    try:
-        folders = sorted(p for p in (base / "tmp").iterdir() if (p / "memory").is_dir())
-    except OSError:
-        folders = []
-    for folder in folders:
-        owner = _read(folder / ".project_root")
-        scope = (owner or "").strip() or slugs.get(folder.name)
-        if not scope:
-            scope = folder.name
-            notes.append(f"{folder.name}: the project it belongs to is not recorded; filed under scope {scope!r}")
-        items += memory_dir_items(folder / "memory", fmt="gemini-memory", scope=scope)
-    if not items:
-        notes.append(f"no Gemini CLI memory in {base}")
-    return items, notes
+# -- `retained import --from` and a path ------------------------------------------------------------
 
 
 def source_items(source: str, env: Mapping[str, str], known_scopes: list[str],
                  cwd: str | None = None) -> tuple[list[Item], list[str]]:
-    if source == "claude":
-        return claude_items(env, known_scopes, cwd)
-    if source == "codex":
-        d = codex_home(env) / "memories"
-        items = codex_items(d)
-        return items, [] if items else [f"no Codex memories in {d}"]
-    if source == "gemini":
-        return gemini_items(env)
-    raise ValueError(source)
+    """Candidate records from one host's own memory (`retained import --from <source>`)."""
+    host = _registry().get(source)
+    if host is None or not host.memory_source:
+        raise ValueError(source)
+    return host.memory_items(env, known_scopes, cwd)
 
 
 def path_items(path: Path, scope: str | None, env: Mapping[str, str]) -> list[Item]:
-    """A file or folder given by path: instruction file, memory folder, or Codex's memories folder."""
+    """A file or folder given by path: an instruction file, or a memory folder (a host's, if it is one)."""
+    hosts = [h for h in _registry().values() if h.memory_source]
     if path.is_dir():
-        if (path / "memory_summary.md").exists() or path.name == "memories" and (path / "MEMORY.md").exists() \
-                and codex_home(env) in path.resolve().parents:
-            return codex_items(path, scope)
+        for host in hosts:
+            found = host.memory_path_items(path, scope, env)
+            if found is not None:
+                return found
         inner = path / "memory" if (path / "memory").is_dir() else path
-        fmt = "gemini-memory" if gemini_dir(env) in inner.resolve().parents else "claude-auto-memory"
-        return memory_dir_items(inner, fmt=fmt, scope=scope or _project_of(path))
+        return memory_dir_items(inner, fmt="memory-folder", scope=scope or project_of(path))
     if scope is None:
-        user_level = {claude_dir(env) / "CLAUDE.md", codex_home(env) / "AGENTS.md", gemini_dir(env) / "GEMINI.md"}
-        scope = "global" if path.resolve() in {p.resolve() for p in user_level} else _project_of(path.parent)
+        user_level = {f.resolve() for f in (h.user_instruction_file(env) for h in hosts) if f is not None}
+        scope = "global" if path.resolve() in user_level else project_of(path.parent)
     return instruction_items(path, scope)
 
 
@@ -508,7 +383,7 @@ def import_key(scope: str, text: str) -> str:
 
 
 # -- what doctor reports ------------------------------------------------------------------------
-def _md_stats(paths: list[Path]) -> tuple[int, int]:
+def md_stats(paths: list[Path]) -> tuple[int, int]:
     files = size = 0
     for p in paths:
         try:
@@ -519,21 +394,7 @@ def _md_stats(paths: list[Path]) -> tuple[int, int]:
     return files, size
 
 
-def _claude_setting(env: Mapping[str, str], key: str, cwd: str | None = None) -> Any:
-    """A Claude Code setting from the user's, the project's and the local settings file (last wins)."""
-    value = None
-    project = _current_project(cwd)
-    files = [claude_dir(env) / "settings.json"]
-    if project:
-        files += [Path(project) / ".claude" / "settings.json", Path(project) / ".claude" / "settings.local.json"]
-    for f in files:
-        data = _json(f)
-        if isinstance(data, dict) and key in data:
-            value = data[key]
-    return value
-
-
-def _size(n: int) -> str:
+def human_size(n: int) -> str:
     return f"{n} B" if n < 1024 else f"{n / 1024:.1f} KiB" if n < 1024 * 1024 else f"{n / 1048576:.1f} MiB"
 
 
@@ -544,86 +405,8 @@ def native_memory(host_name: str, env: Mapping[str, str] | None = None, cwd: str
     the host injects at every session start), summary (one line), fix (how to move it into retained).
     """
     env = os.environ if env is None else env
-    if host_name == "claude":
-        return _claude_report(env, cwd)
-    if host_name == "codex":
-        return _codex_report(env)
-    if host_name == "gemini":
-        return _gemini_report(env, cwd)
-    return None
-
-
-def _claude_report(env: Mapping[str, str], cwd: str | None) -> dict[str, Any]:
-    flag = _truthy(env.get("CLAUDE_CODE_DISABLE_AUTO_MEMORY"))
-    setting = _claude_setting(env, "autoMemoryEnabled", cwd)
-    if flag is True:
-        enabled, why = False, "CLAUDE_CODE_DISABLE_AUTO_MEMORY is set"
-    elif flag is False:
-        enabled, why = True, "CLAUDE_CODE_DISABLE_AUTO_MEMORY=0 forces it on"
-    elif setting is False:
-        enabled, why = False, "autoMemoryEnabled is false in Claude Code's settings"
-    else:
-        enabled, why = True, "on by default" if setting is None else "autoMemoryEnabled is true"
-    project = _current_project(cwd) or str(Path(cwd or os.getcwd()).resolve())
-    custom = _claude_setting(env, "autoMemoryDirectory", cwd)
-    if isinstance(custom, str) and custom.strip():
-        folder = Path(os.path.expanduser(custom.strip()))
-    else:
-        folder = claude_dir(env) / "projects" / claude_project_dirname(project) / "memory"
-    every = sorted((claude_dir(env) / "projects").glob("*/memory/*.md"))
-    files, size = _md_stats(every)
-    here_files, here_size = _md_stats(sorted(folder.glob("*.md")))
-    loaded = [str(p) for p in (folder / "MEMORY.md", Path(project) / "CLAUDE.md", claude_dir(env) / "CLAUDE.md")
-              if p.is_file()]
-    summary = (f"auto memory {'on' if enabled else 'off'} ({why}): {files} file(s), {_size(size)} across projects; "
-               f"this project {here_files} file(s), {_size(here_size)} in {folder}")
-    return {"host": "claude", "feature": "auto memory", "enabled": enabled, "why": why, "location": str(folder),
-            "files": files, "bytes": size, "project_files": here_files, "project_bytes": here_size,
-            "loaded_at_start": loaded, "summary": summary,
-            "fix": "retained import --from claude (dry run), then --apply; turn it off with "
-                   "\"autoMemoryEnabled\": false in ~/.claude/settings.json if retained should be the one memory"}
-
-
-def _codex_report(env: Mapping[str, str]) -> dict[str, Any]:
-    config = _toml(codex_home(env) / "config.toml")
-    features = config.get("features") if isinstance(config.get("features"), dict) else {}
-    mem = config.get("memories") if isinstance(config.get("memories"), dict) else {}
-    if features.get("memories") is True:
-        enabled, why = True, "[features] memories = true"
-        if mem.get("use_memories") is False:
-            enabled, why = False, "[memories] use_memories = false (kept, not injected)"
-    else:
-        enabled, why = False, "off by default ([features] memories is not true)"
-    folder = codex_home(env) / "memories"
-    files, size = _md_stats(sorted(p for p in folder.rglob("*.md")) if folder.is_dir() else [])
-    loaded = [str(folder / "memory_summary.md")] if enabled and (folder / "memory_summary.md").is_file() else []
-    summary = f"memories {'on' if enabled else 'off'} ({why}): {files} file(s), {_size(size)} in {folder}"
-    return {"host": "codex", "feature": "memories", "enabled": enabled, "why": why, "location": str(folder),
-            "files": files, "bytes": size, "loaded_at_start": loaded, "summary": summary,
-            "fix": "retained import --from codex (dry run), then --apply"}
-
-
-def _gemini_report(env: Mapping[str, str], cwd: str | None) -> dict[str, Any]:
-    base = gemini_dir(env)
-    global_md = base / "GEMINI.md"
-    folders = sorted((base / "tmp").glob("*/memory")) if (base / "tmp").is_dir() else []
-    paths = ([global_md] if global_md.is_file() else []) + [p for f in folders for p in sorted(f.glob("*.md"))]
-    files, size = _md_stats(paths)
-    loaded = [str(global_md)] if global_md.is_file() else []
-    project = _current_project(cwd)
-    registry = _json(base / "projects.json")
-    if project and isinstance(registry, dict) and isinstance(registry.get("projects"), dict):
-        slug = registry["projects"].get(project)
-        if isinstance(slug, str) and (base / "tmp" / slug / "memory" / "MEMORY.md").is_file():
-            loaded.append(str(base / "tmp" / slug / "memory" / "MEMORY.md"))
-    settings = _json(base / "settings.json")
-    auto = isinstance(settings, dict) and isinstance(settings.get("experimental"), dict) \
-        and settings["experimental"].get("autoMemory") is True
-    why = "GEMINI.md and the private project memory are always loaded" + ("; experimental.autoMemory is on" if auto else "")
-    summary = f"memory files on ({why}): {files} file(s), {_size(size)} in {base}"
-    return {"host": "gemini", "feature": "memory files", "enabled": True, "why": why, "location": str(base),
-            "files": files, "bytes": size, "loaded_at_start": loaded, "summary": summary, "auto_memory": auto,
-            "fix": "retained import --from gemini (dry run), then --apply"}
+    host = _registry().get(host_name)
+    return host.memory_report(env, cwd) if host is not None else None
 
 
 # -- what the brief leaves out --------------------------------------------------------------------
@@ -642,10 +425,10 @@ class HostLoaded:
         if not isinstance(imported, dict) or not imported.get("host_loaded"):
             return False
         origin = imported.get("from")
-        if not isinstance(origin, str) or Path(origin).name not in LOADED_AT_START:
+        if not isinstance(origin, str) or Path(origin).name not in loaded_at_start():
             return False
         if origin not in self._files:
-            text = _read(Path(origin))
+            text = read_text(Path(origin))
             self._files[origin] = None if text is None else _normal(text)
         body = self._files[origin]
         text = record.get("text")
@@ -657,7 +440,7 @@ def leave_out_host_loaded(store: Any, rows: list[dict[str, Any]]) -> tuple[list[
     from . import records
 
     places = store.index.sources([r["id"] for r in rows])
-    candidates = {rid: p for rid, p in places.items() if Path(p["source"]).name in LOADED_AT_START}
+    candidates = {rid: p for rid, p in places.items() if Path(p["source"]).name in loaded_at_start()}
     if not candidates:
         return rows, 0
     check = HostLoaded()

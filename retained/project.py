@@ -23,11 +23,14 @@ def find_root(start: str | os.PathLike[str]) -> Path | None:
 def project_dir(cwd: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None) -> Path | None:
     """The project a call belongs to, the same rule for the CLI, the server and the hooks.
 
-    The git root of CLAUDE_PROJECT_DIR (when a host sets it) or of `cwd` (default: the process cwd);
-    without a git root, CLAUDE_PROJECT_DIR itself; else no project.
+    The git root of the project directory a host put in the environment (the registry knows each
+    host's variable) or of `cwd` (default: the process cwd); without a git root, that directory
+    itself; else no project.
     """
+    from .installers.hosts import project_hint
+
     env = os.environ if env is None else env
-    hinted = env.get("CLAUDE_PROJECT_DIR", "").strip()
+    hinted = (project_hint(env) or "").strip()
     starts: list[str] = []
     if hinted and os.path.isdir(hinted):
         starts.append(hinted)

@@ -17,12 +17,13 @@ from typing import Annotated, Any, Literal
 from . import __version__, stdio_guard
 from .brief import make_brief
 from .errors import RetainedError
+from .installers import hosts as registry  # host facts: the instructions cut, the session variables
 from .project import default_write_scope, project_scope, read_scopes
 from .store import MAX_K, MAX_LIST, Store
 
 log = logging.getLogger("retained.server")
 
-INSTRUCTIONS_MAX_CHARS = 2000  # Claude Code cuts server instructions at 2,048 characters
+INSTRUCTIONS_MAX_CHARS = registry.instructions_max_chars()  # the tightest cut of server instructions a host makes
 TOOL_NAMES = ("memory_write", "memory_search", "memory_get", "memory_list", "memory_verify", "memory_checkpoint",
               "memory_forget")
 
@@ -134,7 +135,7 @@ GUIDANCE = (
 
 
 def compute_instructions(store: Store, project: str | None) -> str:
-    """Guidance plus a brief of the project's memory, within Claude Code's 2,048-character cut."""
+    """Guidance plus a brief of the project's memory, within the tightest host's cut."""
     room = INSTRUCTIONS_MAX_CHARS - len(GUIDANCE) - 2
     budget = 400
     while budget >= 40:
@@ -606,7 +607,7 @@ def serve(directory: Any) -> int:
         log.error("store unusable: %s", e)
         store = _UnusableStore(e)
     project = project_scope()
-    session_id = os.environ.get("CLAUDE_CODE_SESSION_ID") or None
+    session_id = registry.session_id(os.environ)
 
     # Compute the brief while the SDK imports (~0.5 s): start-up stays within one import's time.
     box: dict[str, str] = {}

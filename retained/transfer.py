@@ -325,14 +325,14 @@ def plan(store: Any, *, path: str | None, source: str | None, scope: str | None,
     env = os.environ if env is None else env
     if (path is None) == (source is None):
         raise UsageError("name one thing to import: a PATH or --from SOURCE",
-                         hint="e.g. `retained import export.jsonl` or `retained import --from claude`")
+                         hint=f"e.g. `retained import export.jsonl` or `retained import --from {native.sources()[0]}`")
     if scope is not None:
         scope = records.check_scope(scope)
     store._fresh()
     notes: list[str] = []
     if source is not None:
-        if source not in native.SOURCES:
-            raise UsageError(f"unknown source {source!r}", hint=f"use one of: {', '.join(native.SOURCES)}, or give a PATH")
+        if source not in native.sources():
+            raise UsageError(f"unknown source {source!r}", hint=f"use one of: {', '.join(native.sources())}, or give a PATH")
         known = store.index.scope_names() if hasattr(store.index, "scope_names") else []
         items, notes = native.source_items(source, env, known)
         actions = plan_items(store, items, scope)

@@ -269,7 +269,7 @@ class Api:
                 h = hosts.setdefault(c.get("host", "?"), {"host": c.get("host", "?"), "ok": True, "checks": []})
                 h["checks"].append(c)
                 h["ok"] = h["ok"] and bool(c.get("ok"))
-            for name in native.SOURCES:
+            for name in native.sources():
                 report = native.native_memory(name)
                 if report is not None:
                     hosts.setdefault(name, {"host": name, "ok": True, "checks": [], "wired": False})["native"] = report

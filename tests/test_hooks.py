@@ -414,7 +414,7 @@ def test_read_only_pre_compact_notes_nothing(store_dir, project, transcript):
 
 # -- prompt submit: recall ------------------------------------------------------------------------------
 PROMPT_EVENTS = {"claude": "UserPromptSubmit", "codex": "UserPromptSubmit", "gemini": "BeforeAgent",
-                 "vscode": "UserPromptSubmit", "cursor": "beforeSubmitPrompt"}
+                 "vscode": "UserPromptSubmit"}
 
 
 def _prompt_payload(host, start, prompt):
@@ -424,9 +424,6 @@ def _prompt_payload(host, start, prompt):
 
 def _recalled(host, out):
     data = json.loads(out)
-    if host == "cursor":
-        assert data["continue"] is True
-        return data["additional_context"]
     assert data["hookSpecificOutput"]["hookEventName"] == PROMPT_EVENTS[host]
     return data["hookSpecificOutput"]["additionalContext"]
 
@@ -443,6 +440,42 @@ def test_a_relevant_prompt_recalls_the_record_in_the_hosts_shape(store_dir, proj
     assert "alembic upgrade head" in text and "flyway" not in text and "<<<retained-memory" in text
     # the same record is never injected twice in a session
     assert hook("prompt", _prompt_payload(host, start, "run the database migrations again"), env).stdout == ""
+
+
+@pytest.mark.parametrize("flag", [[], ["--host", "cursor"]])
+def test_cursor_prompt_submit_only_lets_the_prompt_through(store_dir, project, transcript, flag):
+    """Cursor's beforeSubmitPrompt takes `continue` and `user_message` only (nothing reaches the model):
+    with a relevant record, after a compaction, from Claude Code's hook file or its own, retained prints
+    exactly `{"continue": true}`."""
+    start, env = fixtures(project, transcript)["cursor"]
+    hook("session-start", start, env)
+    with Store(store_dir) as s:
+        s.write("database migrations run with alembic upgrade head before deploying", scope=str(project))
+    hook("pre-compact", dict(start, hook_event_name="preCompact"), env)
+    ask = dict(start, hook_event_name="beforeSubmitPrompt", prompt="how do we run the database migrations?")
+    out = hook("prompt", ask, env, *flag).stdout
+    assert out == '{"continue": true}\n'
+
+
+def test_cursor_is_not_given_prompt_or_compaction_hooks_and_is_told_so(isolate_home):
+    home = isolate_home
+    (home / ".cursor").mkdir()
+    proc = run_cli("install", "--yes", "--host", "cursor")
+    assert proc.returncode == 0, proc.stderr
+    events = json.loads((home / ".cursor" / "hooks.json").read_text())["hooks"]
+    assert sorted(events) == ["sessionStart", "stop"]
+    assert "no per-prompt recall" in proc.stdout and "no brief again after a compaction" in proc.stdout
+    doctor = run_cli("doctor", "--host", "cursor")
+    assert "what Cursor gets" in doctor.stdout and "no per-prompt recall" in doctor.stdout
+    # an earlier release's prompt and compaction entries are still taken out by uninstall
+    hooks_file = home / ".cursor" / "hooks.json"
+    doc = json.loads(hooks_file.read_text())
+    start = doc["hooks"]["sessionStart"][0]["command"].replace("session-start", "{}")
+    doc["hooks"]["beforeSubmitPrompt"] = [{"command": start.format("prompt")}]
+    doc["hooks"]["preCompact"] = [{"command": start.format("pre-compact")}]
+    hooks_file.write_text(json.dumps(doc, indent=2) + "\n")
+    assert run_cli("uninstall", "--yes", "--host", "cursor").returncode == 0
+    assert not hooks_file.exists() or "retained" not in hooks_file.read_text()
 
 
 def test_an_unrelated_prompt_and_a_record_already_in_the_brief_inject_nothing(store_dir, project, transcript):

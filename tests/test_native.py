@@ -7,7 +7,8 @@ import os
 import shutil
 from pathlib import Path
 
-from retained.native import claude_project_dirname, native_memory
+from retained.installers.hosts.claude import project_dirname as claude_project_dirname
+from retained.native import native_memory
 
 FIXTURES = Path(__file__).parent / "fixtures" / "native"
 

@@ -152,6 +152,8 @@ def test_every_command_against_someone_elses_store_reads_or_says_why(foreign_sto
         assert "Traceback" not in err and "internal error" not in err, where
         errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
         assert len(errors) <= 1, where
+        if "✗" in proc.stdout or name == "doctor":  # a failed check is a failure (README: exit codes)
+            assert "✗" in proc.stdout and proc.returncode == 1, where  # doctor: this user cannot write the store
         if kind == "private" and name in READS | WRITES:
             assert proc.returncode == 1 and "permission denied" in err and len(err.splitlines()) == 1, where
         elif kind == "shared" and name in READS:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from retained.native import claude_project_dirname
+from retained.installers.hosts.claude import project_dirname as claude_project_dirname
 from retained.store import Store
 from tests.conftest import cli_json, log_lines, run_cli
 

@@ -11,6 +11,8 @@ import pkgutil
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from ..host import Host
 
 _CACHE: dict[str, Host] = {}
@@ -71,6 +73,16 @@ def session_keys() -> list[str]:
 def session_vars() -> list[str]:
     """Environment variables in which hosts pass the session id to hooks and servers."""
     return _union("session_vars")
+
+
+def session_id(env: Mapping[str, str]) -> str | None:
+    """The session id a host put in the environment (of a hook or a server it started), if any."""
+    return next((env[v] for v in session_vars() if env.get(v)), None)
+
+
+def instructions_max_chars() -> int:
+    """The most a server's `instructions` may hold so that every host keeps them whole."""
+    return min(h.instructions_max_chars for h in hosts().values() if h.instructions_max_chars)
 
 
 def project_hint(env: dict[str, str]) -> str | None:

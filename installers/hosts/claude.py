@@ -7,12 +7,13 @@ hooks pass no --host and the input tells the hosts apart. `CLAUDE_CONFIG_DIR` mo
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..host import Host
 
 if TYPE_CHECKING:
-    from pathlib import Path
+    from collections.abc import Mapping
     from typing import Any
 
 
@@ -24,6 +25,10 @@ class ClaudeCode(Host):
     max_chars = 9_000  # over 10,000 characters Claude Code saves the output to a file and shows 2 KB
     session_vars = ("CLAUDE_CODE_SESSION_ID",)
     project_vars = ("CLAUDE_PROJECT_DIR",)
+    instructions_max_chars = 2_000  # Claude Code cuts server instructions at 2,048 characters (tested)
+    memory_source = True  # auto memory
+    instruction_files = {"CLAUDE.md": "claude-md", "CLAUDE.local.md": "claude-md"}
+    memory_at_start = ("MEMORY.md",)  # the auto memory index
 
     def context_vars(self, home: str, env: dict[str, str]) -> dict[str, str]:
         claude_dir = env.get("CLAUDE_CONFIG_DIR") or os.path.join(home, ".claude")
@@ -57,6 +62,131 @@ class ClaudeCode(Host):
     def doctor_input(self, project: Path) -> tuple[dict[str, Any], dict[str, str]]:
         payload, _ = super().doctor_input(project)
         return payload, {"CLAUDECODE": "1", "CLAUDE_PROJECT_DIR": str(project)}
+
+    # -- its own memory: auto memory, ~/.claude/projects/<sanitised project path>/memory/ -------------
+    # MEMORY.md there is an index loaded at every session start (`- [Title](file.md) — hook` lines, plus
+    # any direct entries); each other *.md is one memory with front matter name, description and type
+    # (or metadata.type): user, feedback, project or reference.
+    def memory_items(self, env: Mapping[str, str], known_scopes: list[str],
+                     cwd: str | None = None) -> tuple[list[Any], list[str]]:
+        """Every project's auto memory under ~/.claude/projects, each filed under its project."""
+        from ... import native
+
+        notes: list[str] = []
+        root = claude_dir(env) / "projects"
+        project = native.current_project(cwd)
+        here = [project] if project else []
+        here.append(str(Path(cwd or os.getcwd()).resolve()))
+        names = _project_names(env, here + known_scopes)
+        items: list[Any] = []
+        try:
+            folders = sorted(p for p in root.iterdir() if (p / "memory").is_dir())
+        except OSError:
+            folders = []
+        for folder in folders:
+            scope = names.get(folder.name)
+            if scope is None:
+                guess = "/" + folder.name.lstrip("-").replace("-", "/")
+                scope = guess if os.path.isdir(guess) else folder.name
+                if scope == folder.name:
+                    notes.append(f"{folder.name}: no known project has this name; filed under scope {scope!r} "
+                                 "(pass --scope to choose one)")
+            items += native.memory_dir_items(folder / "memory", fmt="claude-auto-memory", scope=scope)
+        custom = _setting(env, "autoMemoryDirectory", cwd)
+        if isinstance(custom, str) and custom.strip():
+            d = Path(os.path.expanduser(custom.strip()))
+            if d.is_dir() and not any(str(i.origin).startswith(str(d)) for i in items):
+                items += native.memory_dir_items(d, fmt="claude-auto-memory", scope=project or "global")
+        if not folders and not items:
+            notes.append(f"no {self.title} auto memory under {root}")
+        return items, notes
+
+    def memory_path_items(self, path: Path, scope: str | None, env: Mapping[str, str]) -> list[Any] | None:
+        from ... import native
+
+        inner = path / "memory" if (path / "memory").is_dir() else path
+        if claude_dir(env).resolve() not in inner.resolve().parents:
+            return None
+        return native.memory_dir_items(inner, fmt="claude-auto-memory", scope=scope or native.project_of(path))
+
+    def user_instruction_file(self, env: Mapping[str, str]) -> Path | None:
+        return claude_dir(env) / "CLAUDE.md"
+
+    def memory_report(self, env: Mapping[str, str], cwd: str | None = None) -> dict[str, Any] | None:
+        from ... import native
+
+        flag = native.truthy(env.get("CLAUDE_CODE_DISABLE_AUTO_MEMORY"))
+        setting = _setting(env, "autoMemoryEnabled", cwd)
+        if flag is True:
+            enabled, why = False, "CLAUDE_CODE_DISABLE_AUTO_MEMORY is set"
+        elif flag is False:
+            enabled, why = True, "CLAUDE_CODE_DISABLE_AUTO_MEMORY=0 forces it on"
+        elif setting is False:
+            enabled, why = False, f"autoMemoryEnabled is false in {self.title}'s settings"
+        else:
+            enabled, why = True, "on by default" if setting is None else "autoMemoryEnabled is true"
+        project = native.current_project(cwd) or str(Path(cwd or os.getcwd()).resolve())
+        custom = _setting(env, "autoMemoryDirectory", cwd)
+        if isinstance(custom, str) and custom.strip():
+            folder = Path(os.path.expanduser(custom.strip()))
+        else:
+            folder = claude_dir(env) / "projects" / project_dirname(project) / "memory"
+        every = sorted((claude_dir(env) / "projects").glob("*/memory/*.md"))
+        files, size = native.md_stats(every)
+        here_files, here_size = native.md_stats(sorted(folder.glob("*.md")))
+        loaded = [str(p) for p in (folder / "MEMORY.md", Path(project) / "CLAUDE.md", claude_dir(env) / "CLAUDE.md")
+                  if p.is_file()]
+        summary = (f"auto memory {'on' if enabled else 'off'} ({why}): {files} file(s), {native.human_size(size)} "
+                   f"across projects; this project {here_files} file(s), {native.human_size(here_size)} in {folder}")
+        return {"host": self.name, "feature": "auto memory", "enabled": enabled, "why": why, "location": str(folder),
+                "files": files, "bytes": size, "project_files": here_files, "project_bytes": here_size,
+                "loaded_at_start": loaded, "summary": summary,
+                "fix": f"retained import --from {self.name} (dry run), then --apply; turn it off with "
+                       "\"autoMemoryEnabled\": false in ~/.claude/settings.json if retained should be the one memory"}
+
+
+NAME_MAX = 200  # Claude Code cuts sanitised project names here and appends a hash
+
+
+def claude_dir(env: Mapping[str, str]) -> Path:
+    from ... import native
+
+    return Path(env["CLAUDE_CONFIG_DIR"]) if env.get("CLAUDE_CONFIG_DIR") else native.home_of(env) / ".claude"
+
+
+def project_dirname(project: str | os.PathLike[str]) -> str:
+    """Claude Code's name for a project's folder under ~/.claude/projects: every character that is not
+    an ASCII letter or digit becomes '-' (long names are cut and get a hash, which we cannot match)."""
+    import re
+
+    return re.sub(r"[^a-zA-Z0-9]", "-", str(project))[:NAME_MAX]
+
+
+def _project_names(env: Mapping[str, str], extra: list[str]) -> dict[str, str]:
+    """Claude Code's project folder name → the project path, from every path we know of."""
+    from ... import native
+
+    known: list[str] = list(extra)
+    data = native.read_json(native.home_of(env) / ".claude.json")
+    if isinstance(data, dict) and isinstance(data.get("projects"), dict):
+        known += [p for p in data["projects"] if isinstance(p, str)]
+    return {project_dirname(p): p for p in known}
+
+
+def _setting(env: Mapping[str, str], key: str, cwd: str | None = None) -> Any:
+    """A Claude Code setting from the user's, the project's and the local settings file (last wins)."""
+    from ... import native
+
+    value = None
+    project = native.current_project(cwd)
+    files = [claude_dir(env) / "settings.json"]
+    if project:
+        files += [Path(project) / ".claude" / "settings.json", Path(project) / ".claude" / "settings.local.json"]
+    for f in files:
+        data = native.read_json(f)
+        if isinstance(data, dict) and key in data:
+            value = data[key]
+    return value
 
 
 HOST = ClaudeCode()

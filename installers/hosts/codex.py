@@ -13,11 +13,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..host import Host
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
     from typing import Any
 
     from ..base import FilePlan
@@ -93,6 +95,9 @@ class Codex(Host):
     title = "Codex CLI"
     order = 50
     max_tokens = 2_000  # Codex cuts hook output at about 2,500 tokens (estimated here on the high side)
+    memory_source = True  # memories
+    instruction_files = {"AGENTS.md": "agents-md", "AGENTS.override.md": "agents-md"}
+    memory_at_start = ("memory_summary.md",)
 
     def context_vars(self, home: str, env: dict[str, str]) -> dict[str, str]:
         return {"codex_home": env.get("CODEX_HOME") or os.path.join(home, ".codex")}
@@ -147,6 +152,46 @@ class Codex(Host):
                                 "" if ok else f"retained install --host {self.name} (rewrites the trust entries)"))
         return checks
 
+    # -- its own memory: $CODEX_HOME/memories/ (on with `[features] memories = true`) ----------------
+    # memory_summary.md (first line `v1`, injected at every session start: User Profile, User
+    # preferences, General Tips, What's in Memory) and MEMORY.md (a searchable handbook of `# Task Group:`
+    # blocks with `## User preferences`, `## Reusable knowledge`, `## Failures and how to do differently`).
+    # raw_memories.md and rollout_summaries/ are evidence Codex consolidates, not memories.
+    def memory_items(self, env: Mapping[str, str], known_scopes: list[str],
+                     cwd: str | None = None) -> tuple[list[Any], list[str]]:
+        d = codex_home(env) / "memories"
+        items = memories_items(d)
+        return items, [] if items else [f"no {self.title} memories in {d}"]
+
+    def memory_path_items(self, path: Path, scope: str | None, env: Mapping[str, str]) -> list[Any] | None:
+        if (path / "memory_summary.md").exists() or path.name == "memories" and (path / "MEMORY.md").exists() \
+                and codex_home(env) in path.resolve().parents:
+            return memories_items(path, scope)
+        return None
+
+    def user_instruction_file(self, env: Mapping[str, str]) -> Path | None:
+        return codex_home(env) / "AGENTS.md"
+
+    def memory_report(self, env: Mapping[str, str], cwd: str | None = None) -> dict[str, Any] | None:
+        from ... import native
+
+        config = native.read_toml(codex_home(env) / "config.toml")
+        features = config.get("features") if isinstance(config.get("features"), dict) else {}
+        mem = config.get("memories") if isinstance(config.get("memories"), dict) else {}
+        if features.get("memories") is True:
+            enabled, why = True, "[features] memories = true"
+            if mem.get("use_memories") is False:
+                enabled, why = False, "[memories] use_memories = false (kept, not injected)"
+        else:
+            enabled, why = False, "off by default ([features] memories is not true)"
+        folder = codex_home(env) / "memories"
+        files, size = native.md_stats(sorted(p for p in folder.rglob("*.md")) if folder.is_dir() else [])
+        loaded = [str(folder / "memory_summary.md")] if enabled and (folder / "memory_summary.md").is_file() else []
+        summary = f"memories {'on' if enabled else 'off'} ({why}): {files} file(s), {native.human_size(size)} in {folder}"
+        return {"host": self.name, "feature": "memories", "enabled": enabled, "why": why, "location": str(folder),
+                "files": files, "bytes": size, "loaded_at_start": loaded, "summary": summary,
+                "fix": f"retained import --from {self.name} (dry run), then --apply"}
+
     def finish(self, plans: list[FilePlan], ctx: dict[str, Any], *, install: bool) -> list[FilePlan]:
         from .. import formats
 
@@ -184,6 +229,62 @@ def _user_config(ctx: dict[str, Any]) -> dict[str, Any]:
             return tomlkit.parse(f.read()).unwrap()
     except Exception:  # noqa: BLE001 - absent or broken: its own check reports it
         return {}
+
+
+def codex_home(env: Mapping[str, str]) -> Path:
+    from ... import native
+
+    return Path(env["CODEX_HOME"]) if env.get("CODEX_HOME") else native.home_of(env) / ".codex"
+
+
+_SUMMARY_KINDS = {"user profile": "fact", "user preferences": "preference", "general tips": "fact"}
+_HANDBOOK_KINDS = {"user preferences": "preference", "reusable knowledge": "fact",
+                   "failures and how to do differently": "fact"}
+
+
+def memories_items(directory: Path, scope: str | None = None) -> list[Any]:
+    """Codex's memories folder: memory_summary.md (loaded at start) and the MEMORY.md handbook."""
+    from ... import native
+
+    items: list[Any] = []
+    summary = directory / "memory_summary.md"
+    text = native.read_text(summary)
+    if text is not None:
+        lines = text.split("\n")
+        first = 1 if lines and lines[0].strip() == "v1" else 0
+        items += native.markdown_items("\n".join(lines[first:]), summary, fmt="codex-memories", host_loaded=True,
+                                       scope=scope or "global",
+                                       skip_sections=("What's in Memory", "Older Memory Topics"),
+                                       section_kinds=_SUMMARY_KINDS, first_line=first)
+    handbook = directory / "MEMORY.md"
+    text = native.read_text(handbook)
+    if text is not None:
+        for block_scope, block, offset in _task_groups(text):
+            found = native.markdown_items(block, handbook, fmt="codex-memories", host_loaded=False,
+                                          scope=scope or block_scope, section_kinds=_HANDBOOK_KINDS,
+                                          first_line=offset)
+            items += [i for i in found if any(k in i.section.lower() for k in _HANDBOOK_KINDS)]
+    return items
+
+
+def _task_groups(text: str) -> Iterator[tuple[str, str, int]]:
+    """(scope, block text, first line offset) for each `# Task Group:` block of Codex's handbook."""
+    import re
+
+    from ... import native
+
+    lines = text.split("\n")
+    starts = [i for i, line in enumerate(lines) if line.startswith("# Task Group:")] or [0]
+    for k, start in enumerate(starts):
+        end = starts[k + 1] if k + 1 < len(starts) else len(lines)
+        block = lines[start:end]
+        scope = "global"
+        for line in block[:6]:
+            m = re.match(r"^applies_to:\s*cwd=([^;]+)", line.strip())
+            if m and os.path.isabs(m.group(1).strip()):
+                cwd = Path(m.group(1).strip())
+                scope = native.project_of(cwd) if cwd.exists() else str(cwd)
+        yield scope, "\n".join(block), start
 
 
 HOST = Codex()

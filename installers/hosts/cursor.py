@@ -16,6 +16,14 @@ class Cursor(Host):
     title = "Cursor"
     order = 10  # Cursor also runs Claude Code's hooks: recognise its input before anything else
     session_keys = ("session_id", "conversation_id")
+    # beforeSubmitPrompt takes `continue` and `user_message` only: nothing it prints reaches the model
+    # (Cursor's hooks docs; cupcake's harness reference: "does NOT support context injection"), and
+    # its preCompact has no output that does. So retained installs neither; when Claude Code's prompt
+    # hook runs inside Cursor (third-party hooks), it lets the prompt through and adds nothing.
+    prompt_reaches_model = False
+    notes = ("Cursor gets the brief at session start and the stop reminder; its beforeSubmitPrompt and "
+             "preCompact hooks cannot put text before the model, so there is no per-prompt recall and no "
+             "brief again after a compaction (the server's instructions still carry a short brief)",)
 
     def context_vars(self, home: str, env: dict[str, str]) -> dict[str, str]:
         return {}
@@ -35,15 +43,18 @@ class Cursor(Host):
         return {"followup_message": reason}
 
     def prompt_output(self, text: str) -> dict[str, Any] | None:
-        # beforeSubmitPrompt is documented with `continue` and `user_message` only; `additional_context`
-        # (its sessionStart field) is sent too, for the builds that read it, and `continue` lets the prompt go.
-        return {"continue": True, "additional_context": text}
+        return {"continue": True}  # the one shape beforeSubmitPrompt takes that lets the prompt go
 
     def context_in(self, output: dict[str, Any]) -> str | None:
         return output.get("additional_context")
 
     def doctor_input(self, project: Path) -> tuple[dict[str, Any], dict[str, str]]:
         return {"hook_event_name": "sessionStart", "workspace_roots": [str(project)], "cursor_version": "doctor"}, {}
+
+    def doctor_conditions(self, ctx: dict[str, Any], docs: dict[str, Any], project: Path, scope: str) -> list[Any]:
+        from ..doctor import Check
+
+        return [Check(self.name, "what Cursor gets", True, self.notes[0])]
 
 
 HOST = Cursor()

@@ -7,12 +7,13 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..host import Host
 
 if TYPE_CHECKING:
-    from pathlib import Path
+    from collections.abc import Mapping
     from typing import Any
 
 
@@ -22,6 +23,9 @@ class GeminiCLI(Host):
     order = 40
     session_vars = ("GEMINI_SESSION_ID",)
     project_vars = ("GEMINI_PROJECT_DIR",)
+    memory_source = True  # memory files
+    instruction_files = {"GEMINI.md": "gemini-md"}
+    memory_at_start = ("MEMORY.md",)  # the private project memory's index
 
     def context_vars(self, home: str, env: dict[str, str]) -> dict[str, str]:
         return {"gemini_home": env.get("GEMINI_CLI_HOME") or home}
@@ -55,10 +59,83 @@ class GeminiCLI(Host):
                             "" if on else "remove that setting from ~/.gemini/settings.json"))
         return checks
 
+    # -- its own memory: ~/.gemini/GEMINI.md and the private project memory -------------------------
+    # GEMINI.md is global memory, loaded at start (older releases' save_memory appended to its
+    # `## Gemini Added Memories` section); ~/.gemini/tmp/<project slug>/memory/ holds a MEMORY.md index
+    # loaded at start and sibling notes read on demand; ~/.gemini/projects.json maps project paths to
+    # slugs, and `.project_root` in the slug dir names its owner.
+    def memory_items(self, env: Mapping[str, str], known_scopes: list[str],
+                     cwd: str | None = None) -> tuple[list[Any], list[str]]:
+        from ... import native
+
+        notes: list[str] = []
+        base = gemini_dir(env)
+        items = native.instruction_items(base / "GEMINI.md", scope="global")
+        for item in items:
+            item.fmt = "gemini-memory"
+        registry = native.read_json(base / "projects.json")
+        slugs = {}
+        if isinstance(registry, dict) and isinstance(registry.get("projects"), dict):
+            slugs = {v: k for k, v in registry["projects"].items() if isinstance(v, str) and isinstance(k, str)}
+        try:
+            folders = sorted(p for p in (base / "tmp").iterdir() if (p / "memory").is_dir())
+        except OSError:
+            folders = []
+        for folder in folders:
+            owner = native.read_text(folder / ".project_root")
+            scope = (owner or "").strip() or slugs.get(folder.name)
+            if not scope:
+                scope = folder.name
+                notes.append(f"{folder.name}: the project it belongs to is not recorded; filed under scope {scope!r}")
+            items += native.memory_dir_items(folder / "memory", fmt="gemini-memory", scope=scope)
+        if not items:
+            notes.append(f"no {self.title} memory in {base}")
+        return items, notes
+
+    def memory_path_items(self, path: Path, scope: str | None, env: Mapping[str, str]) -> list[Any] | None:
+        from ... import native
+
+        inner = path / "memory" if (path / "memory").is_dir() else path
+        if gemini_dir(env).resolve() not in inner.resolve().parents:
+            return None
+        return native.memory_dir_items(inner, fmt="gemini-memory", scope=scope or native.project_of(path))
+
+    def user_instruction_file(self, env: Mapping[str, str]) -> Path | None:
+        return gemini_dir(env) / "GEMINI.md"
+
+    def memory_report(self, env: Mapping[str, str], cwd: str | None = None) -> dict[str, Any] | None:
+        from ... import native
+
+        base = gemini_dir(env)
+        global_md = base / "GEMINI.md"
+        folders = sorted((base / "tmp").glob("*/memory")) if (base / "tmp").is_dir() else []
+        paths = ([global_md] if global_md.is_file() else []) + [p for f in folders for p in sorted(f.glob("*.md"))]
+        files, size = native.md_stats(paths)
+        loaded = [str(global_md)] if global_md.is_file() else []
+        project = native.current_project(cwd)
+        registry = native.read_json(base / "projects.json")
+        if project and isinstance(registry, dict) and isinstance(registry.get("projects"), dict):
+            slug = registry["projects"].get(project)
+            if isinstance(slug, str) and (base / "tmp" / slug / "memory" / "MEMORY.md").is_file():
+                loaded.append(str(base / "tmp" / slug / "memory" / "MEMORY.md"))
+        settings = native.read_json(base / "settings.json")
+        auto = isinstance(settings, dict) and isinstance(settings.get("experimental"), dict) \
+            and settings["experimental"].get("autoMemory") is True
+        why = "GEMINI.md and the private project memory are always loaded" + (
+            "; experimental.autoMemory is on" if auto else "")
+        summary = f"memory files on ({why}): {files} file(s), {native.human_size(size)} in {base}"
+        return {"host": self.name, "feature": "memory files", "enabled": True, "why": why, "location": str(base),
+                "files": files, "bytes": size, "loaded_at_start": loaded, "summary": summary, "auto_memory": auto,
+                "fix": f"retained import --from {self.name} (dry run), then --apply"}
+
+
+def gemini_dir(env: Mapping[str, str]) -> Path:
+    from ... import native
+
+    return Path(env.get("GEMINI_CLI_HOME") or native.home_of(env)) / ".gemini"
+
 
 def trusted_folders_path(gemini_home: str, env: dict[str, str]) -> Path:
-    from pathlib import Path
-
     return Path(env.get("GEMINI_CLI_TRUSTED_FOLDERS_PATH") or Path(gemini_home) / ".gemini" / "trustedFolders.json")
 
 
