@@ -127,7 +127,12 @@ def search_at(base: Path, n: int, runs: int, semantic_sizes: set[int]) -> dict[s
             out["semantic_multi_p50_ms"] = timed(lambda: s.search(multi[next(i) % len(multi)],
                                                                   scopes=["/p/a", "global"]), runs)
             out["semantic_common_p50_ms"] = timed(lambda: s.search(COMMON), runs)
-            out["semantic_on"] = s.search(COMMON)["semantic"]
+            res = s.search(COMMON)
+            out["semantic_on"], out["semantic_common_total"] = res["semantic"], res["total_matched"]
+            vecs = s.semantic()._vecs
+            out["cache_mb"] = sum(a.nbytes for a in (vecs.lines, vecs.mat32, vecs.q8, vecs.scale, vecs.codes)
+                                  if a is not None) / 1e6
+            out["cache_kind"] = "float32, exact" if vecs.mat32 is not None else "int8 + sign bits, approximate"
     shutil.rmtree(d, ignore_errors=True)
     return out
 
@@ -326,8 +331,9 @@ def main() -> int:
             line += (f"; one word in 40% ({r['common_total']}{'' if r['common_exact'] else '+, lower bound'} matched) "
                      f"p50 {r['lexical_common_p50_ms']:.1f} ms lexical")
             if "semantic_common_p50_ms" in r:
-                line += (f", {r['semantic_common_p50_ms']:.1f} ms semantic on "
-                         f"(first search with the model and vectors loading: {r['first_semantic_search_s']:.2f} s)")
+                line += (f", {r['semantic_common_p50_ms']:.1f} ms semantic on ({r['semantic_common_total']} matched; "
+                         f"first search with the model and vectors loading: {r['first_semantic_search_s']:.2f} s); "
+                         f"vectors in memory: {r['cache_mb']:.0f} MB, {r['cache_kind']}")
             print(line, flush=True)
         print(f"load average at the end: {load_average()}")
     finally:
