@@ -93,13 +93,13 @@ def session_id(data: dict[str, Any], env: dict[str, str]) -> str | None:
 def project_of(data: dict[str, Any], env: dict[str, str]) -> str | None:
     """The project of the session: the input's workspace root or cwd, by the rule of `project_dir`."""
     from .installers.hosts import project_hint, project_start
-    from .project import project_dir
+    from .project import project_dir, scope_of
 
     start = project_start(data)
     if start is not None and not os.path.isdir(start):
         start = None
     root = project_dir(start, env) if start else project_dir(None, env) if project_hint(env) else None
-    return str(root) if root is not None else None
+    return scope_of(root) if root is not None else None
 
 
 # -- per-session state --------------------------------------------------------------------------------

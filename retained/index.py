@@ -564,7 +564,7 @@ class Index:
         the caller, for scopes the index has not met yet)."""
         if not scopes:
             return scopes
-        wanted = set(keys.values())
+        wanted = set(keys.values()) | set(scopes)  # a project's key is also the scope it files records under
         if len(scopes) <= 16:
             q = f"SELECT key FROM scope_keys WHERE key IS NOT NULL AND scope IN ({','.join('?' * len(scopes))})"
             wanted |= {r["key"] for r in self.query(q, scopes)}

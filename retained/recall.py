@@ -114,16 +114,18 @@ def recall(store: Any, prompt: str, *, project: str | None, shown: set[str],
             break
     if not picked:
         return None
-    return _render(picked, project, budget_tokens)
+    damage = store.damage_note() if hasattr(store, "damage_note") else None  # reads never hide damage (I2)
+    return _render(picked, project, budget_tokens, damage)
 
 
-def _render(hits: list[dict[str, Any]], project: str | None, budget: int) -> dict[str, Any] | None:
+def _render(hits: list[dict[str, Any]], project: str | None, budget: int,
+            damage: str | None = None) -> dict[str, Any] | None:
     """The largest best-first prefix of `hits` whose block fits the budget; None if not even one does."""
     kept = list(hits)
     while kept:
         n = len(kept)
         head = (f"retained recalled {n} stored record{'s' if n != 1 else ''} that may bear on this prompt "
-                "(memory_get for more):")
+                "(memory_get for more)" + (f"; {damage}:" if damage else ":"))
         text = "\n".join([head, BEGIN, *(_line(h, project) for h in kept), END])
         if estimate_tokens(text) <= budget:
             return {"text": text, "ids": [h["id"] for h in kept]}
