@@ -325,6 +325,7 @@ def _recall(store: Any, text: str, project: str | None, shown: set[str], env: di
         return None  # a retained without recall: the prompt hook only re-briefs after compactions
     from .records import GLOBAL_SCOPE
 
+    store.semantic().quick_start()  # a fresh process that embeds the prompt once, if no server does it
     # No project given: global records only (recall's "no project" would search every project's).
     found = recall(store, text, project=project or GLOBAL_SCOPE, shown=shown)
     return found if isinstance(found, dict) and found.get("text") else None
