@@ -7,7 +7,7 @@ its own list of host names, caps or shapes. Adding a host is a module here plus 
 from __future__ import annotations
 
 import importlib
-import pkgutil
+import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -22,9 +22,10 @@ def hosts() -> dict[str, Host]:
     """Every supported host, by the name `--host` takes, in name order."""
     if not _CACHE:
         found = []
-        for info in pkgutil.iter_modules(__path__):
-            if not info.name.startswith("_"):
-                found.append(importlib.import_module(f"{__name__}.{info.name}").HOST)
+        # The folder's own listing: pkgutil.iter_modules would import `inspect` on every hook run.
+        for file in sorted(os.listdir(__path__[0])):
+            if file.endswith(".py") and not file.startswith("_"):
+                found.append(importlib.import_module(f"{__name__}.{file[:-3]}").HOST)
         _CACHE.update((h.name, h) for h in sorted(found, key=lambda h: h.name))
     return dict(_CACHE)
 
