@@ -38,13 +38,22 @@ def p50_ms(cmd: list[str], runs: int, stdin: str = "", env: dict[str, str] | Non
 
 
 def project_store(d: Path, n: int, project: Path) -> Path:
-    """A store of `n` records (store_bench's mix) plus five of `project`'s own, indexed."""
+    """A store of `n` records (store_bench's mix) plus five of `project`'s own, indexed. Without vectors:
+    the session-start hook reads none, and embedding 100k records would take the bench many minutes."""
     d.mkdir(mode=0o700)
     bulk_log(d, n, random.Random(n))
-    with Store(d) as s:
-        s.reindex()
-        for i in range(5):
-            s.write(f"project note {i}", scope=str(project))
+    saved = os.environ.get("RETAINED_EMBED")
+    os.environ["RETAINED_EMBED"] = "off"
+    try:
+        with Store(d) as s:
+            s.reindex()
+            for i in range(5):
+                s.write(f"project note {i}", scope=str(project))
+    finally:
+        if saved is None:
+            os.environ.pop("RETAINED_EMBED")
+        else:
+            os.environ["RETAINED_EMBED"] = saved
     return d
 
 

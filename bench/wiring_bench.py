@@ -67,6 +67,18 @@ def baseline_tree(rev: str, base: Path) -> Path:
     return pkg
 
 
+def same_hosts(version: tuple[str, list[str], dict[str, str]]) -> bool:
+    """Whether a version knows this version's hosts (an older one is then measured for the hook only)."""
+    name, cli, extra = version
+    probe = subprocess.run([cli[0], "-c", "import retained.installers.hosts as h; print(h.__file__, *h.names())"],
+                           capture_output=True, text=True, env=dict(os.environ, **extra))
+    where, *names = probe.stdout.split() or [""]
+    if names != list(hosts()) or not where.startswith(extra.get("PYTHONPATH", "")):  # not the tree's own
+        print(f"{name}: hosts {probe.stdout.strip() or 'unknown'}; measured for the hook only")
+        return False
+    return True
+
+
 def compiled(folders: list[Path]) -> None:
     """Bytecode for every module first, as `pip install` leaves it: with PYTHONDONTWRITEBYTECODE set
     (some shells and CI images set it) each process would compile every module it imports again."""
@@ -105,7 +117,7 @@ def main() -> int:
         versions.append(("baseline python", [args.baseline_python, "-m", "retained"], {}))
     every = sum((["--host", h] for h in hosts()), [])
 
-    wiring = [v for v in versions if v[0] != "baseline python"]
+    wiring = [v for v in versions if v[0] != "baseline python" and same_hosts(v)]
     installs: dict[str, list[float]] = {v[0]: [] for v in wiring}
     uninstalls: dict[str, list[float]] = {v[0]: [] for v in wiring}
     doctors: dict[str, list[float]] = {v[0]: [] for v in wiring}

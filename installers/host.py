@@ -10,8 +10,6 @@ standard library only, and the installer side (plans, edits, formats) is importe
 from __future__ import annotations
 
 import json
-import shutil
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,6 +45,8 @@ class Host:
     @property
     def template(self) -> dict[str, Any]:
         if self._template is None:
+            from importlib import resources  # the installer side only: ~8 ms the hook path does not pay
+
             text = resources.files("retained.templates").joinpath(f"{self.name}.json").read_text("utf-8")
             self._template = json.loads(text)
         return self._template
@@ -148,6 +148,8 @@ class Host:
         return base_context(store, project, scope)
 
     def detected(self, ctx: dict[str, Any]) -> bool:
+        import shutil
+
         from .base import fill
 
         det = self.template.get("detect", {})
