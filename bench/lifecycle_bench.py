@@ -1,6 +1,7 @@
 """Lifecycle benchmark: purge, retract and the brief, each beside a same-run floor or baseline.
 
     python bench/lifecycle_bench.py [--records 100000 [--records 1000000]] [--dir DIR] [--baseline-src SRC]
+                                    [--no-vectors]
 
 Purge (issue 10): one record in a 100k-record log <= 3 s, in a 1M log <= 30 s. The floor is what any
 rewrite must do at least: copy the log and fsync the copy. Retract is a normal write: its p50 is
@@ -79,12 +80,29 @@ def brief_p50(src: Path, directory: Path, runs: int = 200) -> float:
     return float(out.stdout.strip())
 
 
-def at_size(base: Path, n: int, rng: random.Random, baseline_src: Path | None) -> dict[str, float]:
+def synthetic_vectors(store: Store, n: int, dim: int = 384, batch: int = 20_000) -> None:
+    """A vector row for every record, as the semantic tier would store them (float16, the default
+    model's width), so that the purge rewrites and compacts an index of the real size."""
+    import numpy as np
+
+    gen = np.random.default_rng(7)
+    rows = store.index.query("SELECT line, sha256 FROM records ORDER BY line")
+    for i in range(0, len(rows), batch):
+        part = rows[i : i + batch]
+        vecs = gen.standard_normal((len(part), dim)).astype(np.float32)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        store.index.put_vectors("bench-synthetic", [(r["line"], r["sha256"], v) for r, v in zip(part, vecs)])
+
+
+def at_size(base: Path, n: int, rng: random.Random, baseline_src: Path | None,
+            vectors: bool = True) -> dict[str, float]:
     d = base / f"store-{n}"
     d.mkdir(mode=0o700)
     bulk_log(d, n, rng)
     store = Store(d)
-    store.reindex()
+    store.reindex()  # RETAINED_EMBED=off (main): embedding 1M records with the model takes hours here
+    if vectors:
+        synthetic_vectors(store, n)
     fill_project(store, rng)
     result: dict[str, float] = {"records": n}
     # Each version reads the same log through an index it builds itself, in a copy of the store; the
@@ -132,16 +150,20 @@ def main() -> int:
     ap.add_argument("--records", type=int, action="append", help="log size (repeatable; default 100000)")
     ap.add_argument("--dir", help="where to put the stores (default: a temp dir)")
     ap.add_argument("--baseline-src", help="a checkout of the previous version, for the brief's baseline")
+    ap.add_argument("--no-vectors", action="store_true",
+                    help="leave the vector table empty (default: a synthetic float16 vector per record)")
     args = ap.parse_args()
+    os.environ["RETAINED_EMBED"] = "off"  # the brief and purge do not embed; vectors are synthetic
     sizes = args.records or [100_000]
     base = Path(tempfile.mkdtemp(prefix="retained-lifecycle-bench-", dir=args.dir))
     rng = random.Random(10)
     limits = {100_000: 3.0, 1_000_000: 30.0}
     ok = True
     for n in sizes:
-        r = at_size(base, n, rng, Path(args.baseline_src).resolve() if args.baseline_src else None)
+        r = at_size(base, n, rng, Path(args.baseline_src).resolve() if args.baseline_src else None,
+                    vectors=not args.no_vectors)
         limit = limits.get(n, 3.0 * n / 100_000)
-        print(f"{n:>8} records: purge of one record {r['purge_s']:.2f} s (limit {limit:.0f} s; floor: copy+fsync "
+        print(f"{n:>8} records{'' if args.no_vectors else ' (+ a vector each)'}: purge of one record {r['purge_s']:.2f} s (limit {limit:.0f} s; floor: copy+fsync "
               f"of the log {r['copy_floor_s']:.2f} s); retract p50 {r['retract_p50_ms']:.2f} ms beside write p50 "
               f"{r['write_p50_ms']:.2f} ms")
         if "brief_baseline_ms" in r:

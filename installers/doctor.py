@@ -288,6 +288,9 @@ def doctor_store(store: Path, opened_by: str = "") -> list[Check]:
     try:
         with Store(store, create=False, read_only=True) as s:
             report = s.verify()  # read-only: doctor changes no file, the derived index included
+            from retained.embed import tier_report
+
+            semantic = tier_report(s.index)  # the semantic tier: loads no model, writes no file
     except (RetainedError, OSError) as e:
         checks.append(Check("store", "log verifies", False, f"{label}: {e}", f"retained --dir {store} verify"))
         return checks
@@ -298,6 +301,13 @@ def doctor_store(store: Path, opened_by: str = "") -> list[Check]:
     covered = report["missing_from_index"] == 0 and report["index_only"] == 0
     detail = f"{label}: coverage {report['coverage'] * 100:.1f}%"
     checks.append(Check("store", "index covers the log", covered, detail, f"retained --dir {store} reindex"))
+    # The semantic tier: on, or off and why (off by RETAINED_EMBED=off is a choice, not a failure); records
+    # still without a vector are embedded in the background by the next search or server.
+    sem_ok = semantic["state"] == "on" or semantic["state"] == "off: RETAINED_EMBED=off"
+    waiting = (f"; {semantic['missing']} of {semantic['records']} records have no vector of {semantic['model']} yet"
+               if semantic["model"] else "")
+    checks.append(Check("store", "semantic search", sem_ok, f"{label}: semantic {semantic['state']}{waiting}",
+                        "reinstall retained, or set RETAINED_EMBED=off for words only"))
     return checks
 
 

@@ -45,7 +45,7 @@ class Host:
     @property
     def template(self) -> dict[str, Any]:
         if self._template is None:
-            from importlib import resources  # the installer side only: ~8 ms the hook path does not pay
+            from importlib import resources  # not at import: the hook path never reads a template
 
             text = resources.files("retained.templates").joinpath(f"{self.name}.json").read_text("utf-8")
             self._template = json.loads(text)

@@ -75,7 +75,7 @@ def render(rows: list[dict[str, Any]], total: int, *, project: str | None, budge
     the header: a brief never leaves damage out."""
     label = scope_label or project or "all scopes"
     kinds = dict(kinds or {})
-    lines = [_line(r, project) for r in rows]
+    lines: list[str] = []  # made as the budget takes them: most rows never fit
 
     def header(kept: list[int]) -> str:
         shown: dict[str, int] = {}
@@ -88,10 +88,12 @@ def render(rows: list[dict[str, Any]], total: int, *, project: str | None, budge
     frame = estimate_tokens("\n".join([widest, damage or "", BEGIN, END])) + 4
     used = frame
     kept: list[int] = []
-    for i, line in enumerate(lines):
+    for i, row in enumerate(rows):
+        line = _line(row, project)
         cost = estimate_tokens(line) + 1
         if used + cost > budget:
             break
+        lines.append(line)
         kept.append(i)
         used += cost
     while True:

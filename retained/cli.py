@@ -105,7 +105,7 @@ def _show_hits(hits: list[dict[str, Any]]) -> None:
 
 # -- commands -------------------------------------------------------------------------------------
 def cmd_write(args: argparse.Namespace) -> int:
-    from .project import default_write_scope
+    from .project import default_write_scope, write_scope
 
     text = args.text
     if text == "-":  # the text from stdin: for long or multi-line records (argv holds 128 KiB at most)
@@ -115,7 +115,8 @@ def cmd_write(args: argparse.Namespace) -> int:
         except UnicodeDecodeError as e:
             raise UsageError(f"stdin is not UTF-8 text (byte {e.start})", hint="convert it to UTF-8") from None
     with _store(args) as store:
-        result = store.write(text, kind=args.kind, scope=args.scope, default_scope=default_write_scope(_project()),
+        result = store.write(text, kind=args.kind, scope=write_scope(args.scope, _project()),
+                             default_scope=default_write_scope(_project()),
                              source=args.source, supersedes=args.supersedes, client_op_id=args.client_op_id,
                              fields=_parse_fields(args.field))
     return _report_write(args, result)
@@ -134,10 +135,10 @@ def _report_write(args: argparse.Namespace, result: dict[str, Any]) -> int:
 
 
 def cmd_checkpoint(args: argparse.Namespace) -> int:
-    from .project import default_write_scope
+    from .project import default_write_scope, write_scope
 
     with _store(args) as store:
-        scope = args.scope if args.scope is not None else default_write_scope(_project())
+        scope = write_scope(args.scope, _project()) or default_write_scope(_project())
         result = store.checkpoint(args.label, args.summary, scope=scope)
     return _report_write(args, result)
 
@@ -238,17 +239,13 @@ def cmd_forget(args: argparse.Namespace) -> int:
 def cmd_scopes(args: argparse.Namespace) -> int:
     """Every scope with its record counts and project key; the current project is marked."""
     from .paths import store_dir
-    from .project import project_identity
+    from .project import project_identity, scope_of
     from .store import Store
 
     ident = project_identity()
     with Store(store_dir(args.dir), create=False, read_only=True) as store:
-        store.index.catch_up()
-        rows = store.index.scope_table()
-    current = ident["root"] if ident else None
-    result = {"current_project": ident, "scopes": [
-        {**r, "current_project": r["scope"] == current or (ident is not None and r["key"] == ident["key"])}
-        for r in rows]}
+        table = store.scopes(scope_of(ident["root"]) if ident else None)
+    result = {"current_project": ident, "scopes": table["scopes"], "warnings": table["warnings"]}
     if args.json:
         _print_json(result)
         return EXIT_OK
@@ -258,6 +255,7 @@ def cmd_scopes(args: argparse.Namespace) -> int:
         mark = "*" if r["current_project"] else " "
         key = f"  [{r['key']}]" if r["key"] and r["key"] != r["scope"] else ""
         _out(f"{mark} {r['scope']}: {r['current']} current, {r['records']} in all{key}")
+    _warn_all(result)
     return EXIT_OK
 
 

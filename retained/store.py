@@ -529,10 +529,14 @@ class Store:
         before_seq: int | None = None,
         include_superseded: bool = False,
         as_of: str | None = None,
+        max_tokens: int | None = None,
     ) -> dict[str, Any]:
         """Browse newest first. `total` counts every record the filters select; `returned` what came back.
-        `as_of`: as the store stood then (records written by then, superseded only by records written by then)."""
+        `as_of`: as the store stood then (records written by then, superseded only by records written by then).
+        `max_tokens`: a budget for the records' text; records past it are left out (`truncated`)."""
         limit = _check_int(limit, "limit", 1, MAX_LIST)
+        if max_tokens is not None:
+            max_tokens = _check_int(max_tokens, "max_tokens", 1, 1_000_000)
         as_of = parse_as_of(as_of)
         warnings = self._fresh_read()
         scopes = self.project_scopes(scopes)
@@ -567,8 +571,25 @@ class Store:
             newer = self.index.query("SELECT COUNT(*) AS n FROM records WHERE 1=1" + where + " AND seq >= ?",
                                      [*params, before_seq])[0]["n"]
             returned_through += newer
-        return {"records": hits, "total": total, "returned": len(hits), "truncated": returned_through < total,
-                "warnings": warnings}
+        cut = 0
+        if max_tokens is not None:
+            hits, cut = _fit_tokens(hits, max_tokens)
+            if cut:
+                warnings.append(f"max_tokens={max_tokens} left out {cut} record(s) or part of one; page on with "
+                                "before_seq")
+        returned_through -= cut
+        return {"records": hits, "total": total, "returned": len(hits),
+                "truncated": returned_through < total or bool(cut), "warnings": warnings}
+
+    def scopes(self, project: str | None = None) -> dict[str, Any]:
+        """Every scope with its current and total records and project key; `current_project` marks the
+        scopes default reads of `project` take in (its own and other checkouts of the same repository)."""
+        warnings = self._fresh_read()
+        rows = self.index.scope_table()
+        mine = set(self.project_scopes([project]) or []) if project else set()
+        table = [{**r, "current_project": r["scope"] in mine} for r in rows]
+        return {"records": [], "total": len(table), "returned": 0, "truncated": False, "warnings": warnings,
+                "scopes": table}
 
     # -- integrity ------------------------------------------------------------------------------
     def verify(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:

@@ -18,32 +18,31 @@ import re
 _PIECE = re.compile(
     r"[A-Za-z]+|[0-9]+|\n[ \t]*|[ \t]+|[\x21-\x2f\x3a-\x40\x5b-\x60\x7b-\x7e]+|[^\x00-\x7f]|[\x00-\x1f\x7f]"
 )
+# The same pieces, one class at a time, counted in C: a run of letters costs one token per six, so
+# it is as many tokens as there are chunks of up to six letters in it (likewise for digits and marks).
+_LETTERS6 = re.compile(r"[A-Za-z]{1,6}")
+_CAPS_RUN = re.compile(r"(?<![A-Za-z])[a-z]*[A-Z][a-z]*[A-Z][A-Za-z]*")  # a whole letter run with 2+ capitals
+_DIGITS3 = re.compile(r"[0-9]{1,3}")
+# A line break with its indentation, or a run of white space that costs (two or more, or a tab).
+_BREAK_OR_SPACES = re.compile(r"\n[ \t]*|[ \t]{2,}|\t")
+_PUNCT2 = re.compile(r"[\x21-\x2f\x3a-\x40\x5b-\x60\x7b-\x7e]{1,2}")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+_WIDE = re.compile(r"[\u0800-\U0010ffff]")
+_ASTRAL = re.compile(r"[\U00010000-\U0010ffff]")
 
 
 def estimate_tokens(text: str) -> int:
     """Estimated token count of `text` (0 only for the empty string)."""
-    n = 0
-    for m in _PIECE.finditer(text):
-        piece = m.group(0)
-        c = piece[0]
-        if c.isascii() and c.isalpha():
-            # Lower-case and Capitalised words are cheap; ALL-CAPS and mixed-case runs (ids, hashes,
-            # base32) split into pieces of about two letters.
-            if sum(1 for ch in piece if ch.isupper()) >= 2:
-                n += (len(piece) + 1) // 2
-            else:
-                n += (len(piece) + 5) // 6
-        elif c.isascii() and c.isdigit():
-            n += (len(piece) + 2) // 3
-        elif c == "\n":
-            n += 1
-        elif c == " " or c == "\t":
-            n += 0 if piece == " " else (len(piece) + 3) // 4
-        elif c.isascii() and c.isprintable():
-            n += (len(piece) + 1) // 2
-        elif c.isascii():
-            n += 1
-        else:
-            o = ord(c)
-            n += 1 if o < 0x800 else 2 if o < 0x10000 else 3
+    # Lower-case and Capitalised words are cheap (one token per six letters); ALL-CAPS and mixed-case
+    # runs (ids, hashes, base32) split into pieces of about two letters.
+    n = len(_LETTERS6.findall(text))
+    n += sum((len(w) + 1) // 2 - (len(w) + 5) // 6 for w in _CAPS_RUN.findall(text))
+    n += len(_DIGITS3.findall(text))
+    n += text.count("\n")  # a line break with its indentation
+    n += sum((len(w) + 3) // 4 for w in _BREAK_OR_SPACES.findall(text) if w[0] != "\n")
+    n += len(_PUNCT2.findall(text))
+    n += len(_CONTROL.findall(text))
+    if not text.isascii():
+        n += len(_NON_ASCII.findall(text)) + len(_WIDE.findall(text)) + len(_ASTRAL.findall(text))
     return n

@@ -191,6 +191,7 @@ def _restore(path: Path, pos: int, value: int) -> None:
 @pytest.mark.parametrize("indexed_first", [False, True], ids=["index built after the damage", "damaged in place"])
 def test_a_flipped_byte_is_counted_by_every_read_and_a_restored_byte_is_searchable_again(store_dir, indexed_first):
     from retained.brief import make_brief
+    from retained.recall import recall
 
     with Store(store_dir) as store:
         for i in range(5):
@@ -206,6 +207,8 @@ def test_a_flipped_byte_is_counted_by_every_read_and_a_restored_byte_is_searchab
             assert any("1 record could not be read" in w and "retained verify" in w for w in reply["warnings"]), reply
         brief = make_brief(store, None)
         assert "1 record could not be read" in brief["text"] and "retained verify" in brief["text"]
+        recalled = recall(store, "which widgets records are there?", project=None, shown=set())
+        assert recalled is not None and "1 record could not be read" in recalled["text"]
         assert store.search("zeppelins")["hits"] == []
         assert store.verify()["intact"] is False
 

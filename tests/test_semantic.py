@@ -101,7 +101,7 @@ def test_model_present_but_its_runtime_unimportable_answers_lexically_and_hooks_
     (shim / f"{broken}.py").write_text(f"raise ImportError('{broken} is broken in this install')\n")
     project = tmp_path / "proj"
     (project / ".git").mkdir(parents=True)
-    env = dict(os.environ, RETAINED_DIR=str(store_dir), PYTHONPATH=os.pathsep.join([str(shim), os.getcwd()]))
+    env = dict(os.environ, RETAINED_DIR=str(store_dir), PYTHONPATH=str(shim))
     code = (
         "import json, sys\n"
         "from retained.store import Store\n"
@@ -155,7 +155,7 @@ def test_ollama_down_mid_session_writes_stay_durable_and_search_goes_lexical(sto
         _seed(store)
         res = store.search("token expired")
         assert res["semantic"] == "on"
-        assert {m for _, m in _vectors(store_dir)} == {"ollama:toy-embed"}
+        assert {m for _, m in _vectors(store_dir)} == {fake.key}
         fake.stop()
         receipt = store.write("After the outage the team moved the token cache to Redis.")
         assert receipt["durable"] is True
@@ -192,12 +192,35 @@ def test_model_change_re_embeds_instead_of_mixing_spaces(store_dir, monkeypatch)
         with Store(store_dir) as store:
             res = store.search("payment token expired")
             assert res["semantic"] == "on"
-        assert {m for _, m in _vectors(store_dir)} == {"ollama:toy-embed"}
+        assert {m for _, m in _vectors(store_dir)} == {fake.key}
         assert len(_vectors(store_dir)) == len(TEAM)
     monkeypatch.delenv("RETAINED_EMBED")
     with Store(store_dir) as store:
         store.search("passwords")
     assert {m for _, m in _vectors(store_dir)} == {index_mod_model()}
+
+
+def test_a_re_pulled_ollama_model_re_embeds(store_dir, monkeypatch):
+    """The digest Ollama lists for the model is part of the vectors' identity: same name, new weights."""
+    from retained import embed
+
+    monkeypatch.setattr(embed, "DIGEST_TTL_S", 0.0)  # ask /api/tags on every search
+    with FakeOllama() as fake:
+        monkeypatch.setenv("RETAINED_EMBED", "ollama")
+        monkeypatch.setenv("RETAINED_OLLAMA_URL", fake.url)
+        monkeypatch.setenv("RETAINED_EMBED_MODEL", fake.model)
+        with Store(store_dir) as store:
+            _seed(store)
+            assert store.search("payment token expired")["semantic"] == "on"
+            first = fake.key
+            assert {m for _, m in _vectors(store_dir)} == {first} and first.startswith("ollama:toy-embed@")
+            embedded = sum(len(r["input"]) for r in fake.requests if "input" in r)
+            fake.digest = "0f" * 32  # `ollama pull` fetched new weights under the same name
+            assert store.search("payment token expired")["semantic"] == "on"
+            assert {m for _, m in _vectors(store_dir)} == {fake.key} != {first}
+            assert len(_vectors(store_dir)) == len(TEAM)
+            again = sum(len(r["input"]) for r in fake.requests if "input" in r) - embedded
+            assert again == len(TEAM) + 1  # every record embedded again, plus the query
 
 
 def index_mod_model() -> str:
@@ -370,6 +393,29 @@ def test_past_the_exact_size_sign_bits_pick_candidates_and_counts_say_lower_boun
     assert store.semantic()._codes is not None  # the sign-bit stage was used
 
 
+def test_the_vector_cache_grows_past_the_exact_size_and_keeps_cosines_within_int8_error(store, monkeypatch):
+    import numpy as np
+
+    from retained import embed
+
+    ids = _seed(store)
+    monkeypatch.setattr(embed, "EXACT_MAX", len(TEAM) + 2)
+    monkeypatch.setattr(embed, "APPROX_CANDIDATES", 1000)  # rescore them all: compare every cosine
+    sem = store.semantic()
+    q = sem.query_vector("which tool holds our passwords?")
+    assert store.search("which tool holds our passwords?")["hits"][0]["id"] == ids["secrets"]
+    exact_lines, exact, approx = sem.similarities(q)
+    assert approx is False and sem._codes is None and len(exact_lines) == len(TEAM)
+    for i in range(5):  # the cache grows past EXACT_MAX between searches: rows convert to int8 + sign bits
+        store.write(f"filler note {i} about the office plants")
+    res = store.search("which tool holds our passwords?")
+    assert res["hits"][0]["id"] == ids["secrets"] and res["total_exact"] is False
+    lines, sims, approx = sem.similarities(q)
+    assert approx is True and sem._codes is not None
+    assert list(lines) == sorted(lines) and len(lines) == len(TEAM) + 5
+    assert np.abs(sims[: len(TEAM)] - exact).max() < 0.01
+
+
 def test_prompt_hook_with_semantic_off_imports_no_numpy_onnxruntime_or_mcp(store_dir, tmp_path):
     project = tmp_path / "proj"
     (project / ".git").mkdir(parents=True)
@@ -434,3 +480,38 @@ def test_an_ollama_model_that_is_not_pulled_answers_lexically_saying_so(store_di
             assert res["semantic"].startswith("off: ollama at 127.0.0.1:") and "404" in res["semantic"]
             assert "nomic-embed-text" in res["semantic"]
             assert [h["id"] for h in res["hits"]] == [ids["db"]]
+
+
+# -- doctor ------------------------------------------------------------------------------------------
+def _doctor_semantic(store_dir, home, **env):
+    out = subprocess.run([sys.executable, "-m", "retained", "doctor", "--json", "--host", "claude"],
+                         env=dict(os.environ, RETAINED_DIR=str(store_dir), **env), capture_output=True, text=True,
+                         timeout=120)
+    checks = json.loads(out.stdout)["checks"]
+    return next(c for c in checks if c["host"] == "store" and c["check"] == "semantic search")
+
+
+def test_doctor_reports_the_tier_and_records_without_a_vector_loading_no_model(store_dir, isolate_home, tmp_path):
+    with Store(store_dir) as store:
+        _seed(store)
+    check = _doctor_semantic(store_dir, isolate_home)
+    assert check["ok"] is True
+    assert f"semantic on; {len(TEAM)} of {len(TEAM)} records have no vector of {index_mod_model()} yet" in check["detail"]
+    # It loaded no model: onnxruntime writes files under the user's cache dir when it is imported.
+    assert not (isolate_home / ".cache" / "Microsoft").exists()
+    with Store(store_dir) as store:
+        store.search("passwords")  # embeds them
+        store.write("one more record, written after the last search")
+    check = _doctor_semantic(store_dir, isolate_home)
+    assert f"semantic on; 1 of {len(TEAM) + 1} records have no vector" in check["detail"]
+    check = _doctor_semantic(store_dir, isolate_home, RETAINED_EMBED="off")
+    assert check["ok"] is True and "semantic off: RETAINED_EMBED=off" in check["detail"]
+    bad = tmp_path / "model.onnx"
+    bad.write_bytes(b"\0" * 1000)
+    check = _doctor_semantic(store_dir, isolate_home, RETAINED_EMBED_MODEL_PATH=str(bad))
+    assert check["ok"] is False and "sha256" in check["detail"] and check["fix"]
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "numpy.py").write_text("raise ImportError('numpy is broken in this install')\n")
+    check = _doctor_semantic(store_dir, isolate_home, PYTHONPATH=str(shim))
+    assert check["ok"] is False and "numpy cannot be imported" in check["detail"]

@@ -54,7 +54,7 @@ def _hook(store_dir: Path, project: Path, shim: Path, prompt: str, sid: str) -> 
     payload = json.dumps({"session_id": sid, "cwd": str(project), "hook_event_name": "UserPromptSubmit",
                           "prompt": prompt})
     env = dict(os.environ, RETAINED_DIR=str(store_dir), CLAUDECODE="1",
-               PYTHONPATH=os.pathsep.join([str(shim), os.getcwd()]))
+               PYTHONPATH=str(shim))
     return subprocess.run([sys.executable, "-m", "retained", "hook", "prompt", "--host", "claude"], input=payload,
                           env=env, capture_output=True, text=True, cwd=project, timeout=60)
 

@@ -26,14 +26,28 @@ def toy_vector(text: str) -> list[float]:
 
 
 class FakeOllama:
-    def __init__(self, model: str = "toy-embed") -> None:
+    def __init__(self, model: str = "toy-embed", digest: str = "a1b2c3d4e5f6" * 5 + "a1b2") -> None:
         self.model = model
+        self.digest = digest  # what /api/tags lists for the model: change it to "re-pull" the model
         self.requests: list[dict] = []
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *a):  # quiet
                 pass
+
+            def do_GET(self):  # noqa: N802 - /api/tags: the pulled models, with their digests
+                if self.path != "/api/tags":
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                data = json.dumps({"models": [{"name": f"{fake.model}:latest", "model": f"{fake.model}:latest",
+                                               "digest": fake.digest, "size": 1234}]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
             def do_POST(self):  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
@@ -58,6 +72,11 @@ class FakeOllama:
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self.thread.start()
+
+    @property
+    def key(self) -> str:
+        """The model identity retained should store with this fake's vectors."""
+        return f"ollama:{self.model}@{self.digest[:12]}"
 
     def stop(self) -> None:
         self.httpd.shutdown()

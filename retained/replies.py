@@ -1,0 +1,144 @@
+"""The text of a tool reply, as the model reads it: compact lines, not indented JSON.
+
+A tool's structured content keeps every field; this is the `content` text beside it, which is what
+most hosts put in front of the model. One hit or record per line: its id (to pass back), kind, age,
+score (search) and text, with its scope only when it is not the current project's. Stored text is
+flattened to one line, so it can never pass for another line of the reply.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+LINE_TEXT_CHARS = 1600  # a record's text past this is cut in the reply text (memory_get gives it whole)
+
+
+def reply_text(tool: str, data: dict[str, Any], project: str | None = None,
+               now: datetime | None = None) -> str:
+    """The reply text of `tool` for its structured result `data`."""
+    render = _RENDER.get(tool)
+    if render is None:
+        return _compact_json(data)
+    return render(data, project, now or datetime.now(timezone.utc))
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def age(ts: str, now: datetime) -> str:
+    """'5m', '3h', '12d', '4mo', '2y' since `ts` (RFC 3339); the timestamp's date when it cannot be read."""
+    try:
+        then = datetime.strptime(ts[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
+    except (TypeError, ValueError):
+        return str(ts)[:10]
+    s = max((now - then).total_seconds(), 0)
+    for size, unit in ((31_536_000, "y"), (2_592_000, "mo"), (86_400, "d"), (3_600, "h"), (60, "m")):
+        if s >= size:
+            return f"{int(s // size)}{unit}"
+    return "now"
+
+
+def _one_line(text: str) -> str:
+    flat = " / ".join(" ".join(part.split()) for part in str(text).splitlines() if part.strip())
+    return flat if len(flat) <= LINE_TEXT_CHARS else flat[:LINE_TEXT_CHARS].rstrip() + "…"
+
+
+def _record_line(r: dict[str, Any], project: str | None, now: datetime, score: bool = False) -> str:
+    """'<id> <kind> <age>[ ~meaning][ @scope]: <text on one line>'. Search scores stay in the structured
+    content: the order shows them, and at ~4 characters a hit they would cost more than they say."""
+    meta = [r.get("id", "?"), r.get("kind", "?"), age(r.get("ts", ""), now)]
+    if score and r.get("match") == "meaning":
+        meta.append("~meaning")
+    if r.get("scope") not in (None, project):
+        meta.append("@" + str(r["scope"]))
+    if r.get("superseded_by"):
+        meta.append(f"superseded_by={r['superseded_by']}")
+    if isinstance(r.get("retracted"), dict):
+        meta.append(f"retracted_by={r['retracted'].get('by')}")
+    text = _one_line(r.get("text", ""))
+    if r.get("text_truncated"):
+        text += " …(trimmed: memory_get has it whole)"
+    return " ".join(str(m) for m in meta) + ": " + text
+
+
+def _warnings(data: dict[str, Any]) -> list[str]:
+    return [f"warning: {w}" for w in data.get("warnings") or [] if isinstance(w, str)]
+
+
+def _search(data: dict[str, Any], project: str | None, now: datetime) -> str:
+    hits = data.get("hits") or []
+    total = data.get("total_matched", len(hits))
+    bound = "" if data.get("total_exact", True) else "at least "
+    how = "every word" if data.get("match") == "all" else "any word"
+    semantic = data.get("semantic", "on")
+    head = (f"{len(hits)} of {bound}{total} matches ({how}; meaning {semantic}), best first"
+            + ("; more remain" if data.get("truncated") else ""))
+    if any(h.get("match") == "meaning" for h in hits):
+        head += "; ~meaning: found by meaning, not by the words"
+    return "\n".join([head, *_warnings(data), *(_record_line(h, project, now, score=True) for h in hits)])
+
+
+def _list(data: dict[str, Any], project: str | None, now: datetime) -> str:
+    if "scopes" in data:
+        lines = [f"{len(data['scopes'])} scopes (current records, records in all):"]
+        for s in data["scopes"]:
+            mark = " (current project)" if s.get("current_project") else ""
+            lines.append(f"{s['scope']}: {s['current']} current, {s['records']} in all{mark}")
+        return "\n".join([*lines, *_warnings(data)])
+    recs = data.get("records") or []
+    head = (f"{len(recs)} of {data.get('total', len(recs))} records, newest first"
+            + ("; older ones remain (pass before_seq)" if data.get("truncated") else "") + ".")
+    return "\n".join([head, *_warnings(data), *(_record_line(r, project, now) for r in recs)])
+
+
+def _get(data: dict[str, Any], project: str | None, now: datetime) -> str:
+    recs = data.get("records") or []
+    head = f"{len(recs)} records"
+    if data.get("missing"):
+        head += "; not found: " + ", ".join(map(str, data["missing"]))
+    if not data.get("chain_ok", True):
+        head += f"; {data.get('corrupt_lines', 0)} damaged lines, chain_ok=false: run memory_verify"
+    if data.get("truncated"):
+        head += f"; newest {len(recs)} of {data.get('total')}"
+    # Whole records, as stored: one compact JSON object a line (newlines inside stay escaped).
+    return "\n".join([head + ".", *_warnings(data), *(_compact_json(r) for r in recs)])
+
+
+def _receipt(data: dict[str, Any], project: str | None, now: datetime) -> str:
+    if data.get("deduplicated"):
+        head = f"already stored as {data.get('id')} (seq {data.get('seq')}): nothing new written"
+    elif data.get("durable"):
+        head = (f"saved {data.get('id')} (seq {data.get('seq')}): durable (fsynced, read back, chain-checked), "
+                f"sha256 {data.get('sha256')}")
+    else:
+        failed = [k for k, ok in (data.get("checks") or {}).items() if not ok]
+        head = f"NOT saved: durable=false ({', '.join(failed) or 'checks failed'}); see the warnings"
+    if data.get("action"):
+        head += f"; {data['action']} of " + ", ".join(map(str, data.get("targets") or []))
+    return "\n".join([head, *_warnings(data)])
+
+
+def _verify(data: dict[str, Any], project: str | None, now: datetime) -> str:
+    state = "intact" if data.get("intact") else "NOT intact"
+    head = (f"{state}: {data.get('records')} records, chain_ok={str(data.get('chain_ok')).lower()}, "
+            f"{data.get('corrupt_count', 0)} damaged lines, {len(data.get('chain_breaks') or [])} chain breaks, "
+            f"{data.get('missing_from_index', 0)} missing from the index, last seq {data.get('last_seq')}")
+    q = data.get("quarantine") or {}
+    if q.get("files"):
+        head += f"; quarantine holds {q.get('records', 0)} records in {q.get('files')} files"
+    detail = {k: data[k] for k in ("first_break", "torn_tail", "corrupt_lines", "chain_breaks") if data.get(k)}
+    return "\n".join([head, *_warnings(data), *([_compact_json(detail)] if detail else [])])
+
+
+_RENDER = {
+    "memory_search": _search,
+    "memory_list": _list,
+    "memory_get": _get,
+    "memory_write": _receipt,
+    "memory_checkpoint": _receipt,
+    "memory_forget": _receipt,
+    "memory_verify": _verify,
+}
