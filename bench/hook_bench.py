@@ -37,6 +37,26 @@ def p50_ms(cmd: list[str], runs: int, stdin: str = "", env: dict[str, str] | Non
     return statistics.median(times) * 1000
 
 
+def project_store(d: Path, n: int, project: Path) -> Path:
+    """A store of `n` records (store_bench's mix) plus five of `project`'s own, indexed. Without vectors:
+    the session-start hook reads none, and embedding 100k records would take the bench many minutes."""
+    d.mkdir(mode=0o700)
+    bulk_log(d, n, random.Random(n))
+    saved = os.environ.get("RETAINED_EMBED")
+    os.environ["RETAINED_EMBED"] = "off"
+    try:
+        with Store(d) as s:
+            s.reindex()
+            for i in range(5):
+                s.write(f"project note {i}", scope=str(project))
+    finally:
+        if saved is None:
+            os.environ.pop("RETAINED_EMBED")
+        else:
+            os.environ["RETAINED_EMBED"] = saved
+    return d
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=30)
@@ -49,13 +69,7 @@ def main() -> int:
     floor = p50_ms([sys.executable, "-c", "pass"], args.runs)
     print(f"python -c pass p50: {floor:.1f} ms   (hook command: {' '.join(Path(c).name for c in cmd)} hook session-start)")
     for n in (1000, 100_000):
-        d = base / f"store-{n}"
-        d.mkdir(mode=0o700)
-        bulk_log(d, n, random.Random(n))
-        with Store(d) as s:
-            s.reindex()
-            for i in range(5):
-                s.write(f"project note {i}", scope=str(project))
+        d = project_store(base / f"store-{n}", n, project)
         env = dict(os.environ, RETAINED_DIR=str(d), CLAUDECODE="1")
         results = []
         for i in range(args.runs):  # a new session each run, so the duplicate guard never short-cuts

@@ -188,9 +188,8 @@ class ListItems(_ListEdit):
         return text
 
     def describe(self, install: bool) -> str:
-        if install:
-            return f"approve {len(self.values)} retained tools in {self.where}"
-        return f"remove retained's tool approvals from {self.where}"
+        return (f"approve {len(self.values)} retained tools in " if install else
+                "remove retained's tool approvals from ") + self.where
 
     def present(self, doc: Any) -> dict[str, bool]:
         got = get(doc, self.at)
@@ -235,9 +234,8 @@ class _HookEdit(_ListEdit):
         return text
 
     def describe(self, install: bool) -> str:
-        if install:
-            return f"add hook `retained hook {self.hook_event}` to {self.where}"
-        return f"remove hook `retained hook {self.hook_event}` from {self.where}"
+        return f"{'add' if install else 'remove'} hook `retained hook {self.hook_event}` " \
+               f"{'to' if install else 'from'} {self.where}"
 
     def present(self, doc: Any) -> dict[str, bool]:
         got = get(doc, self.at)

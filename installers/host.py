@@ -96,13 +96,28 @@ class Host:
         """(candidate records, notes) from the host's own memory, for `retained import --from <name>`."""
         return [], []
 
+    memory_folder_format: str = ""  # the format imports record for a memory folder under memory_root
+
+    def memory_root(self, env: Mapping[str, str]) -> Path | None:
+        """The folder under which this host keeps its memory folders (None: it keeps none)."""
+        return None
+
     def memory_path_items(self, path: Path, scope: str | None, env: Mapping[str, str]) -> list[Any] | None:
         """Items of `path` when it is one of this host's memory folders (None: not this host's)."""
-        return None
+        from .. import native
+
+        root = self.memory_root(env)
+        inner = path / "memory" if (path / "memory").is_dir() else path
+        if root is None or root.resolve() not in inner.resolve().parents:
+            return None
+        return native.memory_dir_items(inner, fmt=self.memory_folder_format, scope=scope or native.project_of(path))
+
+    user_instructions: str = ""  # the instruction file in memory_root the host loads in every project
 
     def user_instruction_file(self, env: Mapping[str, str]) -> Path | None:
         """The user-level instruction file the host loads in every project (its items are global)."""
-        return None
+        root = self.memory_root(env)
+        return root / self.user_instructions if root is not None and self.user_instructions else None
 
     def memory_report(self, env: Mapping[str, str], cwd: str | None = None) -> dict[str, Any] | None:
         """What native memory the host has, whether it is on, and how big it is (native.native_memory)."""

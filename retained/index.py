@@ -926,24 +926,19 @@ class Index:
         window, wparams = "", []
         exact = True
         size = cap
+        if only is not None:
+            return self._ranked_only(match, only, fold, scopes=scopes, kind=kind, as_of=as_of,
+                                     include_superseded=include_superseded, limit=limit)
         with self._lock:
             db = self.db()
-            if only is not None:
-                if not only:
-                    return 0, True, []
-                marks = ",".join("?" * len(only))
-                window = (f" AND fts.rowid IN (SELECT line FROM records WHERE head IN ({marks}))" if fold
-                          else f" AND fts.rowid IN ({marks})")
-                wparams = list(only)
-            else:
-                size = db.execute("SELECT COUNT(*) FROM (SELECT rowid FROM fts WHERE fts MATCH ? LIMIT ?)",
-                                  (match, cap + 1)).fetchone()[0]
-                if size == 0:
-                    return 0, True, []
-                if size > cap:
-                    bound = db.execute("SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
-                                       (match, cap - 1)).fetchone()[0]
-                    window, wparams, exact, size = " AND fts.rowid >= ?", [bound], False, cap
+            size = db.execute("SELECT COUNT(*) FROM (SELECT rowid FROM fts WHERE fts MATCH ? LIMIT ?)",
+                              (match, cap + 1)).fetchone()[0]
+            if size == 0:
+                return 0, True, []
+            if size > cap:
+                bound = db.execute("SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+                                   (match, cap - 1)).fetchone()[0]
+                window, wparams, exact, size = " AND fts.rowid >= ?", [bound], False, cap
         target = "h" if fold else "r"
         where, params = filter_clause(target, scopes, kind, as_of, include_superseded)
         join = " CROSS JOIN records h ON h.line = r.head" if fold else ""  # matches drive the join
@@ -965,6 +960,28 @@ class Index:
             if len(rows) >= min(limit, total) or n >= size:
                 return int(total), exact, rows
             n *= 8
+
+    def _ranked_only(self, match: str, only: list[int], fold: bool, *, scopes: list[str] | None, kind: str | None,
+                     as_of: str | None, include_superseded: bool, limit: int) -> tuple[int, bool, list[dict[str, Any]]]:
+        """`ranked` for just these result lines: which of them hold the words, with their bm25.
+
+        `+rowid` keeps the line list away from FTS5: given the list, FTS5 runs the whole query again
+        for each line (2.4 s for 256 lines of a common prefix at 100k); this way it walks the matches
+        once and bm25 is computed for the lines kept only (20 ms there)."""
+        if not only:
+            return 0, True, []
+        marks = ",".join("?" * len(only))
+        keep = f"SELECT line FROM records WHERE head IN ({marks})" if fold else "SELECT value FROM json_each(?)"
+        keep_params: list[Any] = list(only) if fold else [json.dumps(list(only))]
+        target = "h" if fold else "r"
+        where, params = filter_clause(target, scopes, kind, as_of, include_superseded)
+        join = " CROSS JOIN records h ON h.line = r.head" if fold else ""
+        cols = "h.*, MIN(m.rank) AS rank" if fold else "r.*, m.rank AS rank"
+        tail = " GROUP BY r.head ORDER BY rank, h.seq DESC LIMIT ?" if fold else " ORDER BY rank, r.seq DESC LIMIT ?"
+        sql = (f"SELECT {cols} FROM (SELECT rowid AS line, rank FROM fts WHERE fts MATCH ? AND +rowid IN ({keep})) m"
+               f" CROSS JOIN records r ON r.line = m.line{join} WHERE 1=1{where}{tail}")
+        rows = self.query(sql, [match, *keep_params, *params, limit])
+        return len(rows), True, rows
 
     def rows_for_lines(self, lines: list[int], *, scopes: list[str] | None, kind: str | None, as_of: str | None,
                        include_superseded: bool) -> list[dict[str, Any]]:

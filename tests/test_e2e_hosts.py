@@ -108,3 +108,51 @@ def test_codex_runs_trusted_hooks_without_bypass(tmp_path, project, store_dir, i
     assert convo and MARKER in fm.text_of(convo[0])
     assert fm.text_of(convo[-1]).count(REASON_SNIPPET) == 1
     assert sum(REASON_SNIPPET in fm.text_of(b) for b in convo) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("matcher", ["startup|compact", "startup"])
+def test_claude_code_gives_the_brief_again_after_a_compact(project, store_dir, isolate_home, matcher):
+    """A real Claude Code, offline: a few resumed turns, then `/compact` in a resumed `-p` session (it
+    runs the compaction against the fake model), then one more turn. With retained's session-start hook
+    on `compact` the request after the compaction carries the brief again although the startup brief
+    was compacted away (the two-minute guard does not swallow it), and the pre-compaction hook's
+    memory_checkpoint request reaches the compaction instructions. The control, a matcher without
+    `compact`, shows the brief is then gone: what the first case finds is the compact hook's doing."""
+    from retained.hook import PRE_COMPACT_ASK
+
+    claude = require_npm_bin("claude", "Claude Code CLI")
+    _seed(store_dir, project)
+    (isolate_home / ".claude").mkdir()
+    (isolate_home / ".claude" / "settings.json").write_text(json.dumps({"hooks": {
+        "SessionStart": [{"matcher": matcher,
+                          "hooks": [{"type": "command", "command": _hook("session-start", "claude"), "timeout": 30}]}],
+        "PreCompact": [{"hooks": [{"type": "command", "command": _hook("pre-compact", "claude"), "timeout": 30}]}]}}))
+    with FakeModel() as fm:  # every turn, the compaction's summary included, answers "ok"
+        env = host_env(isolate_home, ANTHROPIC_BASE_URL=fm.url, ANTHROPIC_API_KEY="sk-ant-fake",
+                       RETAINED_DIR=str(store_dir), CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+                       DISABLE_AUTOUPDATER="1")
+
+        def turn(*args: str) -> dict:
+            proc = subprocess.run([claude, "-p", *args, "--output-format", "json"], cwd=project, env=env,
+                                  capture_output=True, text=True, timeout=240)
+            assert proc.returncode == 0, proc.stderr[-2000:]
+            return json.loads(proc.stdout)
+
+        sid = turn("hello")["session_id"]
+        for prompt in ("tell me more", "and then?", "one more thing"):  # enough to compact
+            turn(prompt, "--resume", sid)
+        before = len(fm.conversation_requests("anthropic"))
+        compacted = turn("/compact", "--resume", sid)
+        assert "Not enough messages" not in json.dumps(compacted), compacted
+        summary = fm.conversation_requests("anthropic")[before:]
+        turn("what next?", "--resume", sid)
+    convo = fm.conversation_requests("anthropic")
+    assert MARKER in fm.text_of(convo[0])  # the startup brief
+    assert summary and PRE_COMPACT_ASK[:60] in fm.text_of(summary[-1])  # asked once, in the compaction's request
+    after = fm.text_of(convo[-1])
+    assert "ok" in after and "what next?" in after
+    if "compact" in matcher:
+        assert MARKER in after and "<<<retained-memory" in after
+    else:
+        assert MARKER not in after  # compacted away, and nothing gave it back

@@ -29,6 +29,8 @@ class ClaudeCode(Host):
     memory_source = True  # auto memory
     instruction_files = {"CLAUDE.md": "claude-md", "CLAUDE.local.md": "claude-md"}
     memory_at_start = ("MEMORY.md",)  # the auto memory index
+    memory_folder_format = "claude-auto-memory"
+    user_instructions = "CLAUDE.md"
 
     def context_vars(self, home: str, env: dict[str, str]) -> dict[str, str]:
         claude_dir = env.get("CLAUDE_CONFIG_DIR") or os.path.join(home, ".claude")
@@ -91,26 +93,18 @@ class ClaudeCode(Host):
                 if scope == folder.name:
                     notes.append(f"{folder.name}: no known project has this name; filed under scope {scope!r} "
                                  "(pass --scope to choose one)")
-            items += native.memory_dir_items(folder / "memory", fmt="claude-auto-memory", scope=scope)
+            items += native.memory_dir_items(folder / "memory", fmt=self.memory_folder_format, scope=scope)
         custom = _setting(env, "autoMemoryDirectory", cwd)
         if isinstance(custom, str) and custom.strip():
             d = Path(os.path.expanduser(custom.strip()))
             if d.is_dir() and not any(str(i.origin).startswith(str(d)) for i in items):
-                items += native.memory_dir_items(d, fmt="claude-auto-memory", scope=project or "global")
+                items += native.memory_dir_items(d, fmt=self.memory_folder_format, scope=project or "global")
         if not folders and not items:
             notes.append(f"no {self.title} auto memory under {root}")
         return items, notes
 
-    def memory_path_items(self, path: Path, scope: str | None, env: Mapping[str, str]) -> list[Any] | None:
-        from ... import native
-
-        inner = path / "memory" if (path / "memory").is_dir() else path
-        if claude_dir(env).resolve() not in inner.resolve().parents:
-            return None
-        return native.memory_dir_items(inner, fmt="claude-auto-memory", scope=scope or native.project_of(path))
-
-    def user_instruction_file(self, env: Mapping[str, str]) -> Path | None:
-        return claude_dir(env) / "CLAUDE.md"
+    def memory_root(self, env: Mapping[str, str]) -> Path | None:
+        return claude_dir(env)
 
     def memory_report(self, env: Mapping[str, str], cwd: str | None = None) -> dict[str, Any] | None:
         from ... import native

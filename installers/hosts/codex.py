@@ -98,6 +98,7 @@ class Codex(Host):
     memory_source = True  # memories
     instruction_files = {"AGENTS.md": "agents-md", "AGENTS.override.md": "agents-md"}
     memory_at_start = ("memory_summary.md",)
+    user_instructions = "AGENTS.md"
 
     def context_vars(self, home: str, env: dict[str, str]) -> dict[str, str]:
         return {"codex_home": env.get("CODEX_HOME") or os.path.join(home, ".codex")}
@@ -169,8 +170,8 @@ class Codex(Host):
             return memories_items(path, scope)
         return None
 
-    def user_instruction_file(self, env: Mapping[str, str]) -> Path | None:
-        return codex_home(env) / "AGENTS.md"
+    def memory_root(self, env: Mapping[str, str]) -> Path | None:
+        return codex_home(env)  # its memories folder is recognised by its files (memory_path_items)
 
     def memory_report(self, env: Mapping[str, str], cwd: str | None = None) -> dict[str, Any] | None:
         from ... import native

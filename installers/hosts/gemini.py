@@ -26,6 +26,8 @@ class GeminiCLI(Host):
     memory_source = True  # memory files
     instruction_files = {"GEMINI.md": "gemini-md"}
     memory_at_start = ("MEMORY.md",)  # the private project memory's index
+    memory_folder_format = "gemini-memory"
+    user_instructions = "GEMINI.md"
 
     def context_vars(self, home: str, env: dict[str, str]) -> dict[str, str]:
         return {"gemini_home": env.get("GEMINI_CLI_HOME") or home}
@@ -72,7 +74,7 @@ class GeminiCLI(Host):
         base = gemini_dir(env)
         items = native.instruction_items(base / "GEMINI.md", scope="global")
         for item in items:
-            item.fmt = "gemini-memory"
+            item.fmt = self.memory_folder_format
         registry = native.read_json(base / "projects.json")
         slugs = {}
         if isinstance(registry, dict) and isinstance(registry.get("projects"), dict):
@@ -87,21 +89,13 @@ class GeminiCLI(Host):
             if not scope:
                 scope = folder.name
                 notes.append(f"{folder.name}: the project it belongs to is not recorded; filed under scope {scope!r}")
-            items += native.memory_dir_items(folder / "memory", fmt="gemini-memory", scope=scope)
+            items += native.memory_dir_items(folder / "memory", fmt=self.memory_folder_format, scope=scope)
         if not items:
             notes.append(f"no {self.title} memory in {base}")
         return items, notes
 
-    def memory_path_items(self, path: Path, scope: str | None, env: Mapping[str, str]) -> list[Any] | None:
-        from ... import native
-
-        inner = path / "memory" if (path / "memory").is_dir() else path
-        if gemini_dir(env).resolve() not in inner.resolve().parents:
-            return None
-        return native.memory_dir_items(inner, fmt="gemini-memory", scope=scope or native.project_of(path))
-
-    def user_instruction_file(self, env: Mapping[str, str]) -> Path | None:
-        return gemini_dir(env) / "GEMINI.md"
+    def memory_root(self, env: Mapping[str, str]) -> Path | None:
+        return gemini_dir(env)
 
     def memory_report(self, env: Mapping[str, str], cwd: str | None = None) -> dict[str, Any] | None:
         from ... import native
