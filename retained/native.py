@@ -144,40 +144,42 @@ def truthy(value: str | None) -> bool | None:
 
 
 # -- Markdown into items -------------------------------------------------------------------------
-_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
-_BULLET = re.compile(r"^(\s*)(?:[-*+]|\d{1,3}[.)])\s+(.*)$")
-_FENCE = re.compile(r"^\s*(```|~~~)")
-_LINK_ONLY = re.compile(r"^\[[^\]]*\]\([^)\s]+\.md\)")
+# Patterns as text: `re` compiles each on first use, so the session-start hook, which imports this
+# module for `leave_out_host_loaded`, pays for none of them.
+_HEADING = r"^(#{1,6})\s+(.*?)\s*#*\s*$"
+_BULLET = r"^(\s*)(?:[-*+]|\d{1,3}[.)])\s+(.*)$"
+_FENCE = r"^\s*(```|~~~)"
+_LINK_ONLY = r"^\[[^\]]*\]\([^)\s]+\.md\)"
 
 _HEADING_KINDS = (
-    (re.compile(r"\b(decisions?|decided|adrs?|architecture decisions?)\b"), "decision"),
-    (re.compile(r"\b(preferences?|prefer|user profile|about me|personal)\b"), "preference"),
-    (re.compile(r"\b(todos?|to do|next steps|open questions|backlog|tasks?)\b"), "todo"),
-    (re.compile(r"\b(conventions?|style|guidelines?|rules?|standards?|do'?s|don'?ts|workflow|"
-                r"instructions?|code review|commits?|testing|lint\w*|formatting|naming|practices)\b"), "convention"),
-    (re.compile(r"\b(facts?|context|overview|architecture|environment|setup|reference|knowledge|tips|"
-                r"commands?|build|layout|structure|failures)\b"), "fact"),
+    (r"\b(decisions?|decided|adrs?|architecture decisions?)\b", "decision"),
+    (r"\b(preferences?|prefer|user profile|about me|personal)\b", "preference"),
+    (r"\b(todos?|to do|next steps|open questions|backlog|tasks?)\b", "todo"),
+    (r"\b(conventions?|style|guidelines?|rules?|standards?|do'?s|don'?ts|workflow|"
+     r"instructions?|code review|commits?|testing|lint\w*|formatting|naming|practices)\b", "convention"),
+    (r"\b(facts?|context|overview|architecture|environment|setup|reference|knowledge|tips|"
+     r"commands?|build|layout|structure|failures)\b", "fact"),
 )
-_TEXT_KINDS = (
-    (re.compile(r"^(todo|fixme)\b|^\[ \]", re.I), "todo"),
-    (re.compile(r"\b(we decided|decided to|we chose|decision:)", re.I), "decision"),
-    (re.compile(r"\b(i prefer|prefers?|preferred)\b", re.I), "preference"),
-    (re.compile(r"^(always|never|use|don'?t|do not|must|should|avoid|run|keep|prefer)\b", re.I), "convention"),
+_TEXT_KINDS = (  # matched ignoring case
+    (r"^(todo|fixme)\b|^\[ \]", "todo"),
+    (r"\b(we decided|decided to|we chose|decision:)", "decision"),
+    (r"\b(i prefer|prefers?|preferred)\b", "preference"),
+    (r"^(always|never|use|don'?t|do not|must|should|avoid|run|keep|prefer)\b", "convention"),
 )
 
 
 def kind_for(section: str, text: str, default: str = "fact") -> str:
     """A fitting kind: the heading decides when it names one, else the wording of the item."""
     for pattern, kind in _TEXT_KINDS[:1]:
-        if pattern.search(text):
+        if re.search(pattern, text, re.I):
             return kind
     heading = section.lower()
     for part in reversed([p for p in heading.split(" > ") if p]):
         for pattern, kind in _HEADING_KINDS:
-            if pattern.search(part):
+            if re.search(pattern, part):
                 return kind
     for pattern, kind in _TEXT_KINDS[1:]:
-        if pattern.search(text):
+        if re.search(pattern, text, re.I):
             return kind
     return default
 
@@ -237,7 +239,7 @@ def markdown_items(text: str, origin: Path, *, fmt: str, host_loaded: bool, scop
         nonlocal bullet
         body = "\n".join(bullet).strip()
         bullet = []
-        if not body or skipped() or (skip_pointers and _LINK_ONLY.match(body)):
+        if not body or skipped() or (skip_pointers and re.match(_LINK_ONLY, body)):
             return
         items.append(Item(body, kind_of(body), origin=origin, fmt=fmt, section=section(), line=bullet_line,
                           host_loaded=host_loaded, scope=scope))
@@ -259,7 +261,7 @@ def markdown_items(text: str, origin: Path, *, fmt: str, host_loaded: bool, scop
         if not fenced and line.lstrip().startswith("<!--"):
             in_comment = "-->" not in line
             continue
-        if _FENCE.match(line):
+        if re.match(_FENCE, line):
             fenced = not fenced
             (bullet if bullet else prose).append(line)
             if not bullet and len(prose) == 1:
@@ -268,7 +270,7 @@ def markdown_items(text: str, origin: Path, *, fmt: str, host_loaded: bool, scop
         if fenced:
             (bullet if bullet else prose).append(line)
             continue
-        m = _HEADING.match(line)
+        m = re.match(_HEADING, line)
         if m:
             flush_bullet()
             flush_prose()
@@ -279,7 +281,7 @@ def markdown_items(text: str, origin: Path, *, fmt: str, host_loaded: bool, scop
             continue
         if re.match(r"^@\S+$", line.strip()):  # an import directive (`@docs/x.md`), not content
             continue
-        b = _BULLET.match(line)
+        b = re.match(_BULLET, line)
         if b and (not bullet or len(b.group(1)) <= bullet_indent):
             flush_bullet()
             bullet = [b.group(2)]
