@@ -81,13 +81,7 @@ def browser_times(srv: UiServer, runs: int, queries: list[str]) -> dict[str, flo
                 " fetch('/static/icon.svg?' + Math.random(), {cache: 'no-store'}).then(r => r.text())"
                 ".then(() => done(performance.now() - t));"))
             for q in queries[:5]:
-                search.append(b.js_async(
-                    "const [q, done] = arguments; const t = performance.now(); performance.clearMarks('list-rendered');"
-                    " const poll = () => { const m = performance.getEntriesByName('list-rendered');"
-                    "   if (m.length) done(m[0].startTime - t); else setTimeout(poll, 2); };"
-                    " const target = '#/?q=' + encodeURIComponent(q);"
-                    " if (location.hash === target) window.dispatchEvent(new HashChangeEvent('hashchange'));"
-                    " else location.hash = target; poll();", q))
+                search.append(b.search_ms(q))
     return {"fcp": p50(fcp), "list": p50(listed), "static": p50(static), "search": p50(search), "floor": p50(floor)}
 
 

@@ -77,6 +77,14 @@ def isolate_home(tmp_path, monkeypatch):
 
 
 @pytest.fixture
+def project(tmp_path) -> Path:
+    """A project folder as hosts see one: a git root (no remote, so its scope is its resolved path)."""
+    repo = tmp_path / "proj"
+    (repo / ".git").mkdir(parents=True)
+    return repo.resolve()
+
+
+@pytest.fixture
 def store_dir(tmp_path) -> Path:
     return tmp_path / "store"
 

@@ -29,13 +29,6 @@ def _seed(store_dir, project):
                    env=dict(os.environ, RETAINED_DIR=str(store_dir)), capture_output=True)
 
 
-@pytest.fixture
-def project(tmp_path):
-    p = tmp_path / "proj"
-    (p / ".git").mkdir(parents=True)
-    return p
-
-
 @pytest.mark.slow
 def test_claude_code_gets_the_brief_and_one_stop_prompt(tmp_path, project, store_dir, isolate_home):
     claude = require_npm_bin("claude", "Claude Code CLI")

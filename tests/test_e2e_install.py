@@ -18,13 +18,6 @@ from tests.fake_model import FakeModel
 MARKER = "E2E-INSTALL-MARKER deploys go through the release branch"
 
 
-@pytest.fixture
-def project(tmp_path):
-    p = tmp_path / "proj"
-    (p / ".git").mkdir(parents=True)
-    return p.resolve()
-
-
 def _env(home: Path, store: Path, **extra: str) -> dict[str, str]:
     return host_env(home, RETAINED_DIR=str(store), **extra)
 

@@ -22,13 +22,6 @@ UNRELATED = "write a haiku about autumn leaves"
 RECALL_HEAD = "retained recalled"
 
 
-@pytest.fixture
-def project(tmp_path):
-    p = tmp_path / "proj"
-    (p / ".git").mkdir(parents=True)
-    return p.resolve()
-
-
 def _setup(host: str, home: Path, store: Path, project: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "retained", "install", "--yes", "--host", host],
                           env=host_env(home, RETAINED_DIR=str(store)), cwd=project, capture_output=True, text=True,
@@ -55,18 +48,6 @@ def _run_claude(claude: str, home: Path, store: Path, project: Path, prompt: str
     return _texts(fm, "anthropic")
 
 
-@pytest.mark.slow
-def test_claude_code_prompt_that_needs_a_decision_carries_it_and_an_unrelated_one_nothing(isolate_home, store_dir,
-                                                                                         project):
-    claude = require_npm_bin("claude", "Claude Code CLI")
-    _setup("claude", isolate_home, store_dir, project)
-    needed = _run_claude(claude, isolate_home, store_dir, project, NEEDS_IT)
-    assert "DECISION-R7" in needed and RECALL_HEAD in needed
-    unrelated = _run_claude(claude, isolate_home, store_dir, project, UNRELATED)
-    assert "DECISION-R7" not in unrelated and RECALL_HEAD not in unrelated
-    assert "release note 79" in unrelated  # the brief itself still arrived
-
-
 def _run_codex(codex: str, home: Path, store: Path, project: Path, prompt: str) -> str:
     with FakeModel(lambda api, body: ("text", "ok")) as fm:
         config = home / ".codex" / "config.toml"
@@ -84,12 +65,19 @@ def _run_codex(codex: str, home: Path, store: Path, project: Path, prompt: str) 
     return _texts(fm, "openai")
 
 
+# host: (its CLI, what to call it when it is missing, one offline turn that returns the model's request)
+RUNS = {"claude": ("claude", "Claude Code CLI", _run_claude), "codex": ("codex", "Codex CLI", _run_codex)}
+
+
 @pytest.mark.slow
-def test_codex_prompt_that_needs_a_decision_carries_it_and_an_unrelated_one_nothing(isolate_home, store_dir, project):
-    codex = require_npm_bin("codex", "Codex CLI")
-    _setup("codex", isolate_home, store_dir, project)
-    needed = _run_codex(codex, isolate_home, store_dir, project, NEEDS_IT)
+@pytest.mark.parametrize("host", sorted(RUNS))
+def test_a_prompt_that_needs_a_decision_carries_it_and_an_unrelated_one_nothing(host, isolate_home, store_dir,
+                                                                                project):
+    binary, what, run = RUNS[host]
+    cli = require_npm_bin(binary, what)
+    _setup(host, isolate_home, store_dir, project)
+    needed = run(cli, isolate_home, store_dir, project, NEEDS_IT)
     assert "DECISION-R7" in needed and RECALL_HEAD in needed
-    unrelated = _run_codex(codex, isolate_home, store_dir, project, UNRELATED)
+    unrelated = run(cli, isolate_home, store_dir, project, UNRELATED)
     assert "DECISION-R7" not in unrelated and RECALL_HEAD not in unrelated
-    assert "release note 79" in unrelated
+    assert "release note 79" in unrelated  # the brief itself still arrived

@@ -60,13 +60,6 @@ def installed_commands(home: Path, event: str) -> list[str]:
 
 
 @pytest.fixture
-def project(tmp_path):
-    repo = tmp_path / "proj"
-    (repo / ".git").mkdir(parents=True)
-    return repo.resolve()
-
-
-@pytest.fixture
 def elsewhere(tmp_path):
     """A non-default store, holding one record for the project; the default store holds another."""
     return tmp_path / "elsewhere-store"

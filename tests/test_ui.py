@@ -93,6 +93,13 @@ def _go(b, hash_: str, ready: str) -> None:
     b.wait(f"return document.body.dataset.ready === '{ready}'")
 
 
+def _click_and_wait(b, css: str, until: str) -> None:
+    """Click `css`, then wait until the page is ready again and `until` (a JS expression) holds."""
+    b.js("document.body.dataset.ready = '';")
+    b.click(css)
+    b.wait(f"return document.body.dataset.ready === 'record' && {until}")
+
+
 def _ids_listed(b) -> list[str]:
     return b.js("return [...document.querySelectorAll('a.rec')].map(a => a.dataset.id)")
 
@@ -181,9 +188,7 @@ def test_edit_writes_a_superseding_record_that_is_proven(world):
     b.click("#edit")
     b.type("#edit-text", "tests run with pytest -x -q")
     shot(b, "edit")
-    b.js("document.body.dataset.ready = '';")
-    b.click("#edit-save")
-    b.wait(f"return document.body.dataset.ready === 'record' && !location.hash.endsWith('{old}')")
+    _click_and_wait(b, "#edit-save", f"!location.hash.endsWith('{old}')")
     new_id = b.js("return decodeURIComponent(location.hash.slice(4))")
     last = json.loads(log_lines(world["store"])[-1])
     assert last["id"] == new_id and last["supersedes"] == old and last["text"] == "tests run with pytest -x -q"
@@ -201,15 +206,11 @@ def test_retract_then_undo(world):
     _go(b, f"#/r/{rid}", "record")
     b.click("#retract")
     b.type("#reason", "the box was renamed")
-    b.js("document.body.dataset.ready = '';")
-    b.click("#dialog-confirm")
-    b.wait("return document.body.dataset.ready === 'record' && !!document.querySelector('.banner.retracted')")
+    _click_and_wait(b, "#dialog-confirm", "!!document.querySelector('.banner.retracted')")
     assert "the box was renamed" in b.text(".banner")
     shot(b, "retracted")
     assert cli("search", "albatross", "--scope", "*", "--dir", str(world["store"]))["hits"] == []
-    b.js("document.body.dataset.ready = '';")
-    b.click("#undo")
-    b.wait("return document.body.dataset.ready === 'record' && !document.querySelector('.banner')")
+    _click_and_wait(b, "#undo", "!document.querySelector('.banner')")
     hits = cli("search", "albatross", "--scope", "*", "--dir", str(world["store"]))["hits"]
     assert [h["id"] for h in hits] == [rid]
     actions = b.js("return [...document.querySelectorAll('#history li.forget .badge')].map(e => e.textContent)")
@@ -226,9 +227,7 @@ def test_purge_after_a_confirmation_naming_the_record_removes_its_bytes(world):
     assert rid in b.text("#purge-list") and "cannot be undone" in b.text("#dialog")
     assert b.text("#dialog-confirm") == f"Purge {rid} permanently"
     shot(b, "purge-confirm")
-    b.js("document.body.dataset.ready = '';")
-    b.click("#dialog-confirm")
-    b.wait("return document.body.dataset.ready === 'record' && !!document.querySelector('.banner.purged')")
+    _click_and_wait(b, "#dialog-confirm", "!!document.querySelector('.banner.purged')")
     for path in world["store"].rglob("*"):
         if path.is_file():
             data = path.read_bytes()

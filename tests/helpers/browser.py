@@ -103,6 +103,16 @@ class Browser:
     def js_async(self, script: str, *args: Any) -> Any:
         return self._s("POST", "/execute/async", {"script": script, "args": list(args)})
 
+    def search_ms(self, query: str) -> float:
+        """Milliseconds from asking the page to search (its URL hash) to its 'list-rendered' mark."""
+        return self.js_async(
+            "const [q, done] = arguments; const t = performance.now(); performance.clearMarks('list-rendered');"
+            " const poll = () => { const m = performance.getEntriesByName('list-rendered');"
+            "   if (m.length) done(m[0].startTime - t); else setTimeout(poll, 2); };"
+            " const target = '#/?q=' + encodeURIComponent(q);"
+            " if (location.hash === target) window.dispatchEvent(new HashChangeEvent('hashchange'));"
+            " else location.hash = target; poll();", query)
+
     def find(self, css: str) -> str:
         return self._s("POST", "/element", {"using": "css selector", "value": css})[ELEMENT]
 
