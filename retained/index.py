@@ -177,6 +177,8 @@ def visible(alias: str = "") -> str:
     return f"{alias + '.' if alias else ''}hidden = 0"
 
 # Where the index stands in the log, saved as one JSON row so a catch-up costs one write.
+# meta key: set when every byte the file freed was zeroed (made with secure_delete on, or VACUUMed since)
+_ZEROED = "zeroed_since_created"
 _EMPTY_STATE: dict[str, Any] = {"offset": 0, "line": 0, "seq": 0, "sha256": GENESIS, "after_bad": False,
                                 "last_line_offset": -1, "last_line_sha": "", "log_ino": 0, "log_mtime": 0}
 
@@ -246,7 +248,8 @@ class Index:
 
     # -- connection ---------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
-        if not self.path.exists():
+        fresh = not self.path.exists()
+        if fresh:
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))
         db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
         try:
@@ -254,7 +257,12 @@ class Index:
             # The index is derived: losing its last transactions to a power cut costs a catch-up, not data.
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA busy_timeout=30000")
+            # Deleted and overwritten content is zeroed where it lay, so a purge need not VACUUM the whole
+            # file (vectors make it large) to leave no byte of the text behind (see `compact`).
+            db.execute("PRAGMA secure_delete=ON")
             self._migrate(db)
+            if fresh:  # every byte this file will ever free is zeroed: it never needs a VACUUM
+                db.execute(f"INSERT OR REPLACE INTO meta VALUES ('{_ZEROED}', '1')")
         except sqlite3.DatabaseError:
             db.close()
             raise
@@ -443,7 +451,7 @@ class Index:
         db.execute("DELETE FROM scope_keys")
         self.__dict__.pop("_seen_scopes", None)
         db.execute("DELETE FROM vectors")
-        db.execute("DELETE FROM meta")
+        db.execute(f"DELETE FROM meta WHERE key != '{_ZEROED}'")  # a fact about the file, not the log
         self._known = None
 
     def _index_from(
@@ -683,14 +691,17 @@ class Index:
 
     def compact(self) -> None:
         """Leave no byte of deleted text in the index's files: merge the FTS5 segments (a deleted row
-        stays in them until a merge), VACUUM away free pages, and truncate the WAL."""
+        stays in them until a merge) and truncate the WAL. The pages and cells that frees are zeroed
+        (secure_delete); an index file made before that was on is VACUUMed once, for what it freed then."""
         with self._lock:
             db = self.db()
             db.execute("INSERT INTO fts(fts) VALUES('optimize')")
             state = self._state(db)
             if state.pop("compact", None):
                 self._save_state(db, state)
-            db.execute("VACUUM")
+            if db.execute(f"SELECT 1 FROM meta WHERE key = '{_ZEROED}'").fetchone() is None:
+                db.execute("VACUUM")
+                db.execute(f"INSERT OR REPLACE INTO meta VALUES ('{_ZEROED}', '1')")
             for _ in range(50):
                 busy = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
                 if not busy:

@@ -291,3 +291,36 @@ async def test_memory_forget_retracts_over_mcp_and_corrections_keep_their_scope(
         assert got["retracted"]["reason"] == "asked to forget"
         tools = [t.name for t in (await c.list_tools()).tools]
         assert "memory_forget" in tools and not any("purge" in t for t in tools)
+
+
+def test_an_index_made_before_secure_delete_is_vacuumed_by_the_first_purge(store, store_dir):
+    """The index zeroes what it frees; a file from before that may hold freed text, so it is VACUUMed."""
+    import sqlite3
+
+    doomed = store.write(f"{PLANTED} kept in an old index", kind="decision")
+    store.write("an unrelated record that stays")
+    store.close()
+    # What an older version left: pages that held the text, freed without secure_delete.
+    db = sqlite3.connect(store_dir / "index.sqlite3", isolation_level=None)
+    db.execute("PRAGMA secure_delete=OFF")
+    db.execute("CREATE TABLE old_copy (text TEXT)")
+    db.executemany("INSERT INTO old_copy VALUES (?)", [(f"{PLANTED} copy {i}",) for i in range(50)])
+    db.execute("DROP TABLE old_copy")
+    db.execute("DELETE FROM meta WHERE key = 'zeroed_since_created'")
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    assert _leaks(store_dir, [PLANTED + " copy"])  # the freed pages still hold it
+    with Store(store_dir) as again:
+        assert again.purge([doomed["id"]], "gone")["durable"]
+        assert _leaks(store_dir, [PLANTED + " copy"]) == []
+        assert again.verify()["intact"]
+
+
+def test_a_reindexed_store_still_purges_without_a_trace(store, store_dir):
+    doomed = store.write(f"{PLANTED} before a reindex")
+    store.reindex()
+    store.write(f"{SECRET} after it", supersedes=doomed["id"])
+    receipt = store.purge([doomed["id"]], "gone")
+    assert receipt["durable"]
+    assert not any(PLANTED[:12].encode() in (store_dir / n).read_bytes()
+                   for n in os.listdir(store_dir) if (store_dir / n).is_file())
