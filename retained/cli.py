@@ -663,9 +663,11 @@ def _fast_hook(argv: list[str]) -> int | None:
     if len(args) >= 2 and args[0] == "--dir":
         opts["--dir"] = args[1]
         args = args[2:]
+    if len(args) < 2 or args[0] != "hook":  # before importing the hook module: `serve` must not pay for it
+        return None
     from .hook import EVENTS
 
-    if len(args) < 2 or args[0] != "hook" or args[1] not in EVENTS:
+    if args[1] not in EVENTS:
         return None
     event, rest = args[1], args[2:]
     while rest:
@@ -727,14 +729,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     fast = _fast_hook(argv)
     if fast is not None:
         return fast
-    _JSON_ERRORS[0] = "--json" in argv
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    args.dir = getattr(args, "dir", None)
-    args.json = getattr(args, "json", False)
-    if not getattr(args, "func", None):
-        parser.print_help(sys.stderr)
-        return EXIT_USAGE
+    if argv == ["serve"] or (len(argv) == 3 and argv[0] == "--dir" and argv[2] == "serve"):
+        # How hosts start the server: without building the whole parser, which delays the first reply.
+        from types import SimpleNamespace
+
+        args: Any = SimpleNamespace(func=cmd_serve, dir=argv[1] if len(argv) == 3 else None, json=False)
+    else:
+        _JSON_ERRORS[0] = "--json" in argv
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        args.dir = getattr(args, "dir", None)
+        args.json = getattr(args, "json", False)
+        if not getattr(args, "func", None):
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE
     try:
         if args.dir is not None and not args.dir.strip():
             raise UsageError("--dir is empty", hint="give a directory, or leave --dir out for the default store")

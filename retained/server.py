@@ -622,10 +622,14 @@ def serve(directory: Any) -> int:
     signal.signal(signal.SIGTERM, _on_sigterm)
 
     out = stdio_guard.WireOut(wire_out)
-    from . import warm  # after the handshake: the model warms up, and the prompt hook may borrow it
-
     lent: list[Any] = []
-    out.on_tools_listed = lambda: lent.append(warm.after_handshake(store))
+
+    def _warm() -> None:  # after the handshake: the model warms up, and the prompt hook may borrow it
+        from . import warm  # imported only then: the opening replies do not wait for it
+
+        lent.append(warm.after_handshake(store))
+
+    out.on_tools_listed = _warm
     guarded = stdio_guard.GuardedIn(wire_in, out, tools=TOOL_NAMES)
 
     def instructions() -> str:
