@@ -107,6 +107,9 @@ def numpy_module() -> Any:
 def onnxruntime_module() -> Any:
     """onnxruntime, or Unavailable with the reason (the local model needs it)."""
     numpy_module()  # onnxruntime imports numpy: name the part that is broken
+    # onnxruntime's telemetry writes a device id and an event database under ~/.cache/Microsoft when
+    # imported; retained keeps memory local, so it is off unless the user set the variable themselves.
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
     try:
         import onnxruntime
     except Exception as e:  # noqa: BLE001

@@ -515,3 +515,17 @@ def test_doctor_reports_the_tier_and_records_without_a_vector_loading_no_model(s
     (shim / "numpy.py").write_text("raise ImportError('numpy is broken in this install')\n")
     check = _doctor_semantic(store_dir, isolate_home, PYTHONPATH=str(shim))
     assert check["ok"] is False and "numpy cannot be imported" in check["detail"]
+
+
+def test_a_search_by_meaning_writes_nothing_outside_the_store_and_retaineds_cache(isolate_home, store_dir,
+                                                                                 monkeypatch):
+    """onnxruntime's telemetry writes a device id under ~/.cache/Microsoft on import: retained turns it off."""
+    monkeypatch.delenv("ORT_DISABLE_TELEMETRY", raising=False)
+    env = dict(os.environ, RETAINED_DIR=str(store_dir))
+    run = [sys.executable, "-m", "retained"]
+    subprocess.run([*run, "write", "secrets live in 1Password"], env=env, check=True, capture_output=True)
+    out = subprocess.run([*run, "search", "which tool holds our passwords?", "--json"], env=env, check=True,
+                         capture_output=True, text=True)
+    assert json.loads(out.stdout)["semantic"] == "on"
+    written = sorted(str(p.relative_to(isolate_home)) for p in isolate_home.rglob("*") if p.is_file())
+    assert all(p.startswith(".cache/retained/") for p in written), written
