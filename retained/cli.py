@@ -239,12 +239,12 @@ def cmd_forget(args: argparse.Namespace) -> int:
 def cmd_scopes(args: argparse.Namespace) -> int:
     """Every scope with its record counts and project key; the current project is marked."""
     from .paths import store_dir
-    from .project import project_identity, scope_of
+    from .project import project_identity
     from .store import Store
 
     ident = project_identity()
     with Store(store_dir(args.dir), create=False, read_only=True) as store:
-        table = store.scopes(scope_of(ident["root"]) if ident else None)
+        table = store.scopes(_project())
     result = {"current_project": ident, "scopes": table["scopes"], "warnings": table["warnings"]}
     if args.json:
         _print_json(result)

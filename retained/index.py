@@ -576,8 +576,6 @@ class Index:
         if len(scopes) <= 16:
             q = f"SELECT key FROM scope_keys WHERE key IS NOT NULL AND scope IN ({','.join('?' * len(scopes))})"
             wanted |= {r["key"] for r in self.query(q, scopes)}
-        if not wanted:
-            return scopes
         rows = self.query(f"SELECT scope FROM scope_keys WHERE key IN ({','.join('?' * len(wanted))})",
                           sorted(wanted))
         extra = [r["scope"] for r in rows if r["scope"] not in scopes]

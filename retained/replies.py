@@ -46,11 +46,11 @@ def _one_line(text: str) -> str:
     return flat if len(flat) <= LINE_TEXT_CHARS else flat[:LINE_TEXT_CHARS].rstrip() + "…"
 
 
-def _record_line(r: dict[str, Any], project: str | None, now: datetime, score: bool = False) -> str:
+def _record_line(r: dict[str, Any], project: str | None, now: datetime, search: bool = False) -> str:
     """'<id> <kind> <age>[ ~meaning][ @scope]: <text on one line>'. Search scores stay in the structured
     content: the order shows them, and at ~4 characters a hit they would cost more than they say."""
     meta = [r.get("id", "?"), r.get("kind", "?"), age(r.get("ts", ""), now)]
-    if score and r.get("match") == "meaning":
+    if search and r.get("match") == "meaning":
         meta.append("~meaning")
     if r.get("scope") not in (None, project):
         meta.append("@" + str(r["scope"]))
@@ -78,7 +78,7 @@ def _search(data: dict[str, Any], project: str | None, now: datetime) -> str:
             + ("; more remain" if data.get("truncated") else ""))
     if any(h.get("match") == "meaning" for h in hits):
         head += "; ~meaning: found by meaning, not by the words"
-    return "\n".join([head, *_warnings(data), *(_record_line(h, project, now, score=True) for h in hits)])
+    return "\n".join([head, *_warnings(data), *(_record_line(h, project, now, search=True) for h in hits)])
 
 
 def _list(data: dict[str, Any], project: str | None, now: datetime) -> str:
