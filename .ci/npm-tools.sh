@@ -14,7 +14,7 @@ set -euo pipefail
 pins=(
   "@modelcontextprotocol/inspector@0.15.0"
   "@modelcontextprotocol/server-memory@2026.8.31"
-  "@anthropic-ai/claude-code@2.1.197"
+  "@anthropic-ai/claude-code@2.1.332"
   "@openai/codex@0.171.0"
   "@google/gemini-cli@0.61.0"
   "opencode-ai@1.18.33"
