@@ -419,6 +419,7 @@ class Semantic:
         self._bg_wake = threading.Event()
         self._bg_stop = False
         self._runtime_checked = False
+        self._prefetch: threading.Thread | None = None
 
     # -- state ---------------------------------------------------------------------------------
     def off_reason(self) -> str | None:
@@ -515,11 +516,28 @@ class Semantic:
 
     def stop(self) -> None:
         """End the background thread and wait for its batch: a runtime thread still inside
-        onnxruntime while the interpreter exits aborts the process."""
+        onnxruntime while the interpreter exits aborts the process. A vector read under way is
+        waited for too: the index is closed next."""
         self._bg_stop = True
         self._bg_wake.set()
-        if self._bg is not None and self._bg is not threading.current_thread():
-            self._bg.join(timeout=30)
+        for t in (self._bg, self._prefetch):
+            if t is not None and t is not threading.current_thread():
+                t.join(timeout=30)
+
+    def prefetch(self) -> None:
+        """Start reading the vectors into memory in a thread, the first time only: a search that
+        must also load the model (a fresh prompt hook) reads them meanwhile, on the other core."""
+        if self._vecs is not None or self._prefetch is not None or self.embedder is None:
+            return
+
+        def read() -> None:
+            try:
+                self._matrix()
+            except Exception:  # noqa: BLE001 - the search reads them itself, and reports what fails
+                pass
+
+        self._prefetch = threading.Thread(target=read, name="retained-vectors", daemon=True)
+        self._prefetch.start()
 
     def warm(self) -> None:
         """Load the model and the vectors now and embed what is new (a server does this after its

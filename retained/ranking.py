@@ -90,6 +90,7 @@ def meaning_query(store: Any, query: str, inline_embed: int, warnings: list[str]
     if not query_terms(query):
         return "on", None
     try:
+        sem.prefetch()  # the vectors are read while the query is embedded
         pending = sem.pending()
         if pending and need_vectors and pending > inline_embed and not sem.index.has_vectors(sem.embedder.key):
             return "off: the records are not embedded yet", None
