@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 from . import records
+from .store import NEAR_WORDS
 
 OLD_DAYS = 90
 NEAR_RATIO = 0.85
@@ -67,10 +68,12 @@ def _in_log_order(store: Any, ids: list[str]) -> list[str]:
     return [r["id"] for r in rows]
 
 
+
 def _near(store: Any, scope: str) -> list[dict[str, Any]]:
     rows = store.index.query("SELECT id, kind, text FROM records WHERE scope = ? AND superseded_by IS NULL"
                              " AND hidden = 0 ORDER BY line DESC LIMIT ?", (scope, NEAR_CAP))
-    norm = [(r["id"], r["kind"], records.normalise_text(r["text"])) for r in rows]
+    # Word by word, at most NEAR_WORDS each: characters would cost the product of two long texts' lengths.
+    norm = [(r["id"], r["kind"], records.normalise_text(r["text"]).split()[:NEAR_WORDS]) for r in rows]
     pairs = []
     for i, (a, ka, ta) in enumerate(norm):
         for b, kb, tb in norm[i + 1:]:

@@ -29,6 +29,7 @@ MAX_K = 100
 INLINE_EMBED = 256  # a search embeds up to this many new records itself; more go to a background thread
 DEFAULT_K = 8
 MAX_LIST = 500
+NEAR_WORDS = 400  # words of each text the near-duplicate check compares
 ALL_SCOPES = "*"
 
 
@@ -110,6 +111,10 @@ class Store:
         said = [notice] if notice else []
         try:
             self.index.catch_up()
+            rebuilt, self.index.rebuilt = self.index.rebuilt, None
+            if rebuilt:
+                said.append(f"the index was damaged ({rebuilt}) and was rebuilt from the log; nothing stored "
+                            "was lost (with the semantic tier on, records are embedded again)")
             return said
         except Exception as e:  # noqa: BLE001 - the index is derived; report and carry on
             return [*said, f"index could not catch up with the log ({e}); run `retained reindex`"]
@@ -293,15 +298,18 @@ class Store:
         words = sorted(set(query_terms(text)), key=lambda w: (-len(w), w))[:8]
         if len(words) < 3:
             return []
-        mine = records.normalise_text(text)
+        # Compared word by word, at most NEAR_WORDS words each: a character-level match costs the
+        # product of the two lengths (a 300 kB record against another took over a minute).
+        mine = records.normalise_text(text).split()[:NEAR_WORDS]
         seen: dict[str, dict[str, Any]] = {}
         for half in (words[0::2], words[1::2]):
             for row in self.index.similar_candidates(quote_query(half), scope, 20):
                 seen.setdefault(row["id"], row)
         out = []
         for row in seen.values():
-            theirs = records.normalise_text(row["text"])
-            if difflib.SequenceMatcher(None, mine, theirs, autojunk=False).ratio() >= 0.85:
+            theirs = records.normalise_text(row["text"]).split()[:NEAR_WORDS]
+            match = difflib.SequenceMatcher(None, mine, theirs, autojunk=False)
+            if match.real_quick_ratio() >= 0.85 and match.quick_ratio() >= 0.85 and match.ratio() >= 0.85:
                 out.append(f"this closely matches {row['id']} ({row['kind']}, {row['ts'][:10]}): "
                            f"\"{_snippet(row['text'])}\"; if it replaces that record, write it with "
                            f"supersedes={row['id']} instead")
