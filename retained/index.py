@@ -245,6 +245,7 @@ class Index:
         self._ino: int | None = None
         # (log size, log inode, log mtime, index inode) when this process last caught up
         self._known: tuple[int, int, int, int | None] | None = None
+        self.rebuilt: str | None = None  # why the index was found damaged and rebuilt, until a read says so
 
     # -- connection ---------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -361,7 +362,27 @@ class Index:
         """Index every complete log line not yet indexed. Returns how many lines were read.
 
         Cheap when there is nothing new: two stats, and no query when this process indexed last.
+        An index SQLite calls damaged ('database disk image is malformed', a full-text table that
+        cannot be opened) is derived data: its files are discarded and it is rebuilt from the log,
+        and `rebuilt` says why (the next read reports it). A busy or locked index is not damage.
         """
+        try:
+            return self._catch_up(progress)
+        except sqlite3.OperationalError:
+            raise
+        except sqlite3.DatabaseError as e:
+            if self.read_only:
+                raise
+            with self._lock:
+                if self._db is not None:
+                    self._db.close()
+                    self._db = None
+                self._discard_files()
+                self._known = None
+                self.rebuilt = str(e)
+            return self._catch_up(progress)
+
+    def _catch_up(self, progress: Callable[[int, int], None] | None) -> int:
         with self._lock:
             db = self.db()
             size, ino, mtime = self._stat_log()
@@ -394,7 +415,8 @@ class Index:
                 db.execute("COMMIT")
             except BaseException:
                 self._known = None
-                db.execute("ROLLBACK")
+                if db.in_transaction:  # SQLite has already rolled back after some errors (damage)
+                    db.execute("ROLLBACK")
                 raise
             if state["offset"] == size:
                 self._known = (size, ino, state["log_mtime"], self._ino)

@@ -86,6 +86,28 @@ def test_deleted_index_is_rebuilt_from_the_log(store, store_dir):
     _all_readable(store, receipts)
 
 
+def test_an_index_sqlite_calls_damaged_is_rebuilt_from_the_log_and_the_read_says_so(store, store_dir):
+    # Seen after kill -9 of purges: the full-text table's structure record zeroed, so SQLite answers
+    # 'database disk image is malformed' or 'vtable constructor failed'. Before, every later read
+    # warned and found nothing new, and every purge failed, until a manual reindex.
+    receipts = _fill(store, 4)
+    store.close()
+    db = sqlite3.connect(store_dir / "index.sqlite3")
+    db.execute("UPDATE fts_data SET block = zeroblob(4016) WHERE id = 10")
+    db.commit()
+    db.close()
+    with Store(store_dir) as fresh:
+        later = fresh.write("record number 5 about widgets, written after the damage")
+        found = fresh.search("widgets")
+        assert found["total_matched"] == 5, found
+        said = later["warnings"] + found["warnings"]  # the first call that reads the index says it
+        assert sum("index was damaged" in w and "rebuilt from the log" in w for w in said) == 1, said
+        _all_readable(fresh, [*receipts, later])
+        assert fresh.purge([later["id"]], "damage test")["durable"]
+        assert not any("damaged" in w for w in fresh.search("widgets")["warnings"])  # said once
+        assert fresh.verify()["intact"] is True
+
+
 def test_deleted_index_row_is_reported_and_reindex_repairs_it(store, store_dir):
     receipts = _fill(store, 4)
     assert store.verify()["intact"] is True  # indexed
