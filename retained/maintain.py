@@ -8,7 +8,6 @@ Everything judgmental (near duplicates, long chains, old records) is reported fo
 
 from __future__ import annotations
 
-import difflib
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING
 
@@ -16,10 +15,8 @@ if TYPE_CHECKING:
     from typing import Any
 
 from . import records
-from .store import NEAR_WORDS
 
 OLD_DAYS = 90
-NEAR_RATIO = 0.85
 NEAR_CAP = 500  # current records per scope compared for near duplicates (pairs are quadratic)
 
 
@@ -68,22 +65,20 @@ def _in_log_order(store: Any, ids: list[str]) -> list[str]:
     return [r["id"] for r in rows]
 
 
-
 def _near(store: Any, scope: str) -> list[dict[str, Any]]:
     rows = store.index.query("SELECT id, kind, text FROM records WHERE scope = ? AND superseded_by IS NULL"
                              " AND hidden = 0 ORDER BY line DESC LIMIT ?", (scope, NEAR_CAP))
-    # Word by word, at most NEAR_WORDS each: characters would cost the product of two long texts' lengths.
-    norm = [(r["id"], r["kind"], records.normalise_text(r["text"]).split()[:NEAR_WORDS]) for r in rows]
+    norm = [(r["id"], r["kind"], records.near_words(r["text"])) for r in rows]
     pairs = []
     for i, (a, ka, ta) in enumerate(norm):
         for b, kb, tb in norm[i + 1:]:
             if ta == tb and ka == kb:
                 continue  # exact: reported above
-            if not ta or not tb or min(len(ta), len(tb)) / max(len(ta), len(tb)) < NEAR_RATIO:
+            if not ta or not tb or min(len(ta), len(tb)) / max(len(ta), len(tb)) < records.NEAR_RATIO:
                 continue
-            m = difflib.SequenceMatcher(None, ta, tb, autojunk=False)
-            if m.real_quick_ratio() >= NEAR_RATIO and m.quick_ratio() >= NEAR_RATIO and m.ratio() >= NEAR_RATIO:
-                pairs.append({"ids": [b, a], "similarity": round(m.ratio(), 2)})
+            ratio = records.closeness(ta, tb)
+            if ratio is not None:
+                pairs.append({"ids": [b, a], "similarity": round(ratio, 2)})
     return pairs
 
 

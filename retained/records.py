@@ -162,6 +162,28 @@ def normalise_text(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
+NEAR_RATIO = 0.85  # how alike two texts must be to count as near duplicates
+NEAR_WORDS = 400  # words of each text compared: characters would cost the product of two long texts' lengths
+
+
+def near_words(text: str) -> list[str]:
+    """What the near-duplicate measure compares: the normalised text's first NEAR_WORDS words."""
+    return normalise_text(text).split()[:NEAR_WORDS]
+
+
+def closeness(mine: list[str], theirs: list[str]) -> float | None:
+    """The similarity (0..1) of two `near_words` lists when it reaches NEAR_RATIO, else None."""
+    import difflib
+
+    if not mine or not theirs:
+        return None
+    match = difflib.SequenceMatcher(None, mine, theirs, autojunk=False)
+    if match.real_quick_ratio() < NEAR_RATIO or match.quick_ratio() < NEAR_RATIO:
+        return None
+    ratio = match.ratio()
+    return ratio if ratio >= NEAR_RATIO else None
+
+
 def text_key(text: str) -> str:
     """A short fingerprint of the normalised text (the index looks exact duplicates up by it)."""
     return hashlib.sha256(normalise_text(text).encode("utf-8", "surrogatepass")).hexdigest()[:32]

@@ -29,7 +29,6 @@ MAX_K = 100
 INLINE_EMBED = 256  # a search embeds up to this many new records itself; more go to a background thread
 DEFAULT_K = 8
 MAX_LIST = 500
-NEAR_WORDS = 400  # words of each text the near-duplicate check compares
 ALL_SCOPES = "*"
 
 
@@ -293,23 +292,17 @@ class Store:
 
     def _near_duplicates(self, text: str, scope: str) -> list[str]:
         """A warning per current record in the scope whose text closely matches this one."""
-        import difflib
-
         words = sorted(set(query_terms(text)), key=lambda w: (-len(w), w))[:8]
         if len(words) < 3:
             return []
-        # Compared word by word, at most NEAR_WORDS words each: a character-level match costs the
-        # product of the two lengths (a 300 kB record against another took over a minute).
-        mine = records.normalise_text(text).split()[:NEAR_WORDS]
+        mine = records.near_words(text)
         seen: dict[str, dict[str, Any]] = {}
         for half in (words[0::2], words[1::2]):
             for row in self.index.similar_candidates(quote_query(half), scope, 20):
                 seen.setdefault(row["id"], row)
         out = []
         for row in seen.values():
-            theirs = records.normalise_text(row["text"]).split()[:NEAR_WORDS]
-            match = difflib.SequenceMatcher(None, mine, theirs, autojunk=False)
-            if match.real_quick_ratio() >= 0.85 and match.quick_ratio() >= 0.85 and match.ratio() >= 0.85:
+            if records.closeness(mine, records.near_words(row["text"])) is not None:
                 out.append(f"this closely matches {row['id']} ({row['kind']}, {row['ts'][:10]}): "
                            f"\"{_snippet(row['text'])}\"; if it replaces that record, write it with "
                            f"supersedes={row['id']} instead")
