@@ -374,11 +374,7 @@ class Index:
             if self.read_only:
                 raise
             with self._lock:
-                if self._db is not None:
-                    self._db.close()
-                    self._db = None
-                self._discard_files()
-                self._known = None
+                self._discard_files()  # db() sees the file gone and opens a new one
                 self.rebuilt = str(e)
             return self._catch_up(progress)
 
