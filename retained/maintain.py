@@ -68,15 +68,13 @@ def _in_log_order(store: Any, ids: list[str]) -> list[str]:
 def _near(store: Any, scope: str) -> list[dict[str, Any]]:
     rows = store.index.query("SELECT id, kind, text FROM records WHERE scope = ? AND superseded_by IS NULL"
                              " AND hidden = 0 ORDER BY line DESC LIMIT ?", (scope, NEAR_CAP))
-    norm = [(r["id"], r["kind"], records.near_words(r["text"])) for r in rows]
+    norm = [(r["id"], r["kind"], records.near_form(r["text"])) for r in rows]
     pairs = []
     for i, (a, ka, ta) in enumerate(norm):
         for b, kb, tb in norm[i + 1:]:
             if ta == tb and ka == kb:
                 continue  # exact: reported above
-            if not ta or not tb or min(len(ta), len(tb)) / max(len(ta), len(tb)) < records.NEAR_RATIO:
-                continue
-            ratio = records.closeness(ta, tb)
+            ratio = records.closeness(ta, tb, min_length_ratio=records.NEAR_RATIO)
             if ratio is not None:
                 pairs.append({"ids": [b, a], "similarity": round(ratio, 2)})
     return pairs

@@ -163,19 +163,32 @@ def normalise_text(text: str) -> str:
 
 
 NEAR_RATIO = 0.85  # how alike two texts must be to count as near duplicates
-NEAR_WORDS = 400  # words of each text compared: characters would cost the product of two long texts' lengths
+# Texts are compared by characters up to NEAR_CHARS (normalised); a longer one by its first NEAR_WORDS
+# words instead: by characters, a match costs the product of the two lengths (two 300 kB records
+# took over a minute).
+NEAR_CHARS = 1000
+NEAR_WORDS = 400
 
 
-def near_words(text: str) -> list[str]:
-    """What the near-duplicate measure compares: the normalised text's first NEAR_WORDS words."""
-    return normalise_text(text).split()[:NEAR_WORDS]
+def _near_words(norm: str) -> list[str]:
+    return re.findall(r"\w+", norm)[:NEAR_WORDS]
 
 
-def closeness(mine: list[str], theirs: list[str]) -> float | None:
-    """The similarity (0..1) of two `near_words` lists when it reaches NEAR_RATIO, else None."""
+def near_form(text: str) -> str | list[str]:
+    """What the near-duplicate measure compares: the normalised text, or its words when it is long."""
+    norm = normalise_text(text)
+    return norm if len(norm) <= NEAR_CHARS else _near_words(norm)
+
+
+def closeness(mine: str | list[str], theirs: str | list[str], min_length_ratio: float = 0.0) -> float | None:
+    """The similarity (0..1) of two `near_form`s when it reaches NEAR_RATIO, else None. A long text
+    is compared with a short one by words. `min_length_ratio`: None at once when the shorter is
+    below that fraction of the longer."""
     import difflib
 
-    if not mine or not theirs:
+    if isinstance(mine, str) != isinstance(theirs, str):
+        mine, theirs = (_near_words(x) if isinstance(x, str) else x for x in (mine, theirs))
+    if not mine or not theirs or min(len(mine), len(theirs)) / max(len(mine), len(theirs)) < min_length_ratio:
         return None
     match = difflib.SequenceMatcher(None, mine, theirs, autojunk=False)
     if match.real_quick_ratio() < NEAR_RATIO or match.quick_ratio() < NEAR_RATIO:

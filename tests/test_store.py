@@ -79,6 +79,18 @@ def test_a_near_duplicate_write_is_warned_naming_the_record(store):
     assert not any("closely matches" in w for w in elsewhere["warnings"])
 
 
+def test_a_long_near_duplicate_is_warned_too_and_a_long_different_text_is_not(store):
+    # Past 1,000 characters texts are compared word by word (by characters, two long records took
+    # minutes): one changed word in 300 is still close; the same words in another order are not.
+    words = [f"w{i % 97}x{i}" for i in range(300)]
+    old = store.write("release notes " + " ".join(words), scope="/p")
+    changed = words[:150] + ["different"] + words[151:]
+    near = store.write("release notes " + " ".join(changed), scope="/p")
+    assert any(old["id"] in w and "closely matches" in w for w in near["warnings"]), near["warnings"]
+    shuffled = store.write("release notes " + " ".join(words[::-1]), scope="/p")
+    assert not any("closely matches" in w for w in shuffled["warnings"]), shuffled["warnings"]
+
+
 def test_supersedes_must_name_an_existing_record(store):
     with pytest.raises(NotFound, match="not a record"):
         store.write("x", supersedes="mem_DOESNOTEXIST")
