@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 BACKUP_SUFFIX = ".retained-backup"
 MADE_MARK = ".retained-made-this-folder"  # in the outermost folder install created, so uninstall may remove it
 RETRIES = 8
+EMPTY_LOOKS = (0.05, 0.12, 0.25)  # seconds: an empty file must stay empty and unwritten this long to count as empty
 SETTLE = (0.02, 0.05, 0.13)  # seconds between looks after writing a file its host rewrites; 0.2 s in all
 
 
@@ -263,10 +264,20 @@ def _remove(target: Path, original: bytes) -> bool:
     return True
 
 
-def _changes_soon(target: Path, seen: bytes) -> bool:
-    """Whether the file holds something else than `seen` a moment later."""
-    time.sleep(0.05)
-    return _read(target)[0] != seen
+def _signature(st: os.stat_result) -> tuple[int, int, int, int]:
+    return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _changes_soon(target: Path, seen: bytes, st: os.stat_result | None, looks: Sequence[float] = (0.05,)) -> bool:
+    """Whether, at any of `looks` (seconds from now), the file holds other bytes than `seen` or was
+    written at all since `st` (a write that left the same bytes still shows in the times)."""
+    start = time.monotonic()
+    for at in looks:
+        time.sleep(max(0.0, start + at - time.monotonic()))
+        now, now_st = _read(target)
+        if now != seen or now_st is None or st is None or _signature(now_st) != _signature(st):
+            return True
+    return False
 
 
 def backup_path(target: Path) -> Path:
@@ -336,6 +347,7 @@ def edit(
     """
     target = Path(os.path.realpath(path))
     contended = False
+    seen_text = False
     made_dirs: list[Path] = []
     for attempt in range(RETRIES):
         if attempt:
@@ -353,16 +365,21 @@ def edit(
             made_dirs = _missing_dirs(target.parent)
             target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             _mark_made(made_dirs)
-        # An empty or unparsable file may be one caught mid-write by a program that rewrites it in
-        # place (truncate, then write): then it is different a moment later, and we start over.
-        last_try = attempt == RETRIES - 1
-        if original == b"" and not last_try and _changes_soon(target, original):
+        # An empty file may be one caught between the truncate and the write of a program that
+        # rewrites it in place. Taken for an empty config, our entry alone would be written over
+        # everything in it. So once this edit has seen it hold text, empty is that moment; and an
+        # empty file we never saw full counts as empty only after it stays empty and unwritten.
+        if original:
+            seen_text = True
+        elif original == b"" and (seen_text or _changes_soon(target, original, st, EMPTY_LOOKS)):
+            time.sleep(0.01 * (attempt + 1))
             continue
         try:
             text, bom = _decode(path, original) if original is not None else (default_text, False)
             new_text = change(text)
         except ConfigError:
-            if original is not None and not last_try and _changes_soon(target, original):
+            # Unparsable may also be a write caught halfway: then it changes a moment later.
+            if original is not None and _changes_soon(target, original, st):
                 continue
             raise  # still the same bytes: truly broken
         if new_text == text:  # nothing to do; and a missing file stays missing (uninstall)

@@ -240,9 +240,11 @@ def test_claude_config_dir_and_codex_home_are_honoured(home, tmp_path, store_dir
     assert f'[hooks.state."{ch}/hooks.json:session_start:0:0"]' in (ch / "config.toml").read_text()
 
 
-def _rewrite_constantly(path, stop, written, in_place):
+def _rewrite_constantly(path, stop, written, in_place, empty_for=0.0):
     """Rewrite `path` like Claude Code does: read, add a key of our own, write it back, either with a
-    temp file and a rename or in place (truncate, then write: what a plain writeFileSync does)."""
+    temp file and a rename or in place (truncate, then write: what a plain writeFileSync does).
+    `empty_for`: seconds the file stays empty between the truncate and the write (a writer the
+    scheduler holds there, as happens on a loaded machine)."""
     n = 0
     while not stop.is_set():
         doc = json.loads(path.read_text())
@@ -250,6 +252,7 @@ def _rewrite_constantly(path, stop, written, in_place):
         doc.setdefault("writer", {})[str(n)] = n
         if in_place:
             with open(path, "w") as f:
+                time.sleep(empty_for)
                 f.write(json.dumps(doc, indent=2))
         else:
             tmp = path.with_name(".claude.json.writer")
@@ -286,6 +289,33 @@ def test_concurrent_writer_on_claude_json_loses_nothing(home, action, in_place):
     assert written and sorted(map(int, final["writer"])) == written  # every one of the writer's changes
     assert ("retained" in final["mcpServers"]) == (action == "install")  # ours
     assert "other" in final["mcpServers"]  # and the user's
+
+
+def test_file_caught_empty_mid_write_is_never_taken_for_an_empty_config(home):
+    """A host that rewrites ~/.claude.json in place leaves it empty between its truncate and its write.
+    Install must never read that moment as an empty config and write only its own entry over it:
+    that would wipe the user's servers and every change the host made before."""
+    seed(home, ["claude"])
+    path = home / ".claude.json"
+    stop = threading.Event()
+    written: list[int] = []
+    t = threading.Thread(target=_rewrite_constantly, args=(path, stop, written, True, 0.12))
+    t.start()
+    try:
+        proc = install("--host", "claude", "--no-hooks")
+    finally:
+        time.sleep(0.3)
+        stop.set()
+        t.join()
+    final = json.loads(path.read_text())
+    assert "other" in final["mcpServers"]  # the user's server survives
+    assert sorted(map(int, final["writer"])) == written  # and so does each of the host's writes
+    if proc.returncode == 0:
+        assert "retained" in final["mcpServers"]
+    else:  # or it says plainly that the file kept changing, having changed nothing
+        assert "kept changing" in proc.stderr, proc.stderr
+    backup = path.with_name(path.name + ".retained-backup")
+    assert not backup.exists() or json.loads(backup.read_text())["mcpServers"]["other"]
 
 
 def test_unknown_host_is_a_usage_error(home):

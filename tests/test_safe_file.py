@@ -149,6 +149,34 @@ def test_empty_file_caught_between_truncate_and_write_is_read_again(config, monk
     assert set(json.loads(config.read_text())["mcpServers"]) == {"other", "retained"}
 
 
+def test_a_file_that_stays_empty_is_a_real_empty_config_and_is_edited(config):
+    """The wait for a writer caught mid-write ends: an empty file nobody writes is edited like any other."""
+    config.write_text("")
+    out = safe_file.edit(config, add_ours, verify=check_ours, default_text="{}")
+    assert out.action == "updated" and set(json.loads(config.read_text())["mcpServers"]) == {"retained"}
+
+
+def test_empty_after_this_edit_saw_text_is_never_built_on(config, monkeypatch):
+    """Once the file was seen holding text, empty is another program between truncate and write,
+    however long it stays: the edit gives up with nothing changed rather than write over it."""
+    whole = config.read_text()
+    real_read = safe_file._read
+    looks = []
+
+    def read(target):
+        data, st = real_read(target)
+        looks.append(data)
+        if len(looks) == 2:  # right after our first read: the other program truncates, and stalls
+            config.write_text("")
+        return data, st
+
+    monkeypatch.setattr(safe_file, "_read", read)
+    with pytest.raises(safe_file.ConfigError, match="kept changing"):
+        safe_file.edit(config, add_ours, verify=check_ours, default_text="{}")
+    assert config.read_text() == ""  # not our entry alone over the other program's file
+    config.write_text(whole)
+
+
 def test_a_change_that_does_not_check_out_is_undone(config):
     before = config.read_bytes()
 
