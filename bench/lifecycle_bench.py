@@ -4,7 +4,8 @@
                                     [--no-vectors]
 
 Purge (issue 10): one record in a 100k-record log <= 3 s, in a 1M log <= 30 s. The floor is what any
-rewrite must do at least: copy the log and fsync the copy. Retract is a normal write: its p50 is
+rewrite must do at least: copy the log and fsync the copy. Also timed: a purge whose compaction finds
+the full-text table past index.FTS_LEVELS_MAX levels and rebuilds it (see there). Retract is a normal write: its p50 is
 printed beside the write p50. The brief (an 800-token brief of a project with 30 checkpoints, 10
 decisions, 5 preferences, 50 notes among the N records) must stay within 10% of the brief of the code
 at --baseline-src (a checkout of the previous version), timed in the same run on the same store.
@@ -28,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from store_bench import bulk_log, sentence  # noqa: E402
 
+import retained.index as index_mod  # noqa: E402
 from retained.store import Store  # noqa: E402
 
 PROJECT = "/p/a"
@@ -139,6 +141,16 @@ def at_size(base: Path, n: int, rng: random.Random, baseline_src: Path | None,
     receipt = store.purge([target], "bench")
     result["purge_s"] = time.perf_counter() - t
     assert receipt["durable"], receipt
+    # The rare purge whose compaction finds the full-text table past FTS_LEVELS_MAX levels (older
+    # SQLite adds levels) and rebuilds it from the records table instead of optimizing it.
+    saved, index_mod.FTS_LEVELS_MAX = index_mod.FTS_LEVELS_MAX, -1
+    try:
+        t = time.perf_counter()
+        receipt = store.purge([f"mem_bench{n // 3:012d}"], "bench")
+        result["purge_rebuild_s"] = time.perf_counter() - t
+    finally:
+        index_mod.FTS_LEVELS_MAX = saved
+    assert receipt["durable"], receipt
     assert store.verify()["intact"]
     store.close()
     shutil.rmtree(d)
@@ -166,12 +178,14 @@ def main() -> int:
         print(f"{n:>8} records{'' if args.no_vectors else ' (+ a vector each)'}: purge of one record {r['purge_s']:.2f} s (limit {limit:.0f} s; floor: copy+fsync "
               f"of the log {r['copy_floor_s']:.2f} s); retract p50 {r['retract_p50_ms']:.2f} ms beside write p50 "
               f"{r['write_p50_ms']:.2f} ms")
+        print(f"{n:>8} records: a purge whose compaction rebuilds the full-text table (once per ~500 purges "
+              f"on older SQLite) {r['purge_rebuild_s']:.2f} s (limit {limit:.0f} s)")
         if "brief_baseline_ms" in r:
             ratio = r["brief_ms"] / r["brief_baseline_ms"]
             print(f"{n:>8} records: brief p50 {r['brief_ms']:.2f} ms beside the baseline's {r['brief_baseline_ms']:.2f} ms "
                   f"({ratio:.2f}x; limit 1.10x)")
             ok = ok and ratio <= 1.10
-        ok = ok and r["purge_s"] <= limit
+        ok = ok and r["purge_s"] <= limit and r["purge_rebuild_s"] <= limit
     shutil.rmtree(base, ignore_errors=True)
     print("targets:", "met" if ok else "NOT met")
     return 0

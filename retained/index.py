@@ -176,6 +176,28 @@ def visible(alias: str = "") -> str:
     and neither is the head of its chain. `alias` names the records table in the query."""
     return f"{alias + '.' if alias else ''}hidden = 0"
 
+# Older SQLite (3.40.1, Debian 12's, does this) puts the segment an FTS5 'optimize' writes one level
+# above the top every time and never drops the empty levels below it; past 2,000 levels the table
+# reads as corrupt ("database disk image is malformed") and every write to the index fails. Each purge
+# optimizes, and about 1,100 purges got there. Past this many levels, compact rebuilds the full-text
+# table from the records table instead (newer SQLite keeps at most 64 levels: there it never happens).
+FTS_LEVELS_MAX = 1000
+_FTS_STRUCTURE_V2 = b"\xff\x00\x00\x01"
+
+
+def _varint(data: bytes, i: int) -> tuple[int, int]:
+    """SQLite's varint at data[i]: (value, index after it). Big-endian 7-bit groups; a 9th byte has 8."""
+    value = 0
+    for n in range(9):
+        c = data[i + n]
+        if n == 8:
+            return (value << 8) | c, i + 9
+        value = (value << 7) | (c & 0x7F)
+        if c < 0x80:
+            return value, i + n + 1
+    raise AssertionError("unreachable")
+
+
 # Where the index stands in the log, saved as one JSON row so a catch-up costs one write.
 # meta key: set when every byte the file freed was zeroed (made with secure_delete on, or VACUUMed since)
 _ZEROED = "zeroed_since_created"
@@ -697,6 +719,20 @@ class Index:
                 raise
             self._known = None
 
+    def fts_levels(self) -> int:
+        """How many levels the full-text table's segments are kept in (its structure record's nLevel:
+        after a 4-byte cookie, and the 4-byte version mark newer SQLite writes, a varint)."""
+        with self._lock:
+            row = self.db().execute("SELECT block FROM fts_data WHERE id = 10").fetchone()
+        if row is None or not isinstance(row[0], bytes) or len(row[0]) < 5:
+            return 0
+        block = row[0]
+        start = 8 if block[4:8] == _FTS_STRUCTURE_V2 else 4
+        try:
+            return _varint(block, start)[0]
+        except IndexError:
+            return 0
+
     @staticmethod
     def _line_tables(db: sqlite3.Connection) -> list[str]:
         """Derived tables keyed by log line besides records and problems (vectors, ...): a purged line's
@@ -711,7 +747,10 @@ class Index:
         (secure_delete); an index file made before that was on is VACUUMed once, for what it freed then."""
         with self._lock:
             db = self.db()
-            db.execute("INSERT INTO fts(fts) VALUES('optimize')")
+            if self.fts_levels() > FTS_LEVELS_MAX:
+                db.execute("INSERT INTO fts(fts) VALUES('rebuild')")  # from the records table: one level
+            else:
+                db.execute("INSERT INTO fts(fts) VALUES('optimize')")
             state = self._state(db)
             if state.pop("compact", None):
                 self._save_state(db, state)
