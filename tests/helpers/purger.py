@@ -15,9 +15,11 @@ if len(sys.argv) > 4:  # the full-text level count past which a purge's compacti
 with Store(directory) as store:
     for i in range(count):
         keep = store.write(f"{prefix} keeps record {i}")
-        if keep["durable"]:
-            print("keep", keep["id"], flush=True)
+        if keep["durable"]:  # one write per line: under PYTHONUNBUFFERED a print is several
+            sys.stdout.write(f"keep {keep['id']}\n")
+            sys.stdout.flush()
         doomed = store.write(f"{prefix} doomed{i}-QuillWhisperMarmalade {i}")
         receipt = store.purge([doomed["id"]], "crash test")
         if receipt["durable"]:
-            print("purged", doomed["id"], flush=True)
+            sys.stdout.write(f"purged {doomed['id']}\n")
+            sys.stdout.flush()
