@@ -183,6 +183,7 @@ def visible(alias: str = "") -> str:
 # table from the records table instead (newer SQLite keeps at most 64 levels: there it never happens).
 FTS_LEVELS_MAX = 1000
 _FTS_STRUCTURE_V2 = b"\xff\x00\x00\x01"
+_FTS_EMPTY_STRUCTURE = b"\x00" * 7  # cookie 0, then 0 levels, 0 segments, write counter 0 (varints)
 
 
 def _varint(data: bytes, i: int) -> tuple[int, int]:
@@ -268,6 +269,7 @@ class Index:
         # (log size, log inode, log mtime, index inode) when this process last caught up
         self._known: tuple[int, int, int, int | None] | None = None
         self.rebuilt: str | None = None  # why the index was found damaged and rebuilt, until a read says so
+        self.rebuilt_from = "the log"  # ... and from what
 
     # -- connection ---------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -385,8 +387,10 @@ class Index:
 
         Cheap when there is nothing new: two stats, and no query when this process indexed last.
         An index SQLite calls damaged ('database disk image is malformed', a full-text table that
-        cannot be opened) is derived data: its files are discarded and it is rebuilt from the log,
-        and `rebuilt` says why (the next read reports it). A busy or locked index is not damage.
+        cannot be opened) is derived data. First the full-text table is rebuilt in place from the
+        records table, which keeps the vectors and the files other processes have open; if the
+        damage is elsewhere, the files are discarded and the index is rebuilt from the log. `rebuilt`
+        and `rebuilt_from` say why and how (the next read reports it). Busy or locked is not damage.
         """
         try:
             return self._catch_up(progress)
@@ -395,10 +399,48 @@ class Index:
         except sqlite3.DatabaseError as e:
             if self.read_only:
                 raise
-            with self._lock:
-                self._discard_files()  # db() sees the file gone and opens a new one
-                self.rebuilt = str(e)
-            return self._catch_up(progress)
+            damage = str(e)
+        with self._lock:
+            if self._repair_fts():
+                try:
+                    n = self._catch_up(progress)
+                    self.rebuilt, self.rebuilt_from = damage, "its records (the vectors were kept)"
+                    return n
+                except sqlite3.OperationalError:
+                    raise
+                except sqlite3.DatabaseError:
+                    pass
+            self._discard_files()  # db() sees the file gone and opens a new one
+            self.rebuilt, self.rebuilt_from = damage, "the log"
+        return self._catch_up(progress)
+
+    def _repair_fts(self) -> bool:
+        """Rebuild the full-text table in place from the records table, in one transaction: its shadow
+        tables emptied, a valid empty structure record put back, then FTS5's own 'rebuild'. False, with
+        nothing changed, when that fails or the file does not check out after it."""
+        try:
+            if self._db is not None:  # a new connection: no full-text table cached from before
+                self._db.close()
+                self._db = None
+            db = self.db()
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for shadow in ("fts_data", "fts_idx", "fts_docsize"):
+                    db.execute(f"DELETE FROM {shadow}")
+                db.execute("INSERT INTO fts_data(id, block) VALUES (10, ?)", (_FTS_EMPTY_STRUCTURE,))
+                db.execute("INSERT INTO fts(fts) VALUES('rebuild')")
+                db.execute("INSERT INTO fts(fts, rank) VALUES('integrity-check', 0)")
+                if db.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                    raise sqlite3.DatabaseError("quick_check failed after the full-text rebuild")
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+        except sqlite3.DatabaseError:
+            return False
+        self._known = None
+        return True
 
     def _catch_up(self, progress: Callable[[int, int], None] | None) -> int:
         with self._lock:
