@@ -35,7 +35,7 @@ CACHE = Path(os.environ.get("RETAINED_NPM_CACHE") or Path.home() / ".cache" / "r
 CONNECTED = re.compile(r'MCP server "bench": Successfully connected .*? in (\d+)ms')
 
 
-def claude_version(claude: str) -> str:
+def claude_version() -> str:
     pkg = CACHE / "node_modules" / "@anthropic-ai" / "claude-code" / "package.json"
     try:
         return json.loads(pkg.read_text())["version"]
@@ -84,7 +84,7 @@ def main() -> int:
     ref = CACHE / "node_modules" / "@modelcontextprotocol" / "server-memory" / "dist" / "index.js"
     if ref.exists():
         servers.append(("reference server-memory (node)", {"command": shutil.which("node"), "args": [str(ref)]}))
-    print(f"Claude Code {claude_version(str(claude))}: start of connection to connected, p50 of {args.runs} sessions")
+    print(f"Claude Code {claude_version()}: start of connection to connected, p50 of {args.runs} sessions")
     for label, server in servers:
         times = connect_ms(str(claude), server, args.runs)
         if times:

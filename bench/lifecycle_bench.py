@@ -5,8 +5,8 @@
 
 Purge (issue 10): one record in a 100k-record log <= 3 s, in a 1M log <= 30 s. The floor is what any
 rewrite must do at least: copy the log and fsync the copy. Also timed: a purge whose compaction finds
-the full-text table past index.FTS_LEVELS_MAX levels and rebuilds it (see there). Retract is a normal write: its p50 is
-printed beside the write p50. The brief (an 800-token brief of a project with 30 checkpoints, 10
+the full-text table past index.FTS_LEVELS_MAX levels and rebuilds it (see there). Retract is a normal
+write: its p50 is printed beside the write p50. The brief (an 800-token brief of a project with 30 checkpoints, 10
 decisions, 5 preferences, 50 notes among the N records) must stay within 10% of the brief of the code
 at --baseline-src (a checkout of the previous version), timed in the same run on the same store.
 """

@@ -269,7 +269,7 @@ class Index:
         # (log size, log inode, log mtime, index inode) when this process last caught up
         self._known: tuple[int, int, int, int | None] | None = None
         self.rebuilt: str | None = None  # why the index was found damaged and rebuilt, until a read says so
-        self.rebuilt_from = "the log"  # ... and from what
+        self.rebuilt_in_place = False  # ... and whether only the full-text table was, from the records table
 
     # -- connection ---------------------------------------------------------------------------
     def _connect(self) -> sqlite3.Connection:
@@ -390,7 +390,7 @@ class Index:
         cannot be opened) is derived data. First the full-text table is rebuilt in place from the
         records table, which keeps the vectors and the files other processes have open; if the
         damage is elsewhere, the files are discarded and the index is rebuilt from the log. `rebuilt`
-        and `rebuilt_from` say why and how (the next read reports it). Busy or locked is not damage.
+        and `rebuilt_in_place` say why and how (the next read reports it). Busy or locked is not damage.
         """
         try:
             return self._catch_up(progress)
@@ -404,14 +404,14 @@ class Index:
             if self._repair_fts():
                 try:
                     n = self._catch_up(progress)
-                    self.rebuilt, self.rebuilt_from = damage, "its records (the vectors were kept)"
+                    self.rebuilt, self.rebuilt_in_place = damage, True
                     return n
                 except sqlite3.OperationalError:
                     raise
                 except sqlite3.DatabaseError:
                     pass
             self._discard_files()  # db() sees the file gone and opens a new one
-            self.rebuilt, self.rebuilt_from = damage, "the log"
+            self.rebuilt, self.rebuilt_in_place = damage, False
         return self._catch_up(progress)
 
     def _repair_fts(self) -> bool:

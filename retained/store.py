@@ -112,10 +112,10 @@ class Store:
             self.index.catch_up()
             rebuilt, self.index.rebuilt = self.index.rebuilt, None
             if rebuilt:
-                again = "" if self.index.rebuilt_from != "the log" else \
-                    " (with the semantic tier on, records are embedded again)"
-                said.append(f"the index was damaged ({rebuilt}) and was rebuilt from {self.index.rebuilt_from}; "
-                            f"nothing stored was lost{again}")
+                how = ("from its records; nothing stored was lost (the vectors were kept)"
+                       if self.index.rebuilt_in_place else
+                       "from the log; nothing stored was lost (with the semantic tier on, records are embedded again)")
+                said.append(f"the index was damaged ({rebuilt}) and was rebuilt {how}")
             return said
         except Exception as e:  # noqa: BLE001 - the index is derived; report and carry on
             return [*said, f"index could not catch up with the log ({e}); run `retained reindex`"]
