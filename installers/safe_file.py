@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from retained.errors import RetainedError
-from retained.fsutil import fsync_dir
+from retained.durable import fsync_dir
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
