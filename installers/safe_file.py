@@ -66,9 +66,9 @@ def undo(outcome: Outcome) -> bool:
     else:
         done = durable.replace_if_unchanged(target, outcome.after, outcome.before, mode)
     if done and outcome.made_backup:
-        _unlink(backup_path(target))
+        backup_path(target).unlink(missing_ok=True)
     if done and outcome.made_dirs:
-        _unlink(outcome.made_dirs[0] / MADE_MARK)
+        (outcome.made_dirs[0] / MADE_MARK).unlink(missing_ok=True)
         for folder in reversed(outcome.made_dirs):
             try:
                 folder.rmdir()
@@ -96,7 +96,7 @@ def remove_made_folders(start: Path) -> list[Path]:
             return removed
         if left and left != [MADE_MARK]:
             return removed
-        _unlink(folder / MADE_MARK)
+        (folder / MADE_MARK).unlink(missing_ok=True)
         try:
             folder.rmdir()
         except OSError:
@@ -133,13 +133,6 @@ def _decode(path: Path, data: bytes) -> tuple[str, bool]:
 
 def _encode(text: str, bom: bool) -> bytes:
     return (b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8")
-
-
-def _unlink(path: Path) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 def _signature(st: os.stat_result) -> tuple[int, int, int, int]:
