@@ -5,26 +5,25 @@ a rename would silently replace it); follow symlinks and write the target; one b
 bytes; temp file in the same directory, fsync, re-check that nobody changed the file meanwhile, atomic
 replace (a swap on Linux, which hands back what it replaced), fsync the directory; read back and check,
 else restore and report; look again a moment later and start over if another program's write undid
-ours.
+ours. The edit's logic is here; the file-system steps it takes (the fsynced temp file, the
+compare-before-swap, the removal that gives back a concurrent write) are retained/durable.py's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
-import errno
 import os
 import stat
-import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from retained import durable
 from retained.errors import RetainedError
-from retained.fsutil import fsync_dir
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
     from typing import Any
 
 BACKUP_SUFFIX = ".retained-backup"
@@ -63,15 +62,13 @@ def undo(outcome: Outcome) -> bool:
     target = outcome.target
     mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o600
     if outcome.before is None:
-        done = outcome.after is not None and _remove(target, outcome.after)
-    elif outcome.after is None:
-        done = _commit(target, None, outcome.before, mode)
+        done = outcome.after is not None and durable.remove_if_unchanged(target, outcome.after)
     else:
-        done = _commit(target, outcome.after, outcome.before, mode)
+        done = durable.replace_if_unchanged(target, outcome.after, outcome.before, mode)
     if done and outcome.made_backup:
-        _unlink(backup_path(target))
+        backup_path(target).unlink(missing_ok=True)
     if done and outcome.made_dirs:
-        _unlink(outcome.made_dirs[0] / MADE_MARK)
+        (outcome.made_dirs[0] / MADE_MARK).unlink(missing_ok=True)
         for folder in reversed(outcome.made_dirs):
             try:
                 folder.rmdir()
@@ -99,7 +96,7 @@ def remove_made_folders(start: Path) -> list[Path]:
             return removed
         if left and left != [MADE_MARK]:
             return removed
-        _unlink(folder / MADE_MARK)
+        (folder / MADE_MARK).unlink(missing_ok=True)
         try:
             folder.rmdir()
         except OSError:
@@ -111,8 +108,8 @@ def remove_made_folders(start: Path) -> list[Path]:
 def _mark_made(made: list[Path]) -> None:
     if made:
         try:
-            with open(made[0] / MADE_MARK, "x", encoding="utf-8") as f:
-                f.write("retained install created this folder; retained uninstall removes it once empty\n")
+            durable.write_new_file(made[0] / MADE_MARK,
+                                   b"retained install created this folder; retained uninstall removes it once empty\n")
         except OSError:
             pass
 
@@ -124,15 +121,6 @@ def _missing_dirs(folder: Path) -> list[Path]:
         out.append(folder)
         folder = folder.parent
     return list(reversed(out))
-
-
-def _read(target: Path) -> tuple[bytes | None, os.stat_result | None]:
-    try:
-        with open(target, "rb") as f:
-            data = f.read()
-            return data, os.fstat(f.fileno())
-    except FileNotFoundError:
-        return None, None
 
 
 def _decode(path: Path, data: bytes) -> tuple[str, bool]:
@@ -147,123 +135,6 @@ def _encode(text: str, bom: bool) -> bytes:
     return (b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8")
 
 
-def _temp_copy(target: Path, data: bytes, mode: int) -> str:
-    """Write `data` to a fsynced temp file beside `target`; return its path."""
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".retained-tmp")
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        if hasattr(os, "fchmod"):
-            os.fchmod(fd, mode)
-        else:  # pragma: no cover - Windows before Python 3.13
-            os.chmod(tmp, mode)
-        os.fsync(fd)
-    except BaseException:
-        os.close(fd)
-        _unlink(tmp)
-        raise
-    os.close(fd)
-    return tmp
-
-
-def _unlink(path: str | Path) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-
-
-def _renameat2() -> Callable[[str, str], bool] | None:
-    """Linux's atomic swap of two names (renameat2 RENAME_EXCHANGE), or None where there is none."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        fn = libc.renameat2
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    fn.restype = ctypes.c_int
-
-    def exchange(a: str, b: str) -> bool:
-        """Swap a and b; False when this file system cannot (the caller falls back to a rename)."""
-        if fn(-100, os.fsencode(a), -100, os.fsencode(b), 2) == 0:  # AT_FDCWD, RENAME_EXCHANGE
-            return True
-        err = ctypes.get_errno()
-        if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM):
-            return False
-        raise OSError(err, os.strerror(err), b)
-
-    return exchange
-
-
-_exchange = _renameat2()
-
-
-def _commit(target: Path, original: bytes | None, data: bytes, mode: int) -> bool:
-    """Put `data` at `target` only if `target` still holds `original` (None: does not exist).
-
-    Returns False, having changed nothing that anyone else wrote, when the file changed under us; the
-    caller starts over from the new version. Where Linux can swap two names atomically, the swap hands
-    back exactly the file we replaced, so a write that lands between our last look and the replace is
-    noticed and given back rather than lost. Elsewhere the window is the few microseconds between the
-    last look and the rename.
-    """
-    tmp = _temp_copy(target, data, mode)
-    try:
-        if original is None:
-            try:
-                os.link(tmp, target)  # creates the name only if nobody else created it meanwhile
-            except FileExistsError:
-                return False
-            except OSError:  # no hard links here (some file systems, Windows shares)
-                if os.path.lexists(target):
-                    return False
-                os.replace(tmp, target)
-        else:
-            now, _ = _read(target)
-            if now != original:
-                return False
-            if _exchange is not None and _exchange(tmp, str(target)):
-                pulled, _ = _read(Path(tmp))
-                if pulled != original:
-                    # Someone replaced the file between our look and the swap: give theirs back.
-                    _exchange(tmp, str(target))
-                    again, _ = _read(Path(tmp))
-                    if again != data:  # and a third writer came in between: keep the newest
-                        _exchange(tmp, str(target))
-                    return False
-            else:
-                os.replace(tmp, target)
-        fsync_dir(target.parent)
-        return True
-    finally:
-        _unlink(tmp)
-
-
-def _remove(target: Path, original: bytes) -> bool:
-    """Remove `target` only if it still holds `original`; False (nothing lost) if it changed."""
-    aside = f"{target.parent}{os.sep}.{target.name}.{os.getpid()}.retained-removing"
-    try:
-        os.rename(target, aside)  # atomic: from here nobody can write into the name we remove
-    except FileNotFoundError:
-        return False
-    taken, _ = _read(Path(aside))
-    if taken != original:
-        try:  # someone wrote it meanwhile: put their version back (unless a newer one is there)
-            os.link(aside, target)
-        except OSError:
-            pass
-        _unlink(aside)
-        return False
-    _unlink(aside)
-    fsync_dir(target.parent)
-    return True
-
-
 def _signature(st: os.stat_result) -> tuple[int, int, int, int]:
     return st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
@@ -274,7 +145,7 @@ def _changes_soon(target: Path, seen: bytes, st: os.stat_result | None, looks: S
     start = time.monotonic()
     for at in looks:
         time.sleep(max(0.0, start + at - time.monotonic()))
-        now, now_st = _read(target)
+        now, now_st = durable.read_with_stat(target)
         if now != seen or now_st is None or st is None or _signature(now_st) != _signature(st):
             return True
     return False
@@ -302,7 +173,7 @@ def _settled_by(target: Path, data: bytes, change: Callable[[str], str], pauses:
     for pause in pauses:
         due += pause
         time.sleep(max(0.0, due - time.monotonic()))
-        now, _ = _read(target)
+        now, _ = durable.read_with_stat(target)
         if now == data:
             continue
         if now is None:
@@ -345,114 +216,178 @@ def edit(
     has no backup (so retained created it: every file that existed got one before its first change),
     the file is removed instead of being left as an empty shell.
     """
-    target = Path(os.path.realpath(path))
-    contended = False
-    seen_text = False
-    made_dirs: list[Path] = []
+    job = _Edit(path, change, verify, default_text=default_text, dry_run=dry_run, new_mode=new_mode,
+                settle=settle, remove_if_empty=remove_if_empty, defer_settle=defer_settle)
     for attempt in range(RETRIES):
-        if attempt:
-            contended = True
-        original, st = _read(target)
-        if st is not None:
-            if not stat.S_ISREG(st.st_mode):
-                raise ConfigError(f"{path} is not a regular file", hint="nothing was changed")
-            if st.st_mode & 0o222 == 0 or not os.access(target, os.W_OK):
-                raise ConfigError(
-                    f"{path} is read-only; retained will not replace it",
-                    hint=f"make it writable (chmod u+w {target}) and run again, or pass --dry-run to see the change",
-                )
-        elif not target.parent.exists() and not dry_run:
-            made_dirs = _missing_dirs(target.parent)
-            target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            _mark_made(made_dirs)
-        # An empty file may be one caught between the truncate and the write of a program that
-        # rewrites it in place. Taken for an empty config, our entry alone would be written over
-        # everything in it. So once this edit has seen it hold text, empty is that moment; and an
-        # empty file we never saw full counts as empty only after it stays empty and unwritten.
-        if original:
-            seen_text = True
-        elif original == b"" and (seen_text or _changes_soon(target, original, st, EMPTY_LOOKS)):
-            time.sleep(0.01 * (attempt + 1))
-            continue
-        try:
-            text, bom = _decode(path, original) if original is not None else (default_text, False)
-            new_text = change(text)
-        except ConfigError:
-            # Unparsable may also be a write caught halfway: then it changes a moment later.
-            if original is not None and _changes_soon(target, original, st):
-                continue
-            raise  # still the same bytes: truly broken
-        if new_text == text:  # nothing to do; and a missing file stays missing (uninstall)
-            return Outcome(path, target, "unchanged")
-        backup = backup_path(target)
-        if (remove_if_empty is not None and original is not None and not backup.exists()
-                and remove_if_empty(new_text)):
-            if dry_run:
-                return Outcome(path, target, "would remove")
-            if _remove(target, original):
-                gone = Outcome(path, target, "removed")
-                gone.before = original
-                return gone
-            time.sleep(0.01 * (attempt + 1))
-            continue
-        if dry_run:
-            _check_writable(path, target)
-            old_lines = text.splitlines(keepends=True) if original is not None else []
-            diff = "".join(difflib.unified_diff(old_lines, new_text.splitlines(keepends=True),
-                                                f"{path} (now)", f"{path} (after retained)"))
-            return Outcome(path, target, "would update" if original is not None else "would create", diff)
-        if target.parent.exists() and not os.access(target.parent, os.W_OK):
-            raise ConfigError(f"cannot write in {target.parent}", hint="fix the directory's permissions")
-        new_bytes = _encode(new_text, bom)
-        made_backup = False
-        if original is None:
-            backup = None
-        elif not backup.exists():
-            made_backup = True  # one backup: the bytes from before retained ever touched the file
-            fd = os.open(backup, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
-                         stat.S_IMODE(st.st_mode) & 0o666 or 0o600)
-            with os.fdopen(fd, "wb") as f:
-                f.write(original)
-                f.flush()
-                os.fsync(f.fileno())
-            fsync_dir(target.parent)
-        mode = stat.S_IMODE(st.st_mode) if st is not None else new_mode
-        # Replace only if nobody (Claude Code rewrites ~/.claude.json all the time) changed it meanwhile.
-        if not _commit(target, original, new_bytes, mode):
-            time.sleep(0.01 * (attempt + 1))
-            continue
-        back, _ = _read(target)
-        if back != new_bytes:
-            # Someone replaced the file right after us: start over from their version, keep both changes.
-            time.sleep(0.01 * (attempt + 1))
-            continue
-        try:
-            verify(text, new_text)
-        except Exception as e:
-            # Put the original back, but only over our own bytes: never over another program's write.
-            if original is not None:
-                restored = _commit(target, new_bytes, original, mode)
-            elif _read(target)[0] == new_bytes:
-                target.unlink(missing_ok=True)
-                restored = True
-            else:
-                restored = False
-            undone = ("the original was restored" if restored else
-                      "another program has written the file since, and its version was left in place")
-            raise ConfigError(f"{path}: the change did not check out ({e}); {undone}",
-                              hint="report this; nothing else was changed") from None
-        pauses = settle if settle is not None else (SETTLE if contended else ())
-        written_at = time.monotonic()
-        if pauses and not defer_settle and not _settled(target, new_bytes, change, pauses):
-            continue
-        done = Outcome(path, target, "updated" if original is not None else "created", backup=backup)
-        if pauses and defer_settle:
-            # The caller looks again later (after its other files), over the same window from this write.
-            done.settled = lambda: _settled_by(target, new_bytes, change, pauses, written_at)
-        done.before, done.after, done.made_backup, done.made_dirs = original, new_bytes, made_backup, made_dirs
-        return done
+        done = job.attempt(attempt)
+        if done is not None:
+            return done
     raise ConfigError(f"{path} kept changing while retained tried to edit it",
                       hint="close the program that is rewriting it (the host that owns the file, if it runs) and run again")
+
+
+class _Edit:
+    """One call of `edit`: what it was asked, and what it has learnt about the file across attempts."""
+
+    def __init__(self, path: Path, change: Callable[[str], str], verify: Callable[[str, str], None], *,
+                 default_text: str, dry_run: bool, new_mode: int, settle: Sequence[float] | None,
+                 remove_if_empty: Callable[[str], bool] | None, defer_settle: bool) -> None:
+        self.path, self.change, self.verify = path, change, verify
+        self.default_text, self.dry_run, self.new_mode = default_text, dry_run, new_mode
+        self.settle, self.remove_if_empty, self.defer_settle = settle, remove_if_empty, defer_settle
+        self.target = Path(os.path.realpath(path))
+        self.contended = False  # the file changed under us: a sign that something is writing it now
+        self.seen_text = False  # this edit has seen the file hold text
+        self.made_dirs: list[Path] = []  # folders this edit created, outermost first
+
+    def attempt(self, n: int) -> Outcome | None:
+        """One try at the edit; None: the file changed under us (or may be mid-write), try again."""
+        self.contended = self.contended or n > 0
+        original, st = self._look()
+        if self._caught_empty(original, st):
+            _pause(n)
+            return None
+        changed = self._changed(original, st)
+        if changed is None:
+            return None  # caught mid-write: it changes a moment later, look again now
+        text, new_text, bom = changed
+        if new_text == text:  # nothing to do; and a missing file stays missing (uninstall)
+            return Outcome(self.path, self.target, "unchanged")
+        if original is not None and self._leaves_nothing(new_text):
+            return self._remove(original, n)
+        if self.dry_run:
+            return self._preview(original, text, new_text)
+        return self._write(original, st, text, new_text, _encode(new_text, bom), n)
+
+    def _look(self) -> tuple[bytes | None, os.stat_result | None]:
+        """Read the file; refuse one that must not be replaced; make the folders a new file needs."""
+        original, st = durable.read_with_stat(self.target)
+        if st is not None:
+            if not stat.S_ISREG(st.st_mode):
+                raise ConfigError(f"{self.path} is not a regular file", hint="nothing was changed")
+            if st.st_mode & 0o222 == 0 or not os.access(self.target, os.W_OK):
+                raise ConfigError(
+                    f"{self.path} is read-only; retained will not replace it",
+                    hint=f"make it writable (chmod u+w {self.target}) and run again, or pass --dry-run to see the change",
+                )
+        elif not self.target.parent.exists() and not self.dry_run:
+            self.made_dirs = _missing_dirs(self.target.parent)
+            self.target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _mark_made(self.made_dirs)
+        return original, st
+
+    def _caught_empty(self, original: bytes | None, st: os.stat_result | None) -> bool:
+        """Whether an empty file must be read again rather than taken for an empty config.
+
+        An empty file may be one caught between the truncate and the write of a program that
+        rewrites it in place. Taken for an empty config, our entry alone would be written over
+        everything in it. So once this edit has seen it hold text, empty is that moment; and an
+        empty file we never saw full counts as empty only after it stays empty and unwritten.
+        """
+        if original:
+            self.seen_text = True
+            return False
+        return original == b"" and (self.seen_text or _changes_soon(self.target, original, st, EMPTY_LOOKS))
+
+    def _changed(self, original: bytes | None, st: os.stat_result | None) -> tuple[str, str, bool] | None:
+        """(text, changed text, has a BOM); None when it does not parse but changes a moment later."""
+        try:
+            text, bom = _decode(self.path, original) if original is not None else (self.default_text, False)
+            return text, self.change(text), bom
+        except ConfigError:
+            # Unparsable may also be a write caught halfway: then it changes a moment later.
+            if original is not None and _changes_soon(self.target, original, st):
+                return None
+            raise  # still the same bytes: truly broken
+
+    def _leaves_nothing(self, new_text: str) -> bool:
+        """Uninstall: the change leaves nothing, in a file retained created (it has no backup, since
+        every file that existed got one before its first change): remove it, not leave an empty shell."""
+        return (self.remove_if_empty is not None and not backup_path(self.target).exists()
+                and self.remove_if_empty(new_text))
+
+    def _remove(self, original: bytes, n: int) -> Outcome | None:
+        if self.dry_run:
+            return Outcome(self.path, self.target, "would remove")
+        if not durable.remove_if_unchanged(self.target, original):
+            _pause(n)
+            return None
+        gone = Outcome(self.path, self.target, "removed")
+        gone.before = original
+        return gone
+
+    def _preview(self, original: bytes | None, text: str, new_text: str) -> Outcome:
+        """A dry run: the unified diff, once sure the real run can write here."""
+        _check_writable(self.path, self.target)
+        old_lines = text.splitlines(keepends=True) if original is not None else []
+        diff = "".join(difflib.unified_diff(old_lines, new_text.splitlines(keepends=True),
+                                            f"{self.path} (now)", f"{self.path} (after retained)"))
+        return Outcome(self.path, self.target, "would update" if original is not None else "would create", diff)
+
+    def _write(self, original: bytes | None, st: os.stat_result | None, text: str, new_text: str,
+               new_bytes: bytes, n: int) -> Outcome | None:
+        """Back up once, replace only over `original`, read back and check; None: start over."""
+        if self.target.parent.exists() and not os.access(self.target.parent, os.W_OK):
+            raise ConfigError(f"cannot write in {self.target.parent}", hint="fix the directory's permissions")
+        mode = stat.S_IMODE(st.st_mode) if st is not None else self.new_mode
+        made_backup = original is not None and _back_up(self.target, original, mode)
+        # Replace only if nobody (Claude Code rewrites ~/.claude.json all the time) changed it meanwhile.
+        if not durable.replace_if_unchanged(self.target, original, new_bytes, mode):
+            _pause(n)
+            return None
+        if durable.read_with_stat(self.target)[0] != new_bytes:
+            # Someone replaced the file right after us: start over from their version, keep both changes.
+            _pause(n)
+            return None
+        with _undone_on_failure(self.path, self.target, original, new_bytes, mode):
+            self.verify(text, new_text)
+        return self._settle(original, new_bytes, made_backup)
+
+    def _settle(self, original: bytes | None, new_bytes: bytes, made_backup: bool) -> Outcome | None:
+        """Look again a moment later that our change holds (or leave that to the caller); None: start over."""
+        pauses = self.settle if self.settle is not None else (SETTLE if self.contended else ())
+        written_at = time.monotonic()
+        target, change = self.target, self.change
+        if pauses and not self.defer_settle and not _settled(target, new_bytes, change, pauses):
+            return None
+        done = Outcome(self.path, target, "updated" if original is not None else "created",
+                       backup=backup_path(target) if original is not None else None)
+        if pauses and self.defer_settle:
+            # The caller looks again later (after its other files), over the same window from this write.
+            done.settled = lambda: _settled_by(target, new_bytes, change, pauses, written_at)
+        done.before, done.after, done.made_backup, done.made_dirs = original, new_bytes, made_backup, self.made_dirs
+        return done
+
+
+def _pause(attempt: int) -> None:
+    """A little longer after each try that found the file changing."""
+    time.sleep(0.01 * (attempt + 1))
+
+
+def _back_up(target: Path, original: bytes, mode: int) -> bool:
+    """Keep the bytes from before retained ever touched the file, once; True when this call did."""
+    backup = backup_path(target)
+    if backup.exists():
+        return False
+    durable.write_new_file(backup, original, mode & 0o666 or 0o600)
+    return True
+
+
+@contextlib.contextmanager
+def _undone_on_failure(path: Path, target: Path, original: bytes | None, written: bytes, mode: int) -> Iterator[None]:
+    """Around the check of what was written: when it fails, put the original back, but only over our
+    own bytes (never over another program's write), and say which of the two happened."""
+    try:
+        yield
+    except Exception as e:
+        if original is not None:
+            restored = durable.replace_if_unchanged(target, written, original, mode)
+        else:
+            restored = durable.remove_if_unchanged(target, written)
+        undone = ("the original was restored" if restored else
+                  "another program has written the file since, and its version was left in place")
+        raise ConfigError(f"{path}: the change did not check out ({e}); {undone}",
+                          hint="report this; nothing else was changed") from None
 
 
 def _check_writable(path: Path, target: Path) -> None:

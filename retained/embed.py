@@ -256,6 +256,7 @@ def _known_good(stamp: list[Any]) -> bool:
 
 def _remember_good(stamp: list[Any]) -> None:
     _GOOD.append(stamp)
+    from . import durable
     from .paths import read_only_requested
 
     f = _stamp_file()
@@ -263,9 +264,7 @@ def _remember_good(stamp: list[Any]) -> None:
         return
     try:
         f.parent.mkdir(parents=True, exist_ok=True)
-        tmp = f.with_name(f"{f.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"stamp": stamp}), encoding="utf-8")
-        os.replace(tmp, f)
+        durable.write_atomic(f, json.dumps({"stamp": stamp}).encode("utf-8"))
     except OSError:
         pass  # a cache: without it the next process hashes the file again
 

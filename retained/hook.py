@@ -116,13 +116,13 @@ def _load(path: Path) -> dict[str, Any] | None:
 
 
 def _save(path: Path, state: dict[str, Any]) -> None:
+    """Replace the session's note whole (a crash leaves the old note or the new one) and durably: the
+    note is what keeps a hook from asking or briefing twice."""
+    from . import durable
+
     path.parent.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the store directory
     path.parent.mkdir(mode=0o700, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(state, f)
-    os.replace(tmp, path)
+    durable.write_atomic(path, json.dumps(state).encode("utf-8"))
 
 
 def _prune(store_dir: Path, now: float) -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the hook path imports no more than it runs
     from typing import Any
 
-from . import fsutil, records
+from . import durable, records
 from .errors import StoreError
 
 LOG_NAME = "log.jsonl"
@@ -138,7 +138,7 @@ class Log:
         # log.jsonl to resolve elsewhere is a symbolic link in its last component, refused above.
 
     def lock(self):  # noqa: ANN201 - a context manager
-        return fsutil.locked(self.lock_path)
+        return durable.locked(self.lock_path)
 
     def size(self) -> int:
         try:
@@ -222,13 +222,8 @@ class Log:
         digest = hashlib.sha256(fragment).hexdigest()[:12]
         target = qdir / f"torn-{offset}-{digest}.part"
         if not target.exists():
-            fsutil.write_new_file(target, fragment)
-        fd = os.open(self.path, os.O_WRONLY | _BINARY)
-        try:
-            os.ftruncate(fd, offset)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            durable.write_new_file(target, fragment)
+        durable.truncate(self.path, offset)
         return (
             f"the log ended in a torn line ({length} bytes from a write that was never acknowledged); "
             f"moved it to {QUARANTINE}/{target.name} so the next record does not glue onto it"
@@ -244,35 +239,46 @@ class Log:
         line = records.format_line(record)
         checks = {"append": False, "fsync": False, "readback_match": False, "chain": False}
         reasons: list[str] = []
+        offset = self._write_line(line, checks, reasons)
+        if checks["append"]:
+            self._prove(record, tail, line, offset, checks, reasons)
+        return {"offset": offset, "line": line, "checks": checks, "reasons": reasons}
+
+    def _write_line(self, line: bytes, checks: dict[str, bool], reasons: list[str]) -> int:
+        """Write `line` at the end in one piece and fsync it; returns the offset it starts at.
+
+        Sets checks["append"] and checks["fsync"]; a line that could not be written whole is cut
+        back, so the next writer never glues onto a partial line.
+        """
         created = not self.path.exists()
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _BINARY, 0o600)
         try:
             offset = os.fstat(fd).st_size
             try:
-                view = memoryview(line)
-                while view:
-                    view = view[os.write(fd, view):]
+                durable.write_all(fd, line)
             except OSError as e:
-                # Never leave a partial line behind for the next writer to glue onto.
                 try:
-                    os.ftruncate(fd, offset)
-                    os.fsync(fd)
+                    durable.truncate(fd, offset)
                 except OSError:
                     pass
                 reasons.append(f"could not append to {self.path}: {e.strerror or e}; nothing was written "
                                "(free disk space or fix permissions, then retry)")
-                return {"offset": offset, "line": line, "checks": checks, "reasons": reasons}
+                return offset
             checks["append"] = True
             try:
-                os.fsync(fd)
+                durable.fsync(fd)
                 if created:
-                    fsutil.fsync_dir(self.directory)
+                    durable.fsync_dir(self.directory)
                 checks["fsync"] = True
             except OSError as e:
                 reasons.append(f"fsync failed: {e.strerror or e}")
+            return offset
         finally:
             os.close(fd)
 
+    def _prove(self, record: dict[str, Any], tail: Tail, line: bytes, offset: int,
+               checks: dict[str, bool], reasons: list[str]) -> None:
+        """Read the line back from the device and check its bytes and its link to `tail`."""
         back = self._read_back(offset, len(line))
         if back == line:
             checks["readback_match"] = True
@@ -288,7 +294,6 @@ class Log:
                 reasons.append("the record read back does not link to the previous record")
         except records.BadLine as bad:
             reasons.append(f"the record read back is not valid: {bad.reason}")
-        return {"offset": offset, "line": line, "checks": checks, "reasons": reasons}
 
     def _read_back(self, offset: int, length: int) -> bytes:
         fd = os.open(self.path, os.O_RDONLY | _BINARY)
@@ -337,7 +342,7 @@ class Log:
                 _copy(src, fd, pos, size - pos, digest)
             _write_all(fd, tail_line, digest)
             checks["append"] = True
-            os.fsync(fd)
+            durable.fsync(fd)
             checks["fsync"] = True
         except BaseException:
             os.close(fd)
@@ -355,8 +360,7 @@ class Log:
 
     def install(self, tmp: Path) -> None:
         """Atomically put a rewritten copy in the log's place and make the rename durable."""
-        os.replace(tmp, self.path)
-        fsutil.fsync_dir(self.directory)
+        durable.replace(tmp, self.path)
 
     def discard_rewrites(self) -> None:
         """Remove copies left by a purge that was killed before its rename (the old log still stands)."""
@@ -366,9 +370,7 @@ class Log:
 
 def _write_all(fd: int, data: bytes, digest: Any) -> None:
     digest.update(data)
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
+    durable.write_all(fd, data)
 
 
 def _copy(src: Any, fd: int, offset: int, length: int, digest: Any) -> None:

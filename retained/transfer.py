@@ -11,16 +11,18 @@ the same source adds nothing).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
+import stat
 import sys
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from . import native, records
+from . import durable, native, records
 from .errors import NotFound, UsageError
 
 FORMATS = ("jsonl", "markdown")
@@ -150,56 +152,86 @@ def markdown_documents(store: Any, *, scopes: list[str] | None, include_history:
 
 def export(store: Any, *, scopes: list[str] | None, fmt: str = "jsonl", include_history: bool = False,
            path: str | None = None, stdout: IO[bytes] | None = None) -> dict[str, Any]:
-    """Export to `path` (a file for jsonl; a folder, or one .md file for one project, for markdown)."""
+    """Export to `path` (a file for jsonl; a folder, or one .md file for one project, for markdown).
+
+    Each file is replaced whole (temp file beside it, fsynced, renamed, directory fsynced): a crash or
+    an error mid-export leaves the old file or the new one, never half of one.
+    """
     if fmt not in FORMATS:
         raise UsageError(f"unknown format {fmt!r}", hint="use --format jsonl or --format markdown")
     stdout = stdout if stdout is not None else sys.stdout.buffer
+    target = None if path is None or path == "-" else Path(path)
     if fmt == "jsonl":
-        if path is None or path == "-":
-            result = export_jsonl(store, stdout, scopes=scopes, include_history=include_history)
-            result["path"] = "-"
-            return result
-        target = Path(path)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.part")
-        try:
-            with open(tmp, "wb") as f:
-                result = export_jsonl(store, f, scopes=scopes, include_history=include_history)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, target)
-        except OSError as e:
-            tmp.unlink(missing_ok=True)
-            raise UsageError(f"cannot write {target}: {e.strerror or e}", hint="pick a writable -o PATH") from None
-        result["path"] = str(target)
-        return result
+        return _export_jsonl_to(store, scopes, include_history, target, stdout)
     docs = markdown_documents(store, scopes=scopes, include_history=include_history)
-    summary = {"format": "markdown", "projects": len(docs), "files": [], "warnings": []}
-    if path is None or path == "-":
+    summary: dict[str, Any] = {"format": "markdown", "projects": len(docs), "files": [], "warnings": []}
+    if target is None:
         stdout.write("\n\n".join(docs.values()).encode("utf-8") + (b"\n" if docs else b""))
         summary["path"] = "-"
         return summary
-    target = Path(path)
+    summary["files"] = _write_markdown(target, docs)
+    summary["path"] = str(target)
+    return summary
+
+
+def _export_jsonl_to(store: Any, scopes: list[str] | None, include_history: bool, target: Path | None,
+                     stdout: IO[bytes]) -> dict[str, Any]:
+    if target is None:
+        result = export_jsonl(store, stdout, scopes=scopes, include_history=include_history)
+        result["path"] = "-"
+        return result
+    try:
+        with durable.atomic_file(_real(target), _kept_mode(target)) as f:
+            result = export_jsonl(store, f, scopes=scopes, include_history=include_history)
+    except OSError as e:
+        raise UsageError(f"cannot write {target}: {e.strerror or e}", hint="pick a writable -o PATH") from None
+    result["path"] = str(target)
+    return result
+
+
+def _write_markdown(target: Path, docs: dict[str, str]) -> list[str]:
+    """Write one .md file (for one project) or one file per project in the folder `target`."""
     if target.suffix.lower() == ".md" and not target.is_dir():
         if len(docs) > 1:
             raise UsageError(f"{len(docs)} projects to export but -o names one file",
                              hint="pass a folder as -o (one file per project), or --scope for one project")
-        target.write_text(next(iter(docs.values()), ""), "utf-8")
-        summary["files"] = [str(target)]
-        summary["path"] = str(target)
-        return summary
-    target.mkdir(parents=True, exist_ok=True)
+        _write_document(target, next(iter(docs.values()), ""))
+        return [str(target)]
+    if not target.is_dir():
+        target.mkdir(parents=True, exist_ok=True)
+        durable.fsync_dir(target.absolute().parent)  # the new folder's name, durable like the files in it
+    files: list[str] = []
     used: set[str] = set()
     for scope, doc in docs.items():
         name = project_label(scope)
         if name in used:
-            import hashlib
-
             name += "-" + hashlib.sha256(scope.encode("utf-8")).hexdigest()[:6]
         used.add(name)
-        (target / f"{name}.md").write_text(doc, "utf-8")
-        summary["files"].append(str(target / f"{name}.md"))
-    summary["path"] = str(target)
-    return summary
+        _write_document(target / f"{name}.md", doc)
+        files.append(str(target / f"{name}.md"))
+    return files
+
+
+def _write_document(target: Path, text: str) -> None:
+    """One Markdown file, replaced atomically; an error names the file, not the temp file beside it."""
+    data = text.replace("\n", os.linesep).encode("utf-8")  # the platform's line ends, as in any text file
+    try:
+        durable.write_atomic(_real(target), data, _kept_mode(target))
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, str(target)) from None
+
+
+def _real(target: Path) -> Path:
+    """Where a write to `target` lands: through a symbolic link, at the file it points to."""
+    return Path(os.path.realpath(target))
+
+
+def _kept_mode(target: Path) -> int | None:
+    """An existing file keeps its mode; a new one gets what `open` gives a new file (the umask's)."""
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        return None
 
 
 # -- import ---------------------------------------------------------------------------------------

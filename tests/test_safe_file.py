@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from retained import durable
 from retained.installers import safe_file
 
 
@@ -39,7 +40,7 @@ def config(tmp_path):
 
 def test_write_between_last_look_and_replace_is_not_clobbered(config, monkeypatch):
     """A write that lands after our last look but before the replace must survive, and ours too."""
-    real_read = safe_file._read
+    real_read = durable.read_with_stat
     looks = {"n": 0}
 
     def read(target):
@@ -50,13 +51,13 @@ def test_write_between_last_look_and_replace_is_not_clobbered(config, monkeypatc
                 foreign_write(config, "theirs")
         return got
 
-    monkeypatch.setattr(safe_file, "_read", read)
+    monkeypatch.setattr(durable, "read_with_stat", read)
     out = safe_file.edit(config, add_ours, verify=check_ours)
     doc = json.loads(config.read_text())
     assert out.action == "updated"
     assert doc.get("theirs") is True, "the other program's write was clobbered"
     assert set(doc["mcpServers"]) == {"other", "retained"}
-    if safe_file._exchange is not None:
+    if durable.exchanger() is not None:
         assert looks["n"] >= 4  # the swap handed their file back and we started over on it
 
 
@@ -81,7 +82,7 @@ def test_stale_write_after_ours_is_noticed_and_redone(config, monkeypatch):
 
 def test_file_created_by_someone_else_meanwhile_is_not_replaced(tmp_path, monkeypatch):
     path = tmp_path / "new.json"
-    real_commit = safe_file._commit
+    real_commit = durable.replace_if_unchanged
     calls = {"n": 0}
 
     def commit(target, original, data, mode):
@@ -90,7 +91,7 @@ def test_file_created_by_someone_else_meanwhile_is_not_replaced(tmp_path, monkey
             path.write_text('{"mcpServers": {}, "theirs": true}')
         return real_commit(target, original, data, mode)
 
-    monkeypatch.setattr(safe_file, "_commit", commit)
+    monkeypatch.setattr(durable, "replace_if_unchanged", commit)
     out = safe_file.edit(path, add_ours, verify=check_ours, default_text="{}")
     doc = json.loads(path.read_text())
     assert out.action == "updated" and doc.get("theirs") is True and "retained" in doc["mcpServers"]
@@ -160,7 +161,7 @@ def test_empty_after_this_edit_saw_text_is_never_built_on(config, monkeypatch):
     """Once the file was seen holding text, empty is another program between truncate and write,
     however long it stays: the edit gives up with nothing changed rather than write over it."""
     whole = config.read_text()
-    real_read = safe_file._read
+    real_read = durable.read_with_stat
     looks = []
 
     def read(target):
@@ -170,7 +171,7 @@ def test_empty_after_this_edit_saw_text_is_never_built_on(config, monkeypatch):
             config.write_text("")
         return data, st
 
-    monkeypatch.setattr(safe_file, "_read", read)
+    monkeypatch.setattr(durable, "read_with_stat", read)
     with pytest.raises(safe_file.ConfigError, match="kept changing"):
         safe_file.edit(config, add_ours, verify=check_ours, default_text="{}")
     assert config.read_text() == ""  # not our entry alone over the other program's file
