@@ -16,28 +16,7 @@ from retained import records
 from retained.team import git as team_git
 from retained.team import state, wlog
 from retained.team.sync import sync
-from tests.helpers.team import Machine, bare_remote, free_port, git, texts
-
-
-@pytest.fixture
-def remote_dir(tmp_path):
-    path = tmp_path / "remote.git"
-    bare_remote(path)
-    return path
-
-
-@pytest.fixture
-def machines(tmp_path, remote_dir):
-    made = []
-
-    def make(name, url=None):
-        m = Machine(tmp_path, name, url or remote_dir.as_uri())
-        made.append(m)
-        return m
-
-    yield make
-    for m in made:
-        m.close()
+from tests.helpers.team import bare_remote, free_port, git, machines, remote_dir, texts  # noqa: F401 - fixtures
 
 
 def one_line(text: str | None) -> bool:
@@ -294,3 +273,27 @@ def test_a_lock_file_left_by_a_killed_git_does_not_wedge_later_syncs(machines):
     result = ann.sync()
     assert result.ok, result
     assert not lock.exists()
+
+
+def test_a_remote_that_hangs_ends_the_sync_within_its_time_budget_in_one_line(machines):
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    held = []
+    threading.Thread(target=lambda: held.append(server.accept()), daemon=True).start()
+    url = f"git://127.0.0.1:{server.getsockname()[1]}/memory.git"
+    ann = machines("ann", url)
+    ann.write("written while the network hangs")
+    started = time.monotonic()
+    try:
+        result = ann.sync(budget=2.0)
+    finally:
+        server.close()
+        for conn, _ in held:
+            conn.close()
+    assert time.monotonic() - started < 15
+    assert not result.ok and one_line(result.error) and result.pending == 1
+    assert result.error == "git fetch took longer than 2 s and was stopped"

@@ -14,29 +14,16 @@ from retained import records
 from retained.team import git as team_git
 from retained.team import hlc, state, verifier, wlog
 from retained.team.sync import sync
-from tests.helpers.team import PROJECT, Machine, all_objects, bare_remote, git, git_daemon, texts
+from tests.helpers.team import (PROJECT, all_objects, bare_remote, git, git_daemon, local_record, machines,  # noqa: F401
+                                remote_dir, texts)
 
 # Run as a script without site-packages (-S) or the environment (-I): only the standard library is there.
 VERIFIER = [sys.executable, "-I", "-S", verifier.__file__]
 
 
 @pytest.fixture
-def remote(tmp_path):
-    return bare_remote(tmp_path / "remote.git")
-
-
-@pytest.fixture
-def machines(tmp_path, remote):
-    made = []
-
-    def make(name, url=None):
-        m = Machine(tmp_path, name, url or remote)
-        made.append(m)
-        return m
-
-    yield make
-    for m in made:
-        m.close()
+def remote(remote_dir):
+    return remote_dir.as_uri()
 
 
 def test_every_writer_sees_every_other_writers_records_after_a_sync_each(machines):
@@ -217,11 +204,9 @@ def test_a_correction_carries_what_its_writer_had_seen_of_each_teammate(machines
     ann, bob = machines("ann"), machines("bob")
     first = ann.write("cache for 5 minutes")
     ann.sync(), bob.sync()
-    # Bob's store cannot name Ann's record yet (the index reads the mirror in phase 2): his correction
-    # is built as his store will write it.
+    # Bob's store cannot name Ann's record yet: his correction is built as his store will write it.
     with bob.environment():
-        fix = records.seal({"seq": 1, "id": records.new_id(), "ts": records.now_rfc3339(), "kind": "decision",
-                            "text": "cache for 10 minutes", "supersedes": first, "prev": "0" * 64})
+        fix = local_record("cache for 10 minutes", supersedes=first)
         assert sync(bob.team_dir, bob.remote, bob.writer, [fix]).ok
     [rec] = [r for r in bob.mirror()[bob.writer] if r["text"] == "cache for 10 minutes"]
     assert rec["seen"] == {ann.writer: 1}
@@ -254,3 +239,25 @@ def test_every_mirror_file_is_a_verified_writer_log_and_no_temporary_file_is_lef
         assert not [p for p in m.team_dir.rglob("*.tmp")]
         saved = state.read_json(m.team_dir / state.SYNC_FILE)
         assert saved["last"]["ok"] and saved["remote"] == m.remote
+
+
+def test_a_retraction_and_a_concurrent_edit_each_say_they_did_not_see_the_other_and_both_survive_a_resync(machines):
+    ann, bob = machines("ann"), machines("bob")
+    first = ann.write("feature flags live in LaunchDarkly")
+    ann.sync(), bob.sync()
+    # Offline on both machines: bob retracts ann's record, ann corrects it.
+    with bob.environment():
+        retraction = local_record("retracted 1 record", kind="forget", action="retract", targets=[first])
+        assert sync(bob.team_dir, bob.remote, bob.writer, [retraction]).ok
+    ann.write("feature flags live in Unleash", supersedes=first)
+    assert ann.sync().ok and bob.sync().ok and ann.sync().ok
+    for m in (ann, bob):
+        logs = m.mirror()
+        [r] = [r for r in logs[bob.writer] if r["kind"] == "forget"]
+        [e] = [r for r in logs[ann.writer] if r.get("supersedes") == first]
+        assert r["seen"] == {ann.writer: 1} and e["seen"] == {}
+        assert not wlog.saw(ann.writer, e, bob.writer, r) and not wlog.saw(bob.writer, r, ann.writer, e)
+        assert wlog.saw(bob.writer, r, ann.writer, logs[ann.writer][0])  # the retraction saw the record
+    later = bob.write("we deploy with Argo")
+    assert later and bob.sync().ok and ann.sync().ok
+    assert any(r.get("action") == "retract" for r in ann.mirror()[bob.writer])  # a retraction never goes away

@@ -40,6 +40,14 @@ class TeamError(RetainedError):
     """A sync step that failed for a reason outside retained (git, the network, the remote)."""
 
 
+class GitMissing(TeamError):
+    """git cannot be run at all: nothing to retry until it is installed."""
+
+
+class OutOfTime(TeamError):
+    """The sync's time budget ran out before a git call could start."""
+
+
 class PushOutcome(NamedTuple):
     ok: bool
     stale: bool  # the remote moved since the fetch: fetch, merge and push again
@@ -66,10 +74,13 @@ def _last_words(stderr: bytes) -> str:
 class Git:
     """One bare repository, run through git. `spent` adds up the seconds git itself took."""
 
-    def __init__(self, git_dir: Path, *, timeout: float = LOCAL_TIMEOUT, network_timeout: float = NETWORK_TIMEOUT):
+    def __init__(self, git_dir: Path, *, timeout: float = LOCAL_TIMEOUT, network_timeout: float = NETWORK_TIMEOUT,
+                 budget: float | None = None):
         self.git_dir = git_dir
         self.timeout = timeout
         self.network_timeout = network_timeout
+        self.budget = budget  # seconds for every call together (a background sync must end in time)
+        self.deadline = None if budget is None else time.monotonic() + budget
         self.spent = 0.0
         self.calls = 0
 
@@ -79,17 +90,17 @@ class Git:
         URL when the call reaches it (a failure then says the remote could not be reached)."""
         exe = shutil.which("git")
         if exe is None:
-            raise TeamError("git is not installed or not on PATH; team memory needs it",
-                            hint="install git, then run `retained sync` again (nothing was lost)")
+            raise GitMissing("git is not installed or not on PATH; team memory needs it",
+                             hint="install git, then run `retained sync` again (nothing was lost)")
         argv = [exe, *_OPTIONS, "--git-dir", str(self.git_dir), *args]
+        limit = self._limit(network is not None)
         started = time.perf_counter()
         try:
             proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**environment(), **(env or {})},
                                     start_new_session=True)
         except OSError as e:
-            raise TeamError(f"could not run git: {e.strerror or e}", hint="check that git works: `git --version`") from None
-        limit = self.network_timeout if network is not None else self.timeout
+            raise GitMissing(f"could not run git: {e.strerror or e}", hint="check that git works: `git --version`") from None
         try:
             out, err = proc.communicate(input, timeout=limit)
         except subprocess.TimeoutExpired:
@@ -108,6 +119,16 @@ class Git:
                                  "with the next sync")
         raise TeamError(f"git {args[0]} failed: {_last_words(err)}",
                         hint="run `retained sync` again; if it keeps failing, run `retained doctor`")
+
+    def _limit(self, network: bool) -> float:
+        limit = self.network_timeout if network else self.timeout
+        if self.deadline is None:
+            return limit
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise OutOfTime(f"the sync ran out of its time budget ({self.budget:.0f} s)",
+                            hint="it goes on where it stopped at the next sync; nothing was lost")
+        return min(limit, left)
 
     # -- the repository ------------------------------------------------------------------------------------
     def ensure(self) -> None:
@@ -252,7 +273,7 @@ def remote_url(checkout: str | os.PathLike[str], name: str = "origin") -> str | 
     """`git remote get-url NAME` in the project's checkout, or None when it has no such remote."""
     exe = shutil.which("git")
     if exe is None:
-        raise TeamError("git is not installed or not on PATH; team memory needs it", hint="install git, then retry")
+        raise GitMissing("git is not installed or not on PATH; team memory needs it", hint="install git, then retry")
     proc = subprocess.run([exe, "remote", "get-url", name], cwd=checkout, capture_output=True, timeout=10,
                           env=environment(), stdin=subprocess.DEVNULL)
     url = proc.stdout.decode("utf-8", "replace").strip()

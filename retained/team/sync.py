@@ -37,7 +37,7 @@ from typing import Any
 from .. import records, redact
 from ..errors import StoreError
 from . import hlc, state, wlog
-from .git import FETCHED_REF, MEMORY_REF, NETWORK_TIMEOUT, Git, TeamError
+from .git import FETCHED_REF, MEMORY_REF, NETWORK_TIMEOUT, Git, GitMissing, OutOfTime, TeamError
 from .mirror import Mirror, blob_oid
 
 FORMAT_BYTES = b"retained-memory 1\n"
@@ -82,8 +82,10 @@ class SyncResult:
 
 def sync(team_dir: Path, remote: str, writer: str, outgoing: Sequence[Mapping[str, Any]] = (),
          purges: Sequence[PurgeRequest] = (), *, author: Mapping[str, str] | None = None, ref: str = MEMORY_REF,
-         wait: float = 30.0, attempts: int = ATTEMPTS) -> SyncResult:
-    """Sync the project whose team directory is `team_dir` with `remote`, as `writer`."""
+         wait: float = 30.0, attempts: int = ATTEMPTS, budget: float | None = None) -> SyncResult:
+    """Sync the project whose team directory is `team_dir` with `remote`, as `writer`. `wait`: how long
+    to wait for another sync of the project to end; `budget`: seconds git may take in all (None: each
+    call is bounded on its own)."""
     started = time.perf_counter()
     if not wlog.WRITER_ID.match(writer):
         raise ValueError(f"not a writer id: {writer!r}")
@@ -91,7 +93,7 @@ def sync(team_dir: Path, remote: str, writer: str, outgoing: Sequence[Mapping[st
         if not held:
             return SyncResult(False, "another sync of this project is running on this machine",
                               "it pulls and pushes everything there is; run `retained sync` again after it if needed")
-        run = _Run(team_dir, remote, ref, writer, dict(author or {}))
+        run = _Run(team_dir, remote, ref, writer, dict(author or {}), budget)
         result = run.run(list(outgoing), list(purges), attempts)
     result.seconds = time.perf_counter() - started
     return result
@@ -111,9 +113,10 @@ def status(team_dir: Path, writer: str) -> dict[str, Any]:
 class _Run:
     """One sync under the project's lock."""
 
-    def __init__(self, team_dir: Path, remote: str, ref: str, writer: str, author: dict[str, str]) -> None:
+    def __init__(self, team_dir: Path, remote: str, ref: str, writer: str, author: dict[str, str],
+                 budget: float | None) -> None:
         self.dir, self.remote, self.ref, self.writer, self.author = team_dir, remote, ref, writer, author
-        self.git = Git(team_dir / state.REPO)
+        self.git = Git(team_dir / state.REPO, budget=budget)
         self.mirror = Mirror(team_dir / state.MIRROR)
         self.result = SyncResult(True)
         self.saved: dict[str, Any] = {}
@@ -161,9 +164,9 @@ class _Run:
         try:
             self.git.ensure()
             self.git.run("rev-parse", "--git-dir")
+        except (GitMissing, OutOfTime):
+            raise
         except TeamError as e:
-            if "not installed" in e.message:
-                raise
             shutil.rmtree(self.git.git_dir, ignore_errors=True)
             self.result.notes.append(f"retained's copy of the team repository was unusable ({e.message}); made it again")
             self.git.ensure()

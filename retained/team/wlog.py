@@ -260,6 +260,16 @@ def needs_seen(rec: Mapping[str, Any]) -> bool:
     return "supersedes" in rec or rec.get("kind") == records.FORGET_KIND
 
 
+def saw(writer: str, rec: Mapping[str, Any], other_writer: str, other: Mapping[str, Any]) -> bool:
+    """Whether `rec` (in `writer`'s log) was written having seen `other`: an earlier line of the same
+    log, or a line its `seen` heads cover. A record without `seen` claims to have seen no teammate's
+    line, so delete-wins never takes an edit for one that saw a retraction it did not."""
+    if writer == other_writer:
+        return other["seq"] < rec["seq"]
+    heads = rec.get("seen")
+    return isinstance(heads, dict) and isinstance(heads.get(other_writer), int) and heads[other_writer] >= other["seq"]
+
+
 def seal_after(body: Mapping[str, Any], after: Entry | None, *, writer: str, clock: hlc.HLC,
                author: Mapping[str, str] | None, seen: Mapping[str, int] | None) -> Entry:
     """The next line of `writer`'s file after `after`: `body` with the writer fields, chained and sealed."""

@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from retained import records
 from retained.team import git as team_git
 from retained.team import state, wlog
@@ -107,6 +109,34 @@ def git_daemon(base: Path):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def local_record(text: str, kind: str = "decision", **fields) -> dict:
+    """A record as another machine's store writes it, for a writer whose store cannot name a teammate's
+    record yet (the index reads the mirror in phase 2): sealed, seq 1 of its own log."""
+    return records.seal({"seq": 1, "id": records.new_id(), "ts": records.now_rfc3339(), "kind": kind, "text": text,
+                         "prev": "0" * 64, **fields})
+
+
+@pytest.fixture
+def remote_dir(tmp_path):
+    path = tmp_path / "remote.git"
+    bare_remote(path)
+    return path
+
+
+@pytest.fixture
+def machines(tmp_path, remote_dir):
+    """make(name, url=None) -> Machine on the test's bare remote (or `url`); closed at the end."""
+    made = []
+
+    def make(name, url=None):
+        made.append(Machine(tmp_path, name, url or remote_dir.as_uri()))
+        return made[-1]
+
+    yield make
+    for m in made:
+        m.close()
 
 
 class Machine:
