@@ -4,7 +4,6 @@ until the server's own gc)."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from retained import records
@@ -165,3 +164,21 @@ def test_retained_never_rewrites_any_ref_but_its_own(tmp_path, crew, remote_dir)
     assert git("--git-dir", str(remote_dir), "rev-parse", "refs/heads/main").stdout == main_before
     refs = git("--git-dir", str(remote_dir), "for-each-ref", "--format=%(refname)").stdout.split()
     assert sorted(refs) == [b"refs/heads/main", team_git.MEMORY_REF.encode()]
+
+
+def test_a_purge_whose_push_is_refused_leaves_nothing_purged_here_and_the_next_sync_finishes_it(crew, remote_dir):
+    ann, bob, _ = crew
+    secret = share_a_secret(crew)
+    hook = remote_dir / "hooks" / "pre-receive"
+    hook.parent.mkdir(exist_ok=True)
+    hook.write_text("#!/bin/sh\nexit 1\n")
+    hook.chmod(0o755)
+    failed = ann.sync(purges=(purge_request(secret),))
+    assert not failed.ok and "refused the push" in failed.error
+    assert holds_marker(ann) == []  # the mirror is tombstoned and the old history's objects are gone
+    again = ann.sync()  # the remote still refuses: fetching the old history again keeps nothing either
+    assert not again.ok and holds_marker(ann) == []
+    hook.unlink()
+    done = ann.sync()
+    assert done.ok and done.rewrote and MARKER not in reachable_objects(remote_dir)
+    assert bob.sync().ok and holds_marker(bob) == [] and holds_marker(ann) == []

@@ -157,8 +157,7 @@ class Git:
         """Fetch the remote's `ref` into FETCHED_REF, in one round trip; None when the remote has no such
         ref (yet). Forced, since a purge rewrites the ref's history; the pattern (`ref*`) makes a missing
         ref an empty match instead of an error, and --prune drops FETCHED_REF when the ref is gone."""
-        self.run("fetch", "--quiet", "--prune", "--no-tags", "--no-write-fetch-head", url,
-                 f"+{ref}*:{FETCHED_REF}*", network=url)
+        self.run("fetch", "--quiet", "--prune", "--no-tags", url, f"+{ref}*:{FETCHED_REF}*", network=url)
         return self.rev(FETCHED_REF)
 
     def push(self, url: str, commit: str, ref: str, expect: str | None) -> PushOutcome:

@@ -185,10 +185,12 @@ class _Run:
             wlog.apply_purges(self.mirror.files)
             self._install()
             rewrite = self.purge_published or self._needs_rewrite(fetched)
+            if rewrite:  # what was fetched holds purged bytes: they leave this repository whatever happens
+                self.saved["collect_due"] = True
             if fetched is not None and not rewrite and self._tree_oids(remote_files) == remote_files:
                 self._pushed(fetched, pushed=0)
                 return
-            commit = self._commit(None if rewrite else fetched, rewrite, remote_files)
+            commit = self._commit(None if rewrite else fetched, rewrite or fetched is None, remote_files)
             outcome = self.git.push(self.remote, commit, self.ref, fetched)
             if outcome.ok:
                 self.result.rewrote = self.result.rewrote or rewrite
@@ -215,7 +217,7 @@ class _Run:
             if wlog.WRITER_ID.match(name):
                 oids[name] = oid
             elif path != "format":
-                self.result.notes.append(f"ignored {path} on the memory ref: not a writer's log")
+                self._note(f"ignored {path} on the memory ref: not a writer's log")
         mine = self.mirror.oids()
         blobs = self.git.blobs([oid for w, oid in oids.items() if mine.get(w) != oid])
         parsed = wlog.vouch({w: self._parse(w, blobs.get(oid)) for w, oid in oids.items()},
@@ -223,7 +225,7 @@ class _Run:
         before = {w: len(e) for w, e in self.mirror.files.items()}
         for w, p in sorted(parsed.items()):
             if p.problem:
-                self.result.refused.append(f"{p.problem}; took in the {len(p.entries)} lines before it")
+                self._refuse(f"{p.problem}; took in the {len(p.entries)} lines before it")
             self.theirs[w] = p.entries
             self._merge(w, p.entries)
         self._note_import(before)
@@ -234,6 +236,8 @@ class _Run:
             return
         found = self.git.blobs([paths["format"]])[paths["format"]] if "format" in paths else b""
         version = found.decode("utf-8", "replace").strip()
+        if version == FORMAT_BYTES.decode().strip():
+            return
         if version.startswith("retained-memory "):
             raise TeamError(f"the memory ref on {self.remote} is in format {version!r}, newer than this retained "
                             f"understands ({FORMAT_BYTES.decode().strip()!r})", hint="upgrade retained, then sync again")
@@ -255,11 +259,11 @@ class _Run:
             # Another machine writes under this id: leave its file on the remote as it is, push nothing
             # of this writer's until it shares again under a new id.
             self.keep_remote.add(writer)
-            self.result.refused.append(merged.refused + "; another machine writes as this writer (a copied "
-                                       "store?): this machine's new records stay here until it shares again "
-                                       "under a new writer id (`retained unshare`, then `retained share`)")
+            self._refuse(merged.refused + "; another machine writes as this writer (a copied store?): this "
+                         "machine's new records stay here until it shares again under a new writer id "
+                         "(`retained unshare`, then `retained share`)")
         elif merged.refused:
-            self.result.refused.append(merged.refused)
+            self._refuse(merged.refused)
         self.mirror.files[writer] = merged.entries
         if merged.pulled:
             self.result.pulled[writer] = self.result.pulled.get(writer, 0) + merged.pulled
@@ -275,8 +279,8 @@ class _Run:
             if w != self.writer:
                 clock, followed = hlc.observe(clock, wlog.last_clock(entries), now)
                 if not followed:
-                    self.result.notes.append(f"writer {w}'s clock runs more than a day ahead; this machine's "
-                                             "clock does not follow it")
+                    self._note(f"writer {w}'s clock runs more than a day ahead; this machine's clock does not "
+                               "follow it")
         self.imports.append(hlc.Import(now, None, clock, heads))
         self._save_state(last=None)
 
@@ -409,11 +413,8 @@ class _Run:
         for w, seq in sorted(self._tombstones() - self.tombs_before):
             rec = self.mirror.files[w][seq - 1].rec
             r.purged.append({"writer": w, "id": rec["id"], "by": rec["forgotten"]["by"]})
-        if r.ok and (r.rewrote or r.purged):
-            try:
-                self.git.collect()
-            except TeamError as e:
-                r.notes.append(f"could not drop purged objects from retained's team repository: {e.message}")
+        if r.rewrote or r.purged or self.saved.get("collect_due"):
+            self.saved["collect_due"] = not self._collect()
         r.git_seconds, r.git_calls = self.git.spent, self.git.calls
         try:
             self._save_state(last={"at": records.now_rfc3339(), "ok": r.ok, "error": r.error, "pulled": r.pulled,
@@ -421,6 +422,28 @@ class _Run:
                                    "refused": r.refused})
         except OSError as e:
             r.notes.append(f"could not save the sync state: {e.strerror or e}")
+
+    def _collect(self) -> bool:
+        """Drop every object of retained's bare repository that held purged bytes. After a sync that
+        failed, the refs still name the old history: they go too (the next sync fetches again)."""
+        try:
+            if not self.result.ok:
+                for ref in (MEMORY_REF, FETCHED_REF):
+                    if self.git.rev(ref):
+                        self.git.update_ref(ref, None)
+            self.git.collect()
+            return True
+        except TeamError as e:
+            self._note(f"could not drop purged objects from retained's team repository yet: {e.message}")
+            return False
+
+    def _refuse(self, line: str) -> None:
+        if line not in self.result.refused:  # a retry meets the same damage again
+            self.result.refused.append(line)
+
+    def _note(self, line: str) -> None:
+        if line not in self.result.notes:
+            self.result.notes.append(line)
 
     def _save_state(self, last: dict[str, Any] | None) -> None:
         own = self.mirror.files.get(self.writer, [])

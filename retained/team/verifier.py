@@ -2,7 +2,7 @@
 
     python verifier.py GIT_DIR [REF]     (REF defaults to refs/retained/memory)
 
-For a remote: `git clone --bare --no-checkout URL m.git && git -C m.git fetch origin
+For a remote: `git clone --bare URL m.git && git -C m.git fetch origin
 refs/retained/memory:refs/retained/memory`, then `python verifier.py m.git`. Prints one line per
 writer and exits 0 when every chain holds, 1 otherwise. This file is the verifier docs/FORMAT.md shows;
 it shares no code with retained on purpose, so that it checks the format, not retained against itself.
