@@ -297,3 +297,16 @@ def test_a_remote_that_hangs_ends_the_sync_within_its_time_budget_in_one_line(ma
     assert time.monotonic() - started < 15
     assert not result.ok and one_line(result.error) and result.pending == 1
     assert result.error == "git fetch took longer than 2 s and was stopped"
+
+
+def test_a_mirror_append_torn_by_a_crash_is_cut_off_and_fetched_again(machines):
+    ann, bob = machines("ann"), machines("bob")
+    for i in range(3):
+        ann.write(f"a{i}")
+    ann.sync(), bob.sync()
+    path = bob.team_dir / state.MIRROR / f"{ann.writer}.jsonl"
+    whole = path.read_bytes()
+    path.write_bytes(whole + b'{"half a line')  # a crash in the middle of an append
+    result = bob.sync()
+    assert result.ok and any("line 4 is" in n for n in result.notes), result.notes
+    assert path.read_bytes() == whole and texts(bob) == {"a0", "a1", "a2"}

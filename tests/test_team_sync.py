@@ -261,3 +261,20 @@ def test_a_retraction_and_a_concurrent_edit_each_say_they_did_not_see_the_other_
     later = bob.write("we deploy with Argo")
     assert later and bob.sync().ok and ann.sync().ok
     assert any(r.get("action") == "retract" for r in ann.mirror()[bob.writer])  # a retraction never goes away
+
+
+def test_a_mirror_file_grows_in_place_like_the_local_log_and_only_a_purge_rewrites_it(machines):
+    ann, bob = machines("ann"), machines("bob")
+    ann.write("first")
+    ann.sync(), bob.sync()
+    path = bob.team_dir / state.MIRROR / f"{ann.writer}.jsonl"
+    inode, before = path.stat().st_ino, path.read_bytes()
+    gone = ann.write("second, to be purged")
+    ann.write("third")
+    ann.sync(), bob.sync()
+    assert path.stat().st_ino == inode and path.read_bytes().startswith(before)  # appended, not replaced
+    with ann.environment():
+        ann.store.purge([gone], reason="test")
+    ann.sync(), bob.sync()
+    assert path.stat().st_ino != inode and b"second, to be purged" not in path.read_bytes()
+    assert wlog.parse_log(ann.writer, path.read_bytes()).problem is None

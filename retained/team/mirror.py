@@ -1,9 +1,11 @@
 """The verified local copy of every writer's log: `team/<dir>/writers/<writer>.jsonl`, plain files.
 
-These are what the index reads as the team's logs. A file is only ever replaced whole by a version that
-was verified (and merged) here; each file's SHA-256 is noted in the sync state when it is written, so
-an unchanged file is trusted on the next sync without being verified again, and a file changed behind
-retained's back is verified line by line (its verified lines kept, the rest fetched again).
+These are what the index reads as the team's logs, and they behave like `log.jsonl`: new verified lines
+are appended (fsynced); only a purge, which replaces earlier lines by tombstones, rewrites a file, as a
+whole and atomically. Each file's SHA-256 is noted in the sync state when it is written, so an
+unchanged file is trusted on the next sync without being verified again, and a file changed behind
+retained's back (or torn by a crash mid-append) is verified line by line: its verified lines are kept,
+the rest is fetched again.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ class Mirror:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.files: dict[str, list[wlog.Entry]] = {}
-        self.data: dict[str, bytes] = {}  # each file's bytes as on disk (what `files` encodes to)
+        self.data: dict[str, bytes] = {}  # what `files` encodes to
+        self.exact: set[str] = set()  # writers whose file on disk holds exactly `data`
 
     def path(self, writer: str) -> Path:
         return self.directory / f"{writer}.jsonl"
@@ -33,11 +36,12 @@ class Mirror:
         them. Returns one line per file that was damaged (its verified lines are kept)."""
         notes: list[str] = []
         parsed: dict[str, wlog.Parsed] = {}
+        on_disk: dict[str, bytes] = {}
         for path in sorted(self.directory.glob("*.jsonl")) if self.directory.is_dir() else []:
             writer = path.stem
             if not wlog.WRITER_ID.match(writer):
                 continue
-            data = path.read_bytes()
+            data = on_disk[writer] = path.read_bytes()
             if trusted.get(writer) == hashlib.sha256(data).hexdigest():
                 parsed[writer] = wlog.Parsed(wlog.trusted(data), None)
             else:
@@ -48,18 +52,27 @@ class Mirror:
                              "brings the rest back")
             self.files[writer] = p.entries
             self.data[writer] = wlog.encode(p.entries)
+            if p.problem is None and self.data[writer] == on_disk[writer]:
+                self.exact.add(writer)
         return notes
 
     def install(self, files: dict[str, list[wlog.Entry]]) -> list[str]:
-        """Replace each file whose content changed by its new version; returns the writers written."""
+        """Write each file whose content changed: its new lines appended when it only grew, else the
+        whole new version in its place. Returns the writers written."""
         written = []
         for writer, entries in sorted(files.items()):
-            data = wlog.encode(entries)
-            if self.data.get(writer) != data:
-                state.replace_file(self.path(writer), data)
+            if not entries and writer not in self.data:
+                continue  # a writer with no line yet (this one, before its first record) has no file
+            data, old = wlog.encode(entries), self.data.get(writer)
+            if old != data or writer not in self.exact:  # a damaged file is written again too
+                if writer in self.exact and old and data.startswith(old):
+                    state.append_file(self.path(writer), data[len(old):])
+                else:
+                    state.replace_file(self.path(writer), data)
                 written.append(writer)
             self.files[writer] = entries
             self.data[writer] = data
+            self.exact.add(writer)
         return written
 
     def digests(self) -> dict[str, str]:

@@ -50,8 +50,9 @@ def project_dir(store_dir: Path, key: str) -> Path:
     return team_root(store_dir) / hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
 
 
-# -- whole-file writes ----------------------------------------------------------------------------------
-# retained.fsutil has no atomic replace yet; this is the one place team memory replaces a file.
+# -- writing files ---------------------------------------------------------------------------------------
+# retained.fsutil has no atomic replace or durable append yet; these are the one place team memory
+# replaces or appends to a file.
 def replace_file(path: Path, data: bytes) -> None:
     """Put `data` at `path` atomically and durably (0600)."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -63,6 +64,19 @@ def replace_file(path: Path, data: bytes) -> None:
         tmp.unlink(missing_ok=True)
         raise
     fsutil.fsync_dir(path.parent)
+
+
+def append_file(path: Path, data: bytes) -> None:
+    """Append `data` to `path` and fsync it. A crash mid-append leaves a torn last line, which the next
+    read finds (the file no longer matches the digest noted for it) and cuts off."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_BINARY", 0))
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def discard_temporaries(directory: Path) -> None:
