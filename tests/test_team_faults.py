@@ -232,12 +232,17 @@ def test_two_machines_writing_under_one_writer_id_are_refused_and_neither_loses_
     assert {r["text"] for r in ann.log() if r["kind"] == "decision"} == {"from the original", "the original again"}
 
 
-def test_a_damaged_mirror_file_is_verified_and_repaired_from_the_remote(machines):
+def bobs_copy_of_anns_log(machines, n: int):
+    """ann writes n decisions a0, a1, ...; both sync; the path of bob's mirror copy of ann's log."""
     ann, bob = machines("ann"), machines("bob")
-    for i in range(4):
+    for i in range(n):
         ann.write(f"a{i}")
     ann.sync(), bob.sync()
-    path = bob.team_dir / state.MIRROR / f"{ann.writer}.jsonl"
+    return ann, bob, bob.team_dir / state.MIRROR / f"{ann.writer}.jsonl"
+
+
+def test_a_damaged_mirror_file_is_verified_and_repaired_from_the_remote(machines):
+    ann, bob, path = bobs_copy_of_anns_log(machines, 4)
     data = bytearray(path.read_bytes())
     data[data.index(b'"a1"') + 1] = ord("b")
     path.write_bytes(bytes(data))
@@ -289,22 +294,18 @@ def test_a_remote_that_hangs_ends_the_sync_within_its_time_budget_in_one_line(ma
     ann.write("written while the network hangs")
     started = time.monotonic()
     try:
-        result = ann.sync(budget=2.0)
+        result = ann.sync(budget=5.0)
     finally:
         server.close()
         for conn, _ in held:
             conn.close()
-    assert time.monotonic() - started < 15
+    assert time.monotonic() - started < 20
     assert not result.ok and one_line(result.error) and result.pending == 1
-    assert result.error == "git fetch took longer than 2 s and was stopped"
+    assert result.error == "git fetch was stopped: the sync's time budget of 5 s ran out"
 
 
 def test_a_mirror_append_torn_by_a_crash_is_cut_off_and_fetched_again(machines):
-    ann, bob = machines("ann"), machines("bob")
-    for i in range(3):
-        ann.write(f"a{i}")
-    ann.sync(), bob.sync()
-    path = bob.team_dir / state.MIRROR / f"{ann.writer}.jsonl"
+    ann, bob, path = bobs_copy_of_anns_log(machines, 3)
     whole = path.read_bytes()
     path.write_bytes(whole + b'{"half a line')  # a crash in the middle of an append
     result = bob.sync()

@@ -278,3 +278,18 @@ def test_a_mirror_file_grows_in_place_like_the_local_log_and_only_a_purge_rewrit
     ann.sync(), bob.sync()
     assert path.stat().st_ino != inode and b"second, to be purged" not in path.read_bytes()
     assert wlog.parse_log(ann.writer, path.read_bytes()).problem is None
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_a_record_already_in_any_writers_log_is_never_published_twice(machines, many):
+    ann = machines("ann")
+    for i in range(70 if many else 3):  # past 64 ids, sync reads every line instead of searching bytes
+        ann.write(f"decision {i}")
+    assert ann.sync().ok
+    import shutil
+
+    shutil.rmtree(ann.team_dir)  # the mirror lost: the records come back from the remote, not again from ann
+    result = ann.sync()
+    assert result.ok and result.published == 0 and result.pulled == {ann.writer: 70 if many else 3}
+    own = ann.mirror()[ann.writer]
+    assert len(own) == len({r["id"] for r in own}) == (70 if many else 3)

@@ -65,6 +65,7 @@ def test_a_flipped_byte_keeps_the_verified_prefix_and_names_writer_and_line():
     ("clock_back", "line 2 is not a valid writer record: its hlc [999, 0] does not come after"),
     ("drop_line", "line 2 breaks the chain"),
     ("torn", "line 3 is incomplete"),
+    ("not_canonical", "line 2 is not a valid writer record: it is not written as canonical JSON"),
 ])
 def test_a_log_that_breaks_a_writer_rule_is_cut_there(tamper, expected):
     bodies = [body("one"), body("two"), body("three")]
@@ -80,9 +81,15 @@ def test_a_log_that_breaks_a_writer_rule_is_cut_there(tamper, expected):
     data = wlog.encode(entries)
     if tamper == "torn":
         data = data[:-10]
+    elif tamper == "not_canonical":  # the same record, hash and all, with spaces: valid JSON, other bytes
+        lines = data.split(b"\n")
+        lines[1] = json.dumps(json.loads(lines[1])).encode()
+        data = b"\n".join(lines)
     parsed = wlog.parse_log("wann0001", data)
     assert parsed.problem.startswith("writer wann0001: ") and expected in parsed.problem, parsed.problem
     assert len(parsed.entries) == (2 if tamper == "torn" else 1)
+    if tamper == "not_canonical":
+        records.parse_line(data.split(b"\n")[1])  # log.jsonl's own rules accept it: the writer log does not
     assert not stdlib_verdict({"wann0001": data})[1]
 
 

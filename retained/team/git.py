@@ -105,6 +105,9 @@ class Git:
             out, err = proc.communicate(input, timeout=limit)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
+            if self.deadline is not None and time.monotonic() >= self.deadline - 0.01:
+                raise OutOfTime(f"git {args[0]} was stopped: the sync's time budget of {self.budget:.0f} s ran out",
+                                hint="it goes on where it stopped at the next sync; nothing was lost") from None
             raise TeamError(f"git {args[0]} took longer than {limit:.0f} s and was stopped",
                             hint="check the network and the remote, then run `retained sync` again") from None
         finally:

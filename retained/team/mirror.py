@@ -11,6 +11,7 @@ the rest is fetched again.
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 from . import state, wlog
@@ -74,6 +75,36 @@ class Mirror:
             self.data[writer] = data
             self.exact.add(writer)
         return written
+
+    def holding(self, ids: list[object], first: str) -> dict[str, tuple[str, wlog.Entry]]:
+        """{id: (writer, line)} for those of `ids` some writer's file holds, looked up in `first`'s
+        file line by line (this writer's own records are there), then, for the few left, by their bytes
+        in the other files (lines are canonical JSON); past 64 left, line by line everywhere."""
+        wanted = {i for i in ids if isinstance(i, str)}
+        found = {e.rec["id"]: (first, e) for e in self.files.get(first, []) if e.rec["id"] in wanted}
+        wanted -= set(found)
+        others = {w: entries for w, entries in self.files.items() if w != first}
+        if len(wanted) > 64:
+            found.update({e.rec["id"]: (w, e) for w, entries in others.items() for e in entries if e.rec["id"] in wanted})
+            return found
+        current = {w: wlog.encode(entries) for w, entries in others.items()}  # merged, maybe not written yet
+        for rid in wanted:
+            needle = b'"id":' + json.dumps(rid, ensure_ascii=False).encode("utf-8")
+            for w, data in current.items():
+                hit = self._line_with(w, data, needle, rid)
+                if hit is not None:
+                    found[rid] = (w, hit)
+                    break
+        return found
+
+    def _line_with(self, writer: str, data: bytes, needle: bytes, rid: str) -> wlog.Entry | None:
+        pos = data.find(needle)
+        while pos >= 0:  # the needle may also sit inside a field of some other record: check the line
+            entry = self.files[writer][data.count(b"\n", 0, pos)]
+            if entry.rec["id"] == rid:
+                return entry
+            pos = data.find(needle, pos + 1)
+        return None
 
     def digests(self) -> dict[str, str]:
         return {w: hashlib.sha256(d).hexdigest() for w, d in self.data.items()}

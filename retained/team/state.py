@@ -69,14 +69,10 @@ def replace_file(path: Path, data: bytes) -> None:
 def append_file(path: Path, data: bytes) -> None:
     """Append `data` to `path` and fsync it. A crash mid-append leaves a torn last line, which the next
     read finds (the file no longer matches the digest noted for it) and cuts off."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | getattr(os, "O_BINARY", 0))
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    with open(path, "ab") as f:  # a buffered write writes it all
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def discard_temporaries(directory: Path) -> None:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import records, redact
-from ..errors import StoreError
+from ..errors import StoreError, UsageError
 from . import hlc, state, wlog
 from .git import FETCHED_REF, MEMORY_REF, NETWORK_TIMEOUT, Git, GitMissing, OutOfTime, TeamError
 from .mirror import Mirror, blob_oid
@@ -88,7 +88,9 @@ def sync(team_dir: Path, remote: str, writer: str, outgoing: Sequence[Mapping[st
     call is bounded on its own)."""
     started = time.perf_counter()
     if not wlog.WRITER_ID.match(writer):
-        raise ValueError(f"not a writer id: {writer!r}")
+        raise UsageError(f"not a writer id: {writer!r}", hint="use state.writer_id(store_dir)")
+    if any(wlog.is_purge(rec) for rec in outgoing):
+        raise UsageError("a purge record is not shared as a record", hint="pass it to sync as a PurgeRequest")
     with state.try_lock(team_dir / state.SYNC_LOCK, wait) as held:
         if not held:
             return SyncResult(False, "another sync of this project is running on this machine",
@@ -172,8 +174,7 @@ class _Run:
             self.git.ensure()
 
     def _tombstones(self) -> set[tuple[str, int]]:
-        return {(w, e.rec["seq"]) for w, entries in self.mirror.files.items() for e in entries
-                if records.is_tombstone(e.rec)}
+        return {(w, i) for w, entries in self.mirror.files.items() for i, e in enumerate(entries, 1) if e.tombstone}
 
     # -- the loop: fetch, merge, publish, push --------------------------------------------------------------
     def _attempts(self, outgoing: list[Mapping[str, Any]], purges: list[PurgeRequest], attempts: int) -> None:
@@ -288,7 +289,8 @@ class _Run:
     def _publish(self, outgoing: list[Mapping[str, Any]], purges: list[PurgeRequest]) -> None:
         if self.writer in self.keep_remote:
             return
-        held = {e.rec["id"]: (w, e) for w, entries in self.mirror.files.items() for e in entries}
+        held = self.mirror.holding([r.get("id") for r in outgoing] + [p.id for p in purges]
+                                   + [t for p in purges for t in p.targets], self.writer)
         own = self.mirror.files.setdefault(self.writer, [])
         found: Counter[str] = Counter()
         for rec in outgoing:
@@ -312,7 +314,7 @@ class _Run:
         targets = []
         for rid in request.targets:
             where = held.get(rid)
-            if where is not None and not records.is_tombstone(where[1].rec):
+            if where is not None and not where[1].tombstone:
                 seq, _, sha = where[1].ident
                 targets.append(wlog.Target(where[0], rid, seq, sha))
         if not targets:
@@ -334,21 +336,23 @@ class _Run:
 
     # -- writing it down ----------------------------------------------------------------------------------
     def _install(self) -> None:
+        """Write the mirror. The sync state that vouches for it is saved at the end: a crash before
+        then only costs the next sync a full verification, and an import not marked done is one this
+        machine does not claim to have seen."""
         self.mirror.install(self.mirror.files)
         if self.imports and self.imports[-1].done is None:
             last = self.imports[-1]
             self.imports[-1] = hlc.Import(last.at, _now_ms(), last.hlc, last.heads)
-        self._save_state(last=None)
 
     def _needs_rewrite(self, fetched: str | None) -> bool:
         """Whether the fetched history may hold bytes a known purge removed: the fetched tip holds a line
         the mirror has as a tombstone, or the history does not start at one root made after every purge."""
-        known = {e.rec["id"] for entries in self.mirror.files.values() for e in entries if wlog.is_purge(e.rec)}
+        known = self._purge_ids()
         if fetched is None or not known:
             return False
         for w, theirs in self.theirs.items():
             mine = self.mirror.files.get(w, [])
-            if any(records.is_tombstone(a.rec) and not records.is_tombstone(b.rec) for a, b in zip(mine, theirs)):
+            if any(a is not b and a.tombstone and not b.tombstone for a, b in zip(mine, theirs)):
                 return True
         clean = self.saved.get("clean") or {}
         if clean.get("commit") and known <= set(clean.get("purges", [])) and self.git.is_ancestor(clean["commit"], fetched):
@@ -373,7 +377,7 @@ class _Run:
         writers = self.git.mktree([("100644", "blob", oid, f"{w}.jsonl") for w, oid in sorted(oids.items())])
         fmt = FORMAT_OID if parent else self.git.hash_data(FORMAT_BYTES)
         tree = self.git.mktree([("100644", "blob", fmt, "format"), ("040000", "tree", writers, "writers")])
-        purges = sorted(e.rec["id"] for entries in self.mirror.files.values() for e in entries if wlog.is_purge(e.rec))
+        purges = sorted(self._purge_ids())
         if root:
             message = f"retained memory of {len(oids)} writers\n\n{_PURGES_TRAILER} {' '.join(purges)}\n"
         else:
@@ -396,9 +400,12 @@ class _Run:
         self.result.pushed = max(0, pushed)
         self.result.commit = commit
 
+    def _purge_ids(self) -> set[str]:
+        return {e.rec["id"] for entries in self.mirror.files.values() for e in entries if e.purge}
+
     def _unpublished(self) -> int:
         """Records given to this sync that no writer's log holds yet and that may be shared."""
-        held = {e.rec["id"] for entries in self.mirror.files.values() for e in entries}
+        held = self.mirror.holding([r.get("id") for r in self.outgoing], self.writer)
         waiting = [rec for rec in self.outgoing if rec.get("id") not in held]
         return sum(1 for rec in waiting if wlog.share_copy(rec, Counter())[0] is not None)
 

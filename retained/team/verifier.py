@@ -25,7 +25,8 @@ def check_writer(writer, data, purges):
         return len(lines), f"line {len(lines) + 1} has no newline at its end", tombs
     for n, raw in enumerate(lines, 1):
         try:
-            problem = check_line(writer, n, json.loads(raw), state, purges, tombs)
+            rec = json.loads(raw)
+            problem = check_line(writer, n, rec, state, purges, tombs) or (canon(rec) != raw and "is not canonical JSON")
         except (ValueError, KeyError, TypeError, AttributeError, IndexError):
             problem = "is not a valid record"
         if problem:

@@ -19,6 +19,7 @@ tombstone count as the same line, and a version that changed a line already held
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -38,16 +39,50 @@ _NOT_TEXT = frozenset(("id", "ts", "kind", "scope", "supersedes", "action", "tar
 WRITER_ID = re.compile(r"[a-z0-9][a-z0-9_-]{2,63}\Z")
 
 
-class Entry(NamedTuple):
-    """One line of a writer's file: its bytes (without the newline) and the record they hold."""
+class Entry:
+    """One line of a writer's file: its bytes (without the newline) and the record they hold, parsed
+    when first asked for: a sync holds every line of every writer but looks into few of them. Lines
+    are canonical JSON (a writer-log rule), so a purge record or a tombstone shows in its bytes."""
 
-    raw: bytes
-    rec: dict[str, Any]
+    __slots__ = ("raw", "_rec", "_purge", "_tombstone")
+
+    def __init__(self, raw: bytes, rec: dict[str, Any] | None = None) -> None:
+        self.raw = raw
+        self._rec = rec
+        self._purge: bool | None = None
+        self._tombstone: bool | None = None
+
+    @property
+    def rec(self) -> dict[str, Any]:
+        if self._rec is None:
+            self._rec = json.loads(self.raw)
+        return self._rec
 
     @property
     def ident(self) -> tuple[int, str, str]:
         """What makes two lines the same line: seq, id and the original hash (a tombstone keeps all three)."""
         return self.rec["seq"], self.rec["id"], self.rec["sha256"]
+
+    @property
+    def purge(self) -> bool:
+        if self._purge is None:
+            self._purge = b'"action":"purge"' in self.raw and is_purge(self.rec)
+        return self._purge
+
+    @property
+    def tombstone(self) -> bool:
+        if self._tombstone is None:
+            self._tombstone = b'"forgotten":' in self.raw and records.is_tombstone(self.rec)
+        return self._tombstone
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Entry) and other.raw == self.raw
+
+    def __hash__(self) -> int:
+        return hash(self.raw)
+
+    def __repr__(self) -> str:
+        return f"Entry({self.raw[:60]!r}...)"
 
 
 class Parsed(NamedTuple):
@@ -139,7 +174,8 @@ def parse_log(writer: str, data: bytes, base: list[Entry] | None = None) -> Pars
         if rec["prev"] != prev or rec["seq"] != number:
             return Parsed(entries, f"writer {writer}: line {number} breaks the chain (seq {rec['seq']} "
                                    f"after {number - 1}, or prev is not the line before's sha256)")
-        why = _line_problem(writer, rec, clock)
+        why = _line_problem(writer, rec, clock) or (None if records.format_line(rec)[:-1] == raw else
+                                                     "it is not written as canonical JSON")
         if why is not None:
             return Parsed(entries, f"writer {writer}: line {number} is not a valid writer record: {why}")
         entries.append(Entry(raw, rec))
@@ -150,11 +186,9 @@ def parse_log(writer: str, data: bytes, base: list[Entry] | None = None) -> Pars
 
 
 def trusted(data: bytes) -> list[Entry]:
-    """Lines of a file this machine verified and wrote itself (its bytes unchanged since): parsed, not
-    re-verified. A file that was changed behind retained's back goes through `parse_log` instead."""
-    import json
-
-    return [Entry(raw, json.loads(raw)) for raw in data.split(b"\n")[:-1]]
+    """Lines of a file this machine verified and wrote itself (its bytes unchanged since), not verified
+    again. A file that was changed behind retained's back goes through `parse_log` instead."""
+    return [Entry(raw) for raw in data.split(b"\n")[:-1]]
 
 
 def _target(writer: str, e: Entry) -> Target:
@@ -164,7 +198,7 @@ def _target(writer: str, e: Entry) -> Target:
 
 def listed(files: Mapping[str, list[Entry]]) -> set[Target]:
     """Every line some purge record of these files lists."""
-    return {t for entries in files.values() for e in entries if is_purge(e.rec) for t in purge_targets(e.rec)}
+    return {t for entries in files.values() for e in entries if e.purge for t in purge_targets(e.rec)}
 
 
 def vouch(files: dict[str, Parsed], also: set[Target] = frozenset()) -> dict[str, Parsed]:
@@ -175,7 +209,7 @@ def vouch(files: dict[str, Parsed], also: set[Target] = frozenset()) -> dict[str
         moved = False
         for writer, parsed in files.items():
             for i, e in enumerate(parsed.entries):
-                if records.is_tombstone(e.rec) and _target(writer, e) not in known:
+                if e.tombstone and _target(writer, e) not in known:
                     files[writer] = Parsed(parsed.entries[:i], f"writer {writer}: line {i + 1} is a tombstone "
                                                                "that no purge record lists")
                     moved = True
@@ -195,8 +229,7 @@ def merge(writer: str, mine: list[Entry], theirs: list[Entry]) -> Merged:
             seq = mine[i].rec["seq"]
             return Merged(mine, 0, f"writer {writer}: the remote's line {i + 1} (seq {seq}) is not the one this "
                                    "machine already holds: kept this machine's copy of that log")
-    picked = [b if records.is_tombstone(b.rec) and not records.is_tombstone(a.rec) else a
-              for a, b in zip(mine[:n], theirs[:n])]
+    picked = [b if a is not b and b.tombstone and not a.tombstone else a for a, b in zip(mine[:n], theirs[:n])]
     if len(theirs) > n:
         return Merged(picked + theirs[n:], len(theirs) - n, None)
     return Merged(picked + mine[n:], 0, None)
@@ -209,7 +242,7 @@ def apply_purges(files: dict[str, list[Entry]]) -> list[Target]:
     first: dict[Target, tuple[tuple[int, int, str, str], str]] = {}
     for writer, entries in files.items():
         for e in entries:
-            if is_purge(e.rec):
+            if e.purge:
                 key = hlc.order_key(writer, e.rec)
                 for t in purge_targets(e.rec):
                     if t not in first or key < first[t][0]:
@@ -225,7 +258,7 @@ def apply_purges(files: dict[str, list[Entry]]) -> list[Target]:
         tomb = records.tombstone(e.rec, by)
         raw = records.format_line(tomb)[:-1]
         if raw != e.raw:
-            if not records.is_tombstone(e.rec):
+            if not e.tombstone:
                 newly.append(t)
             entries[t.seq - 1] = Entry(raw, tomb)
     return newly
