@@ -1,0 +1,159 @@
+"""Team memory benchmark: syncs against a local bare remote, beside bare git doing the same transfer.
+
+    python bench/team_bench.py [--writers 5] [--records 2000] [--growth 10000] [--dir DIR]
+
+Targets (issue 19): the first sync of a clone that pulls 5 writers x 2,000 records <= 5 s; a sync that
+moves 10 new records <= 0.5 s plus git's own time (printed: "git" is the time spent inside git
+processes); the remote's size per record after `git gc`, and its growth over 10,000 more records.
+The baseline is bare git in the same run: a `git fetch` of the whole memory ref into an empty
+repository, and a `git push` of one commit that appends 10 lines to one writer's file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from retained import records  # noqa: E402
+from retained.team import git as team_git  # noqa: E402
+from retained.team.sync import sync  # noqa: E402
+
+WORDS = ("deploy release cache schema index migration api token queue worker retry timeout staging "
+         "database replica shard backup feature flag tenant billing invoice webhook cron lint test").split()
+SCOPE = "example.com/acme/shop"
+
+
+def git(*args: str, input: bytes | None = None) -> bytes:
+    return subprocess.run(["git", *args], input=input, capture_output=True, check=True,
+                          env=team_git.environment()).stdout
+
+
+def make_records(n: int, rng: random.Random, start: int = 1) -> list[dict]:
+    out = []
+    for i in range(start, start + n):
+        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(12, 40)))
+        out.append(records.seal({"seq": i, "id": records.new_id(), "ts": records.now_rfc3339(), "kind": "decision",
+                                 "text": f"{text} ({i})", "prev": "0" * 64, "scope": SCOPE}))
+    return out
+
+
+class Writer:
+    def __init__(self, root: Path, i: int, remote: str) -> None:
+        self.dir, self.remote, self.id = root / f"machine{i}", remote, f"wbench{i:04d}"
+        self.records: list[dict] = []
+        self.author = {"name": f"Writer {i}", "email": f"w{i}@example.com"}
+
+    def sync(self):
+        result = sync(self.dir, self.remote, self.id, self.records, author=self.author)
+        assert result.ok, result.error
+        return result
+
+
+def line(label: str, result, target: str = "") -> None:
+    own = result.seconds - result.git_seconds
+    print(f"  {label:<44} {result.seconds:7.3f} s   git {result.git_seconds:6.3f} s ({result.git_calls} calls)"
+          f"   retained {own:6.3f} s {target}")
+
+
+def remote_size(remote: Path) -> int:
+    git("--git-dir", str(remote), "gc", "--prune=now", "--quiet")
+    stats = dict(ln.split(": ") for ln in git("--git-dir", str(remote), "count-objects", "-v").decode().splitlines())
+    return (int(stats["size"]) + int(stats["size-pack"])) * 1024
+
+
+def first_syncs(writers: list[Writer], root: Path, remote: str, n: int, rng: random.Random) -> None:
+    print(f"first syncs: {len(writers)} writers x {n:,} records")
+    for w in writers:
+        w.records = make_records(n, rng)
+        line(f"{w.id} publishes {n:,}", w.sync())
+    fresh = Writer(root, 99, remote)
+    line(f"a new clone pulls {len(writers) * n:,}", fresh.sync(), "(target <= 5 s)")
+
+
+def small_syncs(writers: list[Writer], rng: random.Random, rounds: int = 7) -> None:
+    print("syncs that move 10 new records (median of %d)" % rounds)
+    pushes, pulls = [], []
+    for _ in range(rounds):
+        a, b = writers[0], writers[1]
+        a.records += make_records(10, rng, len(a.records) + 1)
+        pushes.append(a.sync())
+        pulls.append(b.sync())
+    for label, results in (("push 10", pushes), ("pull 10", pulls)):
+        mid = sorted(results, key=lambda r: r.seconds)[len(results) // 2]
+        line(label, mid, "(target <= 0.5 s + git)")
+
+
+def baseline(remote: Path, root: Path, writer: str) -> None:
+    print("baseline: bare git, same run")
+    empty = root / "baseline.git"
+    git("init", "--bare", "--quiet", str(empty))
+    started = time.perf_counter()
+    git("--git-dir", str(empty), "fetch", "--quiet", remote.as_uri(), f"{team_git.MEMORY_REF}:refs/x")
+    print(f"  {'git fetch of the whole memory ref':<44} {time.perf_counter() - started:7.3f} s")
+    g = ["--git-dir", str(empty)]
+    times = []
+    for k in range(5):
+        started = time.perf_counter()
+        data = git(*g, "show", f"refs/x:writers/{writer}.jsonl") + b"".join(
+            records.format_line(r) for r in make_records(10, random.Random(k)))
+        blob = git(*g, "hash-object", "-w", "--stdin", input=data).decode().strip()
+        listing = git(*g, "ls-tree", "refs/x:writers").decode().splitlines()
+        entries = [ln if not ln.endswith(f"\t{writer}.jsonl") else f"100644 blob {blob}\t{writer}.jsonl" for ln in listing]
+        writers_tree = git(*g, "mktree", input=("\n".join(entries) + "\n").encode()).decode().strip()
+        fmt = git(*g, "rev-parse", "refs/x:format").decode().strip()
+        tree = git(*g, "mktree", input=f"100644 blob {fmt}\tformat\n040000 tree {writers_tree}\twriters\n".encode()).decode().strip()
+        parent = git(*g, "rev-parse", "refs/x").decode().strip()
+        commit = subprocess.run(["git", *g, "commit-tree", tree, "-p", parent, "-m", "b"], capture_output=True, check=True,
+                                env={**team_git.environment(), "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@e",
+                                     "GIT_COMMITTER_NAME": "b", "GIT_COMMITTER_EMAIL": "b@e"}).stdout.decode().strip()
+        git(*g, "push", "--quiet", remote.as_uri(), f"{commit}:refs/baseline/x{k}")
+        times.append(time.perf_counter() - started)
+    print(f"  {'append 10 lines by hand and git push':<44} {statistics.median(times):7.3f} s")
+
+
+def growth(writers: list[Writer], remote: Path, extra: int, rng: random.Random) -> None:
+    total = sum(len(w.records) for w in writers)
+    before = remote_size(remote)
+    log_bytes = sum(len(records.format_line(r)) for w in writers for r in w.records)
+    print(f"remote size after git gc: {before / 1024:,.0f} KiB for {total:,} records = {before / total:,.0f} B/record "
+          f"(the records' own JSON lines: {log_bytes / total:,.0f} B/record)")
+    batch = 100
+    for k in range(extra // batch):
+        w = writers[k % len(writers)]
+        w.records += make_records(batch, rng, len(w.records) + 1)
+        w.sync()
+    after = remote_size(remote)
+    commits = git("--git-dir", str(remote), "rev-list", "--count", team_git.MEMORY_REF).decode().strip()
+    print(f"growth over {extra:,} more records in syncs of {batch}: {(after - before) / 1024:,.0f} KiB = "
+          f"{(after - before) / extra:,.0f} B/record; {after / 1024:,.0f} KiB in all, {commits} commits")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--writers", type=int, default=5)
+    ap.add_argument("--records", type=int, default=2000)
+    ap.add_argument("--growth", type=int, default=10_000)
+    ap.add_argument("--dir")
+    args = ap.parse_args()
+    rng = random.Random(19)
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        root = Path(tmp)
+        remote = root / "remote.git"
+        git("init", "--bare", "--quiet", str(remote))
+        writers = [Writer(root, i, remote.as_uri()) for i in range(args.writers)]
+        first_syncs(writers, root, remote.as_uri(), args.records, rng)
+        small_syncs(writers, rng)
+        baseline(remote, root, writers[0].id)
+        growth(writers, remote, args.growth, rng)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,290 @@
+"""Git as a subprocess, for retained's own bare repository of one shared project. Never a shell.
+
+Every call has explicit arguments, a timeout, no terminal (a new session, stdin closed:
+`GIT_TERMINAL_PROMPT=0`, so a credential prompt fails instead of hanging a background sync), no pager,
+no hooks, no signing, no automatic gc, English messages (`LC_ALL=C`) and plumbing or porcelain-v1
+output only. The variables through which a calling git (a hook) would point us at *its* repository
+(`git rev-parse --local-env-vars`) are removed, so nothing here can touch the project's own `.git`.
+Failures become one-line `TeamError`s that say what to do.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+from ..errors import RetainedError
+
+MEMORY_REF = "refs/retained/memory"
+#: Where a sync keeps what it fetched (private to retained's bare repository).
+FETCHED_REF = "refs/retained/fetched"
+_LOCAL_ENV = ("GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT",
+              "GIT_OBJECT_DIRECTORY", "GIT_DIR", "GIT_WORK_TREE", "GIT_IMPLICIT_WORK_TREE", "GIT_GRAFT_FILE",
+              "GIT_INDEX_FILE", "GIT_NO_REPLACE_OBJECTS", "GIT_REPLACE_REF_BASE", "GIT_PREFIX",
+              "GIT_INTERNAL_SUPER_PREFIX", "GIT_SHALLOW_FILE", "GIT_COMMON_DIR", "GIT_NAMESPACE")
+_OPTIONS = ("--no-pager", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgSign=false", "-c", "gc.auto=0",
+            "-c", "maintenance.auto=false", "-c", "core.logAllRefUpdates=false", "-c", "transfer.fsckObjects=true")
+#: Who retained's memory commits are by: a fixed name, so that no commit says more than the records do.
+_COMMITTER = {"GIT_AUTHOR_NAME": "retained", "GIT_AUTHOR_EMAIL": "retained@invalid",
+              "GIT_COMMITTER_NAME": "retained", "GIT_COMMITTER_EMAIL": "retained@invalid"}
+LOCAL_TIMEOUT = 60.0
+NETWORK_TIMEOUT = 60.0
+
+
+class TeamError(RetainedError):
+    """A sync step that failed for a reason outside retained (git, the network, the remote)."""
+
+
+class GitMissing(TeamError):
+    """git cannot be run at all: nothing to retry until it is installed."""
+
+
+class OutOfTime(TeamError):
+    """The sync's time budget ran out before a git call could start."""
+
+
+class PushOutcome(NamedTuple):
+    ok: bool
+    stale: bool  # the remote moved since the fetch: fetch, merge and push again
+    reason: str | None  # one line when not ok
+
+
+def environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _LOCAL_ENV}
+    env.update(GIT_TERMINAL_PROMPT="0", GCM_INTERACTIVE="never", GIT_PAGER="cat", PAGER="cat", LC_ALL="C",
+               LANGUAGE="C", GIT_ADVICE="0")
+    return env
+
+
+def _last_words(stderr: bytes) -> str:
+    """git's own reason in one line: its last fatal/error line, else its last line."""
+    lines = [ln.strip() for ln in stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
+    for prefix in ("fatal:", "error:"):
+        for ln in lines:
+            if ln.startswith(prefix):
+                return ln[len(prefix):].strip()
+    return lines[-1] if lines else "no message"
+
+
+class Git:
+    """One bare repository, run through git. `spent` adds up the seconds git itself took."""
+
+    def __init__(self, git_dir: Path, *, timeout: float = LOCAL_TIMEOUT, network_timeout: float = NETWORK_TIMEOUT,
+                 budget: float | None = None):
+        self.git_dir = git_dir
+        self.timeout = timeout
+        self.network_timeout = network_timeout
+        self.budget = budget  # seconds for every call together (a background sync must end in time)
+        self.deadline = None if budget is None else time.monotonic() + budget
+        self.spent = 0.0
+        self.calls = 0
+
+    def run(self, *args: str, input: bytes | None = None, ok: tuple[int, ...] = (0,), network: str | None = None,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+        """Run git on this repository. `ok`: the exit codes that are not failures. `network`: the remote's
+        URL when the call reaches it (a failure then says the remote could not be reached)."""
+        exe = shutil.which("git")
+        if exe is None:
+            raise GitMissing("git is not installed or not on PATH; team memory needs it",
+                             hint="install git, then run `retained sync` again (nothing was lost)")
+        argv = [exe, *_OPTIONS, "--git-dir", str(self.git_dir), *args]
+        limit = self._limit(network is not None)
+        started = time.perf_counter()
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**environment(), **(env or {})},
+                                    start_new_session=True)
+        except OSError as e:
+            raise GitMissing(f"could not run git: {e.strerror or e}", hint="check that git works: `git --version`") from None
+        try:
+            out, err = proc.communicate(input, timeout=limit)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            if self.deadline is not None and time.monotonic() >= self.deadline - 0.01:
+                raise OutOfTime(f"git {args[0]} was stopped: the sync's time budget of {self.budget:.0f} s ran out",
+                                hint="it goes on where it stopped at the next sync; nothing was lost") from None
+            raise TeamError(f"git {args[0]} took longer than {limit:.0f} s and was stopped",
+                            hint="check the network and the remote, then run `retained sync` again") from None
+        finally:
+            self.spent += time.perf_counter() - started
+            self.calls += 1
+        result = subprocess.CompletedProcess(argv, proc.returncode, out, err)
+        if proc.returncode in ok:
+            return result
+        if network:
+            raise TeamError(f"cannot reach the team remote {network}: {_last_words(err)}",
+                            hint="check the URL, the network and your git credentials; records wait here and go "
+                                 "with the next sync")
+        raise TeamError(f"git {args[0]} failed: {_last_words(err)}",
+                        hint="run `retained sync` again; if it keeps failing, run `retained doctor`")
+
+    def _limit(self, network: bool) -> float:
+        limit = self.network_timeout if network else self.timeout
+        if self.deadline is None:
+            return limit
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise OutOfTime(f"the sync ran out of its time budget ({self.budget:.0f} s)",
+                            hint="it goes on where it stopped at the next sync; nothing was lost")
+        return min(limit, left)
+
+    # -- the repository ------------------------------------------------------------------------------------
+    def ensure(self) -> None:
+        """Create the bare repository if it is missing (no templates, so no sample hooks)."""
+        if (self.git_dir / "HEAD").exists():
+            return
+        self.git_dir.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.run("init", "--bare", "--quiet", "--template=", str(self.git_dir))
+        for key, value in (("core.logAllRefUpdates", "false"), ("gc.auto", "0"), ("core.fsync", "committed"),
+                           ("transfer.fsckObjects", "true")):
+            self.run("config", key, value)
+
+    def rev(self, ref: str) -> str | None:
+        proc = self.run("rev-parse", "--verify", "--quiet", ref + "^{commit}", ok=(0, 1))
+        oid = proc.stdout.decode().strip()
+        return oid if proc.returncode == 0 and oid else None
+
+    def update_ref(self, ref: str, oid: str | None) -> None:
+        if oid is None:
+            self.run("update-ref", "-d", ref)
+        else:
+            self.run("update-ref", ref, oid)
+
+    # -- the remote ------------------------------------------------------------------------------------------
+    def fetch(self, url: str, ref: str) -> str | None:
+        """Fetch the remote's `ref` into FETCHED_REF, in one round trip; None when the remote has no such
+        ref (yet). Forced, since a purge rewrites the ref's history; the pattern (`ref*`) makes a missing
+        ref an empty match instead of an error, and --prune drops FETCHED_REF when the ref is gone."""
+        self.run("fetch", "--quiet", "--prune", "--no-tags", url, f"+{ref}*:{FETCHED_REF}*", network=url)
+        return self.rev(FETCHED_REF)
+
+    def push(self, url: str, commit: str, ref: str, expect: str | None) -> PushOutcome:
+        """Push `commit` to `ref` only if the remote still holds `expect` (None: no such ref)."""
+        proc = self.run("push", "--porcelain", f"--force-with-lease={ref}:{expect or ''}", url, f"{commit}:{ref}",
+                        network=url, ok=(0, 1))
+        if proc.returncode == 0:
+            return PushOutcome(True, False, None)
+        for line in proc.stdout.decode("utf-8", "replace").splitlines():
+            flag, _, rest = line.partition("\t")
+            if flag == "!":
+                summary = rest.partition("\t")[2]
+                # Lost a race: the remote moved since our fetch (seen by us, or by the server while it
+                # took its ref lock, e.g. two first pushes at once).
+                stale = any(words in summary for words in ("stale info", "fetch first", "non-fast-forward",
+                                                           "failed to update ref", "failed to lock"))
+                remote_says = [ln[len("remote:"):].strip() for ln in proc.stderr.decode("utf-8", "replace").splitlines()
+                               if ln.startswith("remote:") and ln[len("remote:"):].strip()]
+                why = summary + (f": {remote_says[-1]}" if remote_says else "")
+                return PushOutcome(False, stale, why)
+        return PushOutcome(False, False, _last_words(proc.stderr))
+
+    # -- objects ------------------------------------------------------------------------------------------------
+    def tree_files(self, commit: str) -> dict[str, str]:
+        """{path: blob oid} of every file of the commit's tree."""
+        out = self.run("ls-tree", "-r", "-z", "--full-tree", commit).stdout
+        files = {}
+        for entry in out.split(b"\0"):
+            if not entry:
+                continue
+            meta, _, path = entry.partition(b"\t")
+            mode, kind, oid = meta.split()
+            if kind == b"blob":
+                files[path.decode("utf-8", "surrogateescape")] = oid.decode()
+        return files
+
+    def blobs(self, oids: list[str]) -> dict[str, bytes]:
+        """The contents of many blobs, in one `git cat-file --batch` call."""
+        if not oids:
+            return {}
+        wanted = list(dict.fromkeys(oids))
+        out = self.run("cat-file", "--batch", input=("\n".join(wanted) + "\n").encode()).stdout
+        found, pos = {}, 0
+        for oid in wanted:
+            header_end = out.index(b"\n", pos)
+            header = out[pos:header_end].split()
+            if len(header) < 3 or header[1] == b"missing":
+                raise TeamError(f"object {oid} is missing from retained's copy of the team repository",
+                                hint="run `retained sync` again (it fetches again)")
+            size = int(header[2])
+            found[oid] = out[header_end + 1 : header_end + 1 + size]
+            pos = header_end + 2 + size
+        return found
+
+    def hash_files(self, paths: list[Path]) -> list[str]:
+        """Write the files as blobs (one call for all); their oids in the same order."""
+        if not paths:
+            return []
+        out = self.run("hash-object", "-w", "--no-filters", "--stdin-paths",
+                       input=("\n".join(str(p) for p in paths) + "\n").encode()).stdout
+        return out.decode().split()
+
+    def hash_data(self, data: bytes) -> str:
+        return self.run("hash-object", "-w", "--stdin", input=data).stdout.decode().strip()
+
+    def mktree(self, entries: list[tuple[str, str, str, str]]) -> str:
+        """A tree of (mode, type, oid, name) entries."""
+        lines = "".join(f"{mode} {kind} {oid}\t{name}\0" for mode, kind, oid, name in entries)
+        return self.run("mktree", "-z", input=lines.encode()).stdout.decode().strip()
+
+    def commit(self, tree: str, parents: list[str], message: str) -> str:
+        args = ["commit-tree", tree]
+        for parent in parents:
+            args += ["-p", parent]
+        return self.run(*args, input=message.encode(), env=_COMMITTER).stdout.decode().strip()
+
+    def message(self, commit: str) -> str:
+        raw = self.run("cat-file", "commit", commit).stdout.decode("utf-8", "replace")
+        return raw.partition("\n\n")[2]
+
+    def roots(self, commit: str) -> list[str]:
+        return self.run("rev-list", "--max-parents=0", commit).stdout.decode().split()
+
+    def is_ancestor(self, older: str, newer: str) -> bool:
+        return self.run("merge-base", "--is-ancestor", older, newer, ok=(0, 1)).returncode == 0
+
+    def collect(self) -> None:
+        """Drop every object no ref reaches (after a purge rewrote the history): nothing purged stays here."""
+        self.run("reflog", "expire", "--expire=now", "--all")
+        self.run("gc", "--prune=now", "--quiet")
+
+
+def author(cwd: str | os.PathLike[str] | None = None) -> dict[str, str]:
+    """{name, email} from git's configuration as the project's checkout sees it (keys left out when unset)."""
+    out: dict[str, str] = {}
+    exe = shutil.which("git")
+    if exe is None:
+        return out
+    for key, field in (("user.name", "name"), ("user.email", "email")):
+        try:
+            proc = subprocess.run([exe, "config", "--get", key], cwd=cwd, capture_output=True, timeout=10,
+                                  env=environment(), stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        value = proc.stdout.decode("utf-8", "replace").strip()
+        if proc.returncode == 0 and value:
+            out[field] = value
+    return out
+
+
+def remote_url(checkout: str | os.PathLike[str], name: str = "origin") -> str | None:
+    """`git remote get-url NAME` in the project's checkout, or None when it has no such remote."""
+    exe = shutil.which("git")
+    if exe is None:
+        raise GitMissing("git is not installed or not on PATH; team memory needs it", hint="install git, then retry")
+    proc = subprocess.run([exe, "remote", "get-url", name], cwd=checkout, capture_output=True, timeout=10,
+                          env=environment(), stdin=subprocess.DEVNULL)
+    url = proc.stdout.decode("utf-8", "replace").strip()
+    return url if proc.returncode == 0 and url else None
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (OSError, AttributeError):
+        proc.kill()
+    proc.communicate()

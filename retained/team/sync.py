@@ -1,0 +1,488 @@
+"""One sync of a shared project: fetch, verify, merge by content, publish, push. The store calls `sync`.
+
+    result = sync(team_dir, remote_url, writer, outgoing_records, purges, author=...)
+
+What it promises:
+- **Local first.** It never changes the store's log; what it writes is the project's team directory
+  (the mirror of every writer's log, its sync state, retained's own bare repository). It holds the
+  project's sync lock for its whole run: a second sync waits up to `wait` seconds, then says so.
+- **Verified imports.** Every writer's file fetched is verified (chain, hashes, writer, clock,
+  tombstones vouched for by a purge record); only the verified prefix of a damaged file is taken in,
+  and a file that changed a line this machine already holds is refused for that writer, in one line.
+- **Merge by content.** Per writer file, the longer extension of the same lines wins; a line and its
+  tombstone are the same line. Commits only carry the merged tree: a commit's one parent is the commit
+  fetched, so that a push is a fast-forward (on a rejection it fetches, merges and pushes again, at
+  most `attempts` times) and no commit that held purged bytes is ever linked in again.
+- **Publishing.** This writer's new records (the `outgoing` records whose id no writer's log holds yet)
+  are appended to its own log, redacted again, with `writer`, `author`, `hlc` (and `seen`).
+- **Purge.** A purge request appends a purge record listing the lines (in any writer's log); every
+  clone tombstones them; the sync that publishes a purge (or finds purged bytes in what it fetched)
+  rewrites the ref's history to a new root commit, pushed with a lease, and drops every unreachable
+  object from its bare repository.
+- **Faults** end the sync with one line in `SyncResult.error` (and its hint), the mirror and the store
+  intact; the next sync takes up from what is on disk. Records acknowledged by the store are never
+  lost: until their line is on the remote they count as `pending`.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import records, redact
+from ..errors import StoreError, UsageError
+from . import hlc, state, wlog
+from .git import FETCHED_REF, MEMORY_REF, NETWORK_TIMEOUT, Git, GitMissing, OutOfTime, TeamError
+from .mirror import Mirror, blob_oid
+
+FORMAT_BYTES = b"retained-memory 1\n"
+FORMAT_OID = blob_oid(FORMAT_BYTES)
+ATTEMPTS = 5
+_PURGES_TRAILER = "Purges:"
+
+
+@dataclass(frozen=True)
+class PurgeRequest:
+    """Purge these record ids from the team: `id` is the purge's own id (the local purge record's, so
+    that both name one act), `targets` the ids of records in any writer's log."""
+
+    id: str
+    targets: tuple[str, ...]
+    ts: str
+    reason: str | None = None
+
+
+@dataclass
+class SyncResult:
+    ok: bool
+    error: str | None = None  # one line when the sync did not finish
+    hint: str | None = None
+    pulled: dict[str, int] = field(default_factory=dict)  # new lines taken in, per writer
+    published: int = 0  # this writer's records appended to its log by this sync
+    pushed: int = 0  # this writer's lines the remote received from this sync
+    pending: int = 0  # this writer's lines not on the remote yet
+    writers: list[str] = field(default_factory=list)  # every writer whose log this machine holds
+    refused: list[str] = field(default_factory=list)  # one line each: what was not taken in, and why
+    notes: list[str] = field(default_factory=list)
+    purged: list[dict[str, str]] = field(default_factory=list)  # {writer, id, by} tombstoned here by this sync
+    rewrote: bool = False  # the ref's history was rewritten (a purge)
+    commit: str | None = None  # the remote's commit after the sync
+    seconds: float = 0.0
+    git_seconds: float = 0.0  # of which git itself
+    git_calls: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def sync(team_dir: Path, remote: str, writer: str, outgoing: Sequence[Mapping[str, Any]] = (),
+         purges: Sequence[PurgeRequest] = (), *, author: Mapping[str, str] | None = None, ref: str = MEMORY_REF,
+         wait: float = 30.0, attempts: int = ATTEMPTS, budget: float | None = None) -> SyncResult:
+    """Sync the project whose team directory is `team_dir` with `remote`, as `writer`. `wait`: how long
+    to wait for another sync of the project to end; `budget`: seconds git may take in all (None: each
+    call is bounded on its own)."""
+    started = time.perf_counter()
+    if not wlog.WRITER_ID.match(writer):
+        raise UsageError(f"not a writer id: {writer!r}", hint="use state.writer_id(store_dir)")
+    if any(wlog.is_purge(rec) for rec in outgoing):
+        raise UsageError("a purge record is not shared as a record", hint="pass it to sync as a PurgeRequest")
+    with state.try_lock(team_dir / state.SYNC_LOCK, wait) as held:
+        if not held:
+            return SyncResult(False, "another sync of this project is running on this machine",
+                              "it pulls and pushes everything there is; run `retained sync` again after it if needed")
+        run = _Run(team_dir, remote, ref, writer, dict(author or {}), budget)
+        result = run.run(list(outgoing), list(purges), attempts)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def status(team_dir: Path, writer: str) -> dict[str, Any]:
+    """What doctor and the page show for one shared project: the last sync and its outcome, the writers
+    whose logs are here, and this writer's lines not on the remote yet. Reads files only."""
+    saved = state.read_json(team_dir / state.SYNC_FILE) or {}
+    lines = saved.get("files") or {}
+    own = (lines.get(writer) or {}).get("lines", 0)
+    on_remote = (saved.get("remote_lines") or {}).get(writer, 0)
+    return {"last": saved.get("last"), "writers": sorted(lines), "pending": max(0, own - on_remote),
+            "remote": saved.get("remote"), "ref": saved.get("ref")}
+
+
+class _Run:
+    """One sync under the project's lock."""
+
+    def __init__(self, team_dir: Path, remote: str, ref: str, writer: str, author: dict[str, str],
+                 budget: float | None) -> None:
+        self.dir, self.remote, self.ref, self.writer, self.author = team_dir, remote, ref, writer, author
+        self.git = Git(team_dir / state.REPO, budget=budget)
+        self.mirror = Mirror(team_dir / state.MIRROR)
+        self.result = SyncResult(True)
+        self.saved: dict[str, Any] = {}
+        self.imports: list[hlc.Import] = []
+        self.theirs: dict[str, list[wlog.Entry]] = {}  # the verified lines of the commit fetched, per writer
+        self.keep_remote: set[str] = set()  # writers whose remote file the next commit keeps as it is
+        self.purge_published = False
+        self.tombs_before: set[tuple[str, int]] = set()
+        self.root_made: dict[str, Any] | None = None  # the root commit this sync made, until it is pushed
+        self.outgoing: list[Mapping[str, Any]] = []
+
+    def run(self, outgoing: list[Mapping[str, Any]], purges: list[PurgeRequest], attempts: int) -> SyncResult:
+        self.outgoing = outgoing
+        try:
+            self._open()
+            self._attempts(outgoing, purges, attempts)
+        except TeamError as e:
+            self.result.ok, self.result.error, self.result.hint = False, e.message, e.hint
+        except OSError as e:
+            self.result.ok = False
+            self.result.error = f"team directory {self.dir}: {e.strerror or e}"
+            self.result.hint = "free disk space or fix permissions, then run `retained sync` again"
+        self._finish()
+        return self.result
+
+    # -- set up -------------------------------------------------------------------------------------------
+    def _open(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for folder in (self.dir, self.mirror.directory):
+            state.discard_temporaries(folder)
+        try:
+            self.saved = state.read_json(self.dir / state.SYNC_FILE) or {}
+        except StoreError as e:
+            self.result.notes.append(f"{e.message}; made it again from the mirror")
+        self.imports = hlc.parse_imports(self.saved.get("imports"))
+        trusted = {w: v.get("sha256") for w, v in (self.saved.get("files") or {}).items() if isinstance(v, dict)}
+        self.result.notes += self.mirror.load(trusted)
+        self.tombs_before = self._tombstones()
+        self._ensure_repo()
+        _clear_stale_locks(self.git.git_dir)
+
+    def _ensure_repo(self) -> None:
+        """Retained's bare repository is a cache of the remote: if it is unusable (a crash inside git's
+        own gc, a deleted file), it is made again and fetched again; the mirror holds everything."""
+        try:
+            self.git.ensure()
+            self.git.run("rev-parse", "--git-dir")
+        except (GitMissing, OutOfTime):
+            raise
+        except TeamError as e:
+            shutil.rmtree(self.git.git_dir, ignore_errors=True)
+            self.result.notes.append(f"retained's copy of the team repository was unusable ({e.message}); made it again")
+            self.git.ensure()
+
+    def _tombstones(self) -> set[tuple[str, int]]:
+        return {(w, i) for w, entries in self.mirror.files.items() for i, e in enumerate(entries, 1) if e.tombstone}
+
+    # -- the loop: fetch, merge, publish, push --------------------------------------------------------------
+    def _attempts(self, outgoing: list[Mapping[str, Any]], purges: list[PurgeRequest], attempts: int) -> None:
+        for attempt in range(attempts):
+            fetched = self.git.fetch(self.remote, self.ref)
+            remote_files = self._pull(fetched)
+            if attempt == 0:
+                self._publish(outgoing, purges)
+            wlog.apply_purges(self.mirror.files)
+            self._install()
+            rewrite = self.purge_published or self._needs_rewrite(fetched)
+            if rewrite:  # what was fetched holds purged bytes: they leave this repository whatever happens
+                self.saved["collect_due"] = True
+            if fetched is not None and not rewrite and self._tree_oids(remote_files) == remote_files:
+                self._pushed(fetched, pushed=0)
+                return
+            commit = self._commit(None if rewrite else fetched, rewrite or fetched is None, remote_files)
+            outcome = self.git.push(self.remote, commit, self.ref, fetched)
+            if outcome.ok:
+                self.result.rewrote = self.result.rewrote or rewrite
+                self._pushed(commit, pushed=self._own_lines() - len(self.theirs.get(self.writer, [])))
+                return
+            if not outcome.stale:
+                raise TeamError(f"the team remote refused the push to {self.ref}: {outcome.reason}",
+                                hint="check your write access to the remote (a protected ref, a server hook); the "
+                                     "records wait here and go with the next sync")
+            self.result.notes.append(f"the remote moved during the sync ({outcome.reason}); fetched and merged again")
+        raise TeamError(f"the remote kept moving: {attempts} pushes in a row were overtaken by other pushes",
+                        hint="run `retained sync` again in a moment; nothing was lost")
+
+    def _pull(self, fetched: str | None) -> dict[str, str]:
+        """Verify what was fetched and merge it into the mirror (in memory). Returns {writer: blob oid}."""
+        self.theirs, self.keep_remote = {}, set()
+        if fetched is None:
+            return {}
+        paths = self.git.tree_files(fetched)
+        self._check_format(paths)
+        oids = {}
+        for path, oid in paths.items():
+            name = path[len("writers/"):-len(".jsonl")] if path.startswith("writers/") and path.endswith(".jsonl") else ""
+            if wlog.WRITER_ID.match(name):
+                oids[name] = oid
+            elif path != "format":
+                self._note(f"ignored {path} on the memory ref: not a writer's log")
+        mine = self.mirror.oids()
+        blobs = self.git.blobs([oid for w, oid in oids.items() if mine.get(w) != oid])
+        parsed = wlog.vouch({w: self._parse(w, blobs.get(oid)) for w, oid in oids.items()},
+                            wlog.listed(self.mirror.files))
+        before = {w: len(e) for w, e in self.mirror.files.items()}
+        for w, p in sorted(parsed.items()):
+            if p.problem:
+                self._refuse(f"{p.problem}; took in the {len(p.entries)} lines before it")
+            self.theirs[w] = p.entries
+            self._merge(w, p.entries)
+        self._note_import(before)
+        return oids
+
+    def _check_format(self, paths: dict[str, str]) -> None:
+        if paths.get("format") == FORMAT_OID:
+            return
+        found = self.git.blobs([paths["format"]])[paths["format"]] if "format" in paths else b""
+        version = found.decode("utf-8", "replace").strip()
+        if version == FORMAT_BYTES.decode().strip():
+            return
+        if version.startswith("retained-memory "):
+            raise TeamError(f"the memory ref on {self.remote} is in format {version!r}, newer than this retained "
+                            f"understands ({FORMAT_BYTES.decode().strip()!r})", hint="upgrade retained, then sync again")
+        raise TeamError(f"{self.ref} on {self.remote} does not hold retained memory (no format file): someone "
+                        "pushed something else there; nothing was pulled or pushed",
+                        hint=f"ask who pushed it; once {self.ref} is deleted on the remote, the next sync "
+                             "publishes every writer's log again from this machine's mirror")
+
+    def _parse(self, writer: str, data: bytes | None) -> wlog.Parsed:
+        mine = self.mirror.files.get(writer, [])
+        if data is None:  # the same blob as this machine's copy
+            return wlog.Parsed(mine, None)
+        base = mine if mine and data.startswith(self.mirror.data[writer]) else None
+        return wlog.parse_log(writer, data, base)
+
+    def _merge(self, writer: str, theirs: list[wlog.Entry]) -> None:
+        merged = wlog.merge(writer, self.mirror.files.get(writer, []), theirs)
+        if merged.refused and writer == self.writer:
+            # Another machine writes under this id: leave its file on the remote as it is, push nothing
+            # of this writer's until it shares again under a new id.
+            self.keep_remote.add(writer)
+            self._refuse(merged.refused + "; another machine writes as this writer (a copied store?): this "
+                         "machine's new records stay here until it shares again under a new writer id "
+                         "(`retained unshare`, then `retained share`)")
+        elif merged.refused:
+            self._refuse(merged.refused)
+        self.mirror.files[writer] = merged.entries
+        if merged.pulled:
+            self.result.pulled[writer] = self.result.pulled.get(writer, 0) + merged.pulled
+
+    def _note_import(self, before: dict[str, int]) -> None:
+        """Remember, before the new lines become readable, what this machine has now seen (hlc.Import)."""
+        heads = {w: len(e) for w, e in self.mirror.files.items() if w != self.writer and e}
+        if all(before.get(w, 0) >= n for w, n in heads.items()):
+            return
+        now = _now_ms()
+        clock = hlc.ZERO
+        for w, entries in sorted(self.mirror.files.items()):
+            if w != self.writer:
+                clock, followed = hlc.observe(clock, wlog.last_clock(entries), now)
+                if not followed:
+                    self._note(f"writer {w}'s clock runs more than a day ahead; this machine's clock does not "
+                               "follow it")
+        self.imports.append(hlc.Import(now, None, clock, heads))
+        self._save_state(last=None)
+
+    # -- publishing ---------------------------------------------------------------------------------------
+    def _publish(self, outgoing: list[Mapping[str, Any]], purges: list[PurgeRequest]) -> None:
+        if self.writer in self.keep_remote:
+            return
+        held = self.mirror.holding([r.get("id") for r in outgoing] + [p.id for p in purges]
+                                   + [t for p in purges for t in p.targets], self.writer)
+        own = self.mirror.files.setdefault(self.writer, [])
+        found: Counter[str] = Counter()
+        for rec in outgoing:
+            if rec.get("id") in held:
+                continue
+            body, why = wlog.share_copy(rec, found)
+            if body is None:
+                self.result.notes.append(why or "a record was not shared")
+                continue
+            own.append(self._seal(body, own))
+            held[body["id"]] = (self.writer, own[-1])
+            self.result.published += 1
+        for request in purges:
+            if request.id not in held:
+                self._publish_purge(request, held, own, found)
+        if found:
+            self.result.notes.append("shared copies: " + redact.describe(found))
+
+    def _publish_purge(self, request: PurgeRequest, held: dict[str, tuple[str, wlog.Entry]],
+                       own: list[wlog.Entry], found: Counter[str]) -> None:
+        targets = []
+        for rid in request.targets:
+            where = held.get(rid)
+            if where is not None and not where[1].tombstone:
+                seq, _, sha = where[1].ident
+                targets.append(wlog.Target(where[0], rid, seq, sha))
+        if not targets:
+            return  # nothing the team holds: the purge stays local
+        reason = redact.redact_value(request.reason, found) if request.reason else None
+        scope = held[targets[0].id][1].rec.get("scope")
+        own.append(self._seal(wlog.purge_body(request.id, request.ts, targets, reason, scope), own))
+        held[request.id] = (self.writer, own[-1])
+        self.result.published += 1
+        self.purge_published = True
+
+    def _seal(self, body: dict[str, Any], own: list[wlog.Entry]) -> wlog.Entry:
+        written = hlc.ts_ms(body.get("ts"))
+        written = _now_ms() if written is None else written
+        last = max(wlog.last_clock(own), hlc.floor_at(self.imports, written))
+        seen = hlc.seen_at(self.imports, written) if wlog.needs_seen(body) else None
+        return wlog.seal_after(body, own[-1] if own else None, writer=self.writer, clock=hlc.tick(last, written),
+                               author=self.author, seen=seen)
+
+    # -- writing it down ----------------------------------------------------------------------------------
+    def _install(self) -> None:
+        """Write the mirror. The sync state that vouches for it is saved at the end: a crash before
+        then only costs the next sync a full verification, and an import not marked done is one this
+        machine does not claim to have seen."""
+        self.mirror.install(self.mirror.files)
+        if self.imports and self.imports[-1].done is None:
+            last = self.imports[-1]
+            self.imports[-1] = hlc.Import(last.at, _now_ms(), last.hlc, last.heads)
+
+    def _needs_rewrite(self, fetched: str | None) -> bool:
+        """Whether the fetched history may hold bytes a known purge removed: the fetched tip holds a line
+        the mirror has as a tombstone, or the history does not start at one root made after every purge."""
+        known = self._purge_ids()
+        if fetched is None or not known:
+            return False
+        for w, theirs in self.theirs.items():
+            mine = self.mirror.files.get(w, [])
+            if any(a is not b and a.tombstone and not b.tombstone for a, b in zip(mine, theirs)):
+                return True
+        clean = self.saved.get("clean") or {}
+        if clean.get("commit") and known <= set(clean.get("purges", [])) and self.git.is_ancestor(clean["commit"], fetched):
+            return False
+        roots = self.git.roots(fetched)
+        if len(roots) == 1 and known <= _covered(self.git.message(roots[0])):
+            self.saved["clean"] = {"commit": roots[0], "purges": sorted(known)}
+            return False
+        return True
+
+    def _tree_oids(self, remote_files: dict[str, str]) -> dict[str, str]:
+        """{writer: blob oid} of the tree the next commit holds: the mirror, less the files kept as the
+        remote has them."""
+        oids = {w: oid for w, oid in self.mirror.oids().items() if self.mirror.files[w]}
+        for w in self.keep_remote:
+            oids[w] = remote_files[w]
+        return oids
+
+    def _commit(self, parent: str | None, root: bool, remote_files: dict[str, str]) -> str:
+        oids = self._tree_oids(remote_files)
+        self.git.hash_files([self.mirror.path(w) for w, oid in sorted(oids.items()) if remote_files.get(w) != oid])
+        writers = self.git.mktree([("100644", "blob", oid, f"{w}.jsonl") for w, oid in sorted(oids.items())])
+        fmt = FORMAT_OID if parent else self.git.hash_data(FORMAT_BYTES)
+        tree = self.git.mktree([("100644", "blob", fmt, "format"), ("040000", "tree", writers, "writers")])
+        purges = sorted(self._purge_ids())
+        if root:
+            message = f"retained memory of {len(oids)} writers\n\n{_PURGES_TRAILER} {' '.join(purges)}\n"
+        else:
+            message = f"retained sync by {self.writer}: {self.result.published} new records\n"
+        commit = self.git.commit(tree, [parent] if parent else [], message)
+        self.root_made = {"commit": commit, "purges": purges} if root else None
+        return commit
+
+    def _pushed(self, commit: str, *, pushed: int) -> None:
+        """The remote now holds `commit`: the mirror, less the files kept as the remote had them."""
+        self.git.update_ref(MEMORY_REF, commit)
+        self.git.update_ref(FETCHED_REF, commit)
+        if self.root_made is not None and self.root_made["commit"] == commit:
+            self.saved["clean"] = self.root_made
+        lines = {w: len(e) for w, e in self.mirror.files.items()}
+        for w in self.keep_remote:  # of this machine's lines, the remote holds those before the fork
+            mine, theirs = self.mirror.files.get(w, []), self.theirs.get(w, [])
+            lines[w] = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a.ident != b.ident), len(theirs))
+        self.saved["remote_commit"], self.saved["remote_lines"] = commit, lines
+        self.result.pushed = max(0, pushed)
+        self.result.commit = commit
+
+    def _purge_ids(self) -> set[str]:
+        return {e.rec["id"] for entries in self.mirror.files.values() for e in entries if e.purge}
+
+    def _unpublished(self) -> int:
+        """Records given to this sync that no writer's log holds yet and that may be shared."""
+        held = self.mirror.holding([r.get("id") for r in self.outgoing], self.writer)
+        waiting = [rec for rec in self.outgoing if rec.get("id") not in held]
+        return sum(1 for rec in waiting if wlog.share_copy(rec, Counter())[0] is not None)
+
+    def _own_lines(self) -> int:
+        return len(self.mirror.files.get(self.writer, []))
+
+    def _finish(self) -> None:
+        r = self.result
+        r.writers = sorted(w for w, e in self.mirror.files.items() if e)
+        r.pending = max(0, self._own_lines() - (self.saved.get("remote_lines") or {}).get(self.writer, 0))
+        r.pending += self._unpublished()
+        for w, seq in sorted(self._tombstones() - self.tombs_before):
+            rec = self.mirror.files[w][seq - 1].rec
+            r.purged.append({"writer": w, "id": rec["id"], "by": rec["forgotten"]["by"]})
+        if r.rewrote or r.purged or self.saved.get("collect_due"):
+            self.saved["collect_due"] = not self._collect()
+        r.git_seconds, r.git_calls = self.git.spent, self.git.calls
+        try:
+            self._save_state(last={"at": records.now_rfc3339(), "ok": r.ok, "error": r.error, "pulled": r.pulled,
+                                   "published": r.published, "pushed": r.pushed, "writers": r.writers,
+                                   "refused": r.refused})
+        except OSError as e:
+            r.notes.append(f"could not save the sync state: {e.strerror or e}")
+
+    def _collect(self) -> bool:
+        """Drop every object of retained's bare repository that held purged bytes. After a sync that
+        failed, the refs still name the old history: they go too (the next sync fetches again)."""
+        try:
+            if not self.result.ok:
+                for ref in (MEMORY_REF, FETCHED_REF):
+                    if self.git.rev(ref):
+                        self.git.update_ref(ref, None)
+            self.git.collect()
+            return True
+        except TeamError as e:
+            self._note(f"could not drop purged objects from retained's team repository yet: {e.message}")
+            return False
+
+    def _refuse(self, line: str) -> None:
+        if line not in self.result.refused:  # a retry meets the same damage again
+            self.result.refused.append(line)
+
+    def _note(self, line: str) -> None:
+        if line not in self.result.notes:
+            self.result.notes.append(line)
+
+    def _save_state(self, last: dict[str, Any] | None) -> None:
+        own = self.mirror.files.get(self.writer, [])
+        unpushed = own[(self.saved.get("remote_lines") or {}).get(self.writer, 0):]
+        oldest = min((t for t in (hlc.ts_ms(e.rec.get("ts")) for e in unpushed) if t is not None), default=None)
+        self.imports = hlc.prune(self.imports, oldest, _now_ms())
+        self.saved.update(version=1, remote=self.remote, ref=self.ref, imports=[i.as_json() for i in self.imports],
+                          files={w: {"sha256": d, "lines": len(self.mirror.files[w])}
+                                 for w, d in self.mirror.digests().items()})
+        if last is not None:
+            self.saved["last"] = last
+        state.write_json(self.dir / state.SYNC_FILE, self.saved)
+
+
+def _clear_stale_locks(git_dir: Path) -> None:
+    """Remove git's lock files that a git killed mid-update left behind (kill -9 of a sync). Only old
+    ones: a git started by a sync killed moments ago may still be running and own its lock."""
+    limit = time.time() - 2 * NETWORK_TIMEOUT
+    for lock in git_dir.glob("**/*.lock"):
+        try:
+            if lock.is_file() and lock.stat().st_mtime < limit:
+                lock.unlink()
+        except OSError:
+            continue
+
+
+def _covered(message: str) -> set[str]:
+    for line in message.splitlines():
+        if line.startswith(_PURGES_TRAILER):
+            return set(line[len(_PURGES_TRAILER):].split())
+    return set()
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
