@@ -20,6 +20,7 @@ import errno
 import functools
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -43,6 +44,14 @@ if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
         os.lseek(fd, 0, os.SEEK_SET)
         msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
 
+    def _try_lock(fd: int) -> bool:
+        os.lseek(fd, 0, os.SEEK_SET)
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+            return True
+        except OSError:
+            return False
+
 else:
     import fcntl
 
@@ -51,6 +60,13 @@ else:
 
     def _unlock(fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _try_lock(fd: int) -> bool:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
 
 
 @contextlib.contextmanager
@@ -63,6 +79,36 @@ def locked(path: Path) -> Iterator[None]:
             yield
         finally:
             _unlock(fd)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def try_locked(path: Path, wait: float) -> Iterator[bool]:
+    """Hold an exclusive lock on `path` if it can be had within `wait` seconds; yields whether it was.
+
+    For work that must give up rather than queue (a background sync when another one runs). The kernel
+    drops the lock when its process dies, kill -9 included."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + wait
+        held = _try_lock(fd)
+        while not held and time.monotonic() < deadline:
+            time.sleep(0.05)
+            held = _try_lock(fd)
+        yield held
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def append(path: Path, data: bytes) -> None:
+    """Append `data` to `path` (created 0600) and fsync it. A crash mid-append can leave a torn last
+    line: readers of such files must check what they read (the log quarantines it; mirrors re-verify)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _BINARY, 0o600)
+    try:
+        write_all(fd, data)
+        os.fsync(fd)
     finally:
         os.close(fd)
 

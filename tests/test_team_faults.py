@@ -171,7 +171,7 @@ def test_a_sync_killed_with_kill_9_at_any_step_loses_nothing_and_the_next_sync_r
     assert "dying" in out
     result = ann.sync()
     assert result.ok, result
-    assert result.pending == 0 and not list(ann.team_dir.rglob("*.tmp"))
+    assert result.pending == 0 and not list(ann.team_dir.rglob("*tmp"))
     expected = {f"ann decision {i}" for i in range(20)} | {"bob was here"}
     assert texts(ann) == expected and bob.sync().ok and texts(bob) == expected
     own = [json.loads(raw) for raw in remote_file(remote_dir, ann.writer).split(b"\n")[:-1]]

@@ -236,7 +236,7 @@ def test_every_mirror_file_is_a_verified_writer_log_and_no_temporary_file_is_lef
     for m in (ann, bob):
         for w, data in m.mirror_bytes().items():
             assert wlog.parse_log(w, data).problem is None
-        assert not [p for p in m.team_dir.rglob("*.tmp")]
+        assert not [p for p in m.team_dir.rglob("*tmp")]
         saved = state.read_json(m.team_dir / state.SYNC_FILE)
         assert saved["last"]["ok"] and saved["remote"] == m.remote
 

@@ -21,13 +21,11 @@ import os
 import secrets
 import shutil
 import socket
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .. import fsutil, records
+from .. import durable, records
 from ..errors import StoreError, UsageError
 from .git import MEMORY_REF
 
@@ -51,33 +49,21 @@ def project_dir(store_dir: Path, key: str) -> Path:
 
 
 # -- writing files ---------------------------------------------------------------------------------------
-# retained.fsutil has no atomic replace or durable append yet; these are the one place team memory
-# replaces or appends to a file.
 def replace_file(path: Path, data: bytes) -> None:
-    """Put `data` at `path` atomically and durably (0600)."""
+    """Put `data` at `path` atomically and durably (0600), making its folder if needed."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        fsutil.write_new_file(tmp, data)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsutil.fsync_dir(path.parent)
+    durable.write_atomic(path, data)
 
 
 def append_file(path: Path, data: bytes) -> None:
     """Append `data` to `path` and fsync it. A crash mid-append leaves a torn last line, which the next
     read finds (the file no longer matches the digest noted for it) and cuts off."""
-    with open(path, "ab") as f:  # a buffered write writes it all
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    durable.append(path, data)
 
 
 def discard_temporaries(directory: Path) -> None:
     """Remove what a write killed before its rename left behind (the old file still stands)."""
-    for left in directory.glob(".*.tmp"):
+    for left in [*directory.glob(f".*{durable.TEMP_SUFFIX}"), *directory.glob(".*.tmp")]:
         with contextlib.suppress(OSError):
             left.unlink()
 
@@ -100,43 +86,8 @@ def read_json(path: Path) -> dict[str, Any] | None:
 
 
 # -- one sync at a time -----------------------------------------------------------------------------------
-# fsutil.locked waits forever; a background sync must give up at once when another one runs.
-if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
-    import msvcrt
-
-    def _try(fd: int) -> bool:
-        try:
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-            return True
-        except OSError:
-            return False
-
-else:
-    import fcntl
-
-    def _try(fd: int) -> bool:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            return False
-
-
-@contextlib.contextmanager
-def try_lock(path: Path, wait: float) -> Iterator[bool]:
-    """Hold an exclusive lock on `path` if it can be had within `wait` seconds; yields whether it was.
-    The kernel drops the lock when its process dies (kill -9 included)."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        deadline = time.monotonic() + wait
-        held = _try(fd)
-        while not held and time.monotonic() < deadline:
-            time.sleep(0.05)
-            held = _try(fd)
-        yield held
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
+# A background sync must give up at once when another one runs, not queue behind it.
+try_lock = durable.try_locked
 
 
 # -- the writer -----------------------------------------------------------------------------------------
