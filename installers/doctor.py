@@ -130,6 +130,29 @@ def doctor_host(h: Host, store: Path, project: Path, scope: str = "user",
         plans = h.plans(context(h, store, project, scope, env), scope=scope, flags={})
     ctx = context(h, store, project, scope, env)
     fix = f"retained install --host {h.name}" + (" --scope project" if scope == "project" else "")
+    docs, entry, hook_command = _read_files(report, plans, fix)
+    report.checks += h.doctor_conditions(ctx, docs, project, scope, env)
+    hook_command = hook_command or h.hook_command_in(docs)
+    hook_report = HostReport(h)
+    hook_run = threading.Thread(target=_check_hook, args=(hook_report, hook_command, project, env)) \
+        if hook_command else None
+    if hook_run is not None:
+        hook_run.start()  # the hook and the server start side by side
+    if entry is not None:
+        _check_server(report, *h.server_command(entry), fix, env)
+    if hook_run is not None:
+        hook_run.join()
+        report.checks += hook_report.checks
+        for path, what in hook_report.stores.items():
+            report.stores[path] = f"{report.stores[path]} and {what}" if path in report.stores else what
+    return report
+
+
+def _read_files(report: HostReport, plans: list[FilePlan],
+                fix: str) -> tuple[dict[str, Any], dict[str, Any] | None, str | None]:
+    """Each planned file parses and holds retained's entries: (the parsed files by role, the server
+    entry as the file holds it, the session-start hook command in the files)."""
+    h = report.host
     docs: dict[str, Any] = {}
     entry = None
     hook_command = None
@@ -154,21 +177,7 @@ def doctor_host(h: Host, store: Path, project: Path, scope: str = "user",
                 for name, ok in edit.present(doc).items():
                     report.add(edit.check, ok, name, fix)
         hook_command = hook_command or _installed_hook(p, doc, "session-start")
-    report.checks += h.doctor_conditions(ctx, docs, project, scope, env)
-    hook_command = hook_command or h.hook_command_in(docs)
-    hook_report = HostReport(h)
-    hook_run = threading.Thread(target=_check_hook, args=(hook_report, hook_command, project, env)) \
-        if hook_command else None
-    if hook_run is not None:
-        hook_run.start()  # the hook and the server start side by side
-    if entry is not None:
-        _check_server(report, *h.server_command(entry), fix, env)
-    if hook_run is not None:
-        hook_run.join()
-        report.checks += hook_report.checks
-        for path, what in hook_report.stores.items():
-            report.stores[path] = f"{report.stores[path]} and {what}" if path in report.stores else what
-    return report
+    return docs, entry, hook_command
 
 
 def _wired_store(h: Host, plans: list[FilePlan], env: Mapping[str, str]) -> Path | None:
