@@ -233,17 +233,17 @@ def install(*, host_names: list[str] | None, scope: str, dry_run: bool, flags: d
     run = _Run(chosen, ctx_for, scope=scope, install=not uninstalling)
     run.plan(flags)
     _show_plan(chosen, run.files, run.changes, scope=scope, dry_run=dry_run, uninstalling=uninstalling, out=out)
-    summary = {"uninstalling": uninstalling, "scope": scope}
     if dry_run:
         for p in run.files:
             result = run.changes[p]
             if not isinstance(result, str):
                 _show_dry(p, result, out)
         _partial_notes(chosen, run.partial, run.failed, err, uninstalling=uninstalling)
-        return _summary(chosen, run.failed, out, err, dry_run=True, **summary)
+        return _summary(chosen, run.failed, out, err, uninstalling=uninstalling, dry_run=True, scope=scope)
     if not any(_changes(r) for r in run.changes.values()):
         out("nothing to change")
-        return _summary(chosen, run.failed, out, err, dry_run=False, quiet=True, **summary)
+        return _summary(chosen, run.failed, out, err, uninstalling=uninstalling, dry_run=False, quiet=True,
+                        scope=scope)
     if not yes and not _confirm(out):
         err("nothing was changed")
         return 1
@@ -251,7 +251,7 @@ def install(*, host_names: list[str] | None, scope: str, dry_run: bool, flags: d
         extra = f" (backup: {outcome.backup})" if outcome.backup and outcome.action == "updated" else ""
         out(f"✓ {_owners(p)}: {outcome.action} {p.path}{extra}")
     _partial_notes(chosen, run.partial, run.failed, err, uninstalling=uninstalling)
-    return _summary(chosen, run.failed, out, err, dry_run=False, **summary)
+    return _summary(chosen, run.failed, out, err, uninstalling=uninstalling, dry_run=False, scope=scope)
 
 
 def _undo_host(h: Host, applied: dict[str, list[tuple[FilePlan, Outcome]]]) -> None:

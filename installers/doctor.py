@@ -165,13 +165,13 @@ def _read_files(report: HostReport, plans: list[FilePlan],
             continue
         report.add(f"{p.path} parses", True)
         docs[p.role] = doc
-        for edit in p.server_edits:
-            got = edit.found(doc)
+        for server in p.server_edits:
+            got = server.found(doc)
             ok = isinstance(got, dict) and bool(h.server_command(got)[0][0])
-            report.add("server entry present", ok, edit.where, fix)
+            report.add("server entry present", ok, server.where, fix)
             if ok:
                 entry = got
-                _entry_fields(report, edit, got, fix)
+                _entry_fields(report, server, got, fix)
         for edit in p.edits:
             if edit.check:
                 for name, ok in edit.present(doc).items():

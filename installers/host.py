@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, cast
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -226,7 +226,8 @@ class ConfigFiles(_Named):
     def plans(self, ctx: dict[str, Any], *, scope: str, flags: dict[str, bool], install: bool = True) -> list[FilePlan]:
         from .base import plans_from_template
 
-        return self.finish(plans_from_template(self, ctx, scope=scope, flags=flags, install=install), ctx,
+        host = cast("Host", self)  # every host is a Host; this class is only its config part
+        return self.finish(plans_from_template(host, ctx, scope=scope, flags=flags, install=install), ctx,
                            install=install)
 
     def finish(self, plans: list[FilePlan], ctx: dict[str, Any], *, install: bool) -> list[FilePlan]:
