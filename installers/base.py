@@ -19,6 +19,7 @@ from . import edits as edit_kinds
 from . import formats, safe_file
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any
 
     from .edits import Edit, ServerEntry
@@ -41,15 +42,16 @@ def fill(value: Any, ctx: dict[str, Any]) -> Any:
     return value
 
 
-def retained_command(store: Path | None, *, portable: bool = False) -> tuple[str, list[str], str]:
+def retained_command(store: Path | None, *, portable: bool = False,
+                     env: Mapping[str, str] | None = None) -> tuple[str, list[str], str]:
     """(command, args for serve, hook command prefix).
 
     Absolute paths, so hosts need nothing on PATH; the hook prefix names the store (`--dir`), so hooks
     open the store the server entry opens (None: the store each user's default resolves to). Portable
-    (files a project commits): `retained` from PATH, when it is there.
+    (files a project commits): `retained` from PATH (the PATH of `env`), when it is there.
     """
     where = f" --dir {_quote(str(store))}" if store is not None else ""
-    if portable and shutil.which("retained"):
+    if portable and shutil.which("retained", path=(os.environ if env is None else env).get("PATH")):
         return "retained", ["serve"], f"retained{where} hook"
     script = Path(sys.executable).with_name("retained.exe" if os.name == "nt" else "retained")
     if script.exists() and os.access(script, os.X_OK):
@@ -71,20 +73,24 @@ def _quote(path: str) -> str:
     return shlex.quote(path)
 
 
-def base_context(store: Path, project: Path, scope: str = "user") -> dict[str, Any]:
-    """The placeholders every template may use: common ones, plus each registered host's own paths.
+# The placeholders every host's template may use (a host adds its own: `Host.context_vars`).
+BASE_PLACEHOLDERS = ("home", "project", "store", "command", "serve_args", "serve_command", "hook", "hook_argv_json")
+
+
+def base_context(store: Path, project: Path, scope: str = "user",
+                 env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The placeholders every template may use (BASE_PLACEHOLDERS), from `env` (default: this process's).
 
     Project scope writes files a project usually commits: there the command is `retained` from PATH
     when it is on PATH, and the default store is left to each user's own default (no RETAINED_DIR, no
     --dir); what still names this machine's paths is said in the plan (`portable_notes`).
     """
-    from retained.paths import default_data_dir
+    from retained.paths import default_data_dir, home_of
 
-    from .hosts import context_vars
-
-    home = str(Path.home())
-    implicit = scope == "project" and Path(store) == default_data_dir().absolute()
-    command, serve_args, hook = retained_command(None if implicit else store, portable=scope == "project")
+    env = os.environ if env is None else env
+    home = str(home_of(env))
+    implicit = scope == "project" and Path(store) == default_data_dir(env).absolute()
+    command, serve_args, hook = retained_command(None if implicit else store, portable=scope == "project", env=env)
     ctx: dict[str, Any] = {"home": home, "project": str(project), "store": str(store), "command": command,
                            "serve_args": serve_args, "serve_command": [command, *serve_args], "hook": hook,
                            "hook_argv_json": json.dumps(_argv(hook)), "store_implicit": implicit,
@@ -95,7 +101,6 @@ def base_context(store: Path, project: Path, scope: str = "user") -> dict[str, A
         if not implicit:
             ctx["portable_notes"].append(f"the store is this machine's {store}: keep the file out of version "
                                          "control, or install without --dir / RETAINED_DIR")
-    ctx.update(context_vars(home, dict(os.environ)))
     return ctx
 
 
@@ -112,10 +117,26 @@ class FilePlan:
         self.edits = edits
         self.defaults = defaults
         self.notes: list[str] = []  # what the plan must say about this file (e.g. machine paths in a committed file)
+        # which of the hosts reading this file each edit is for (several, when hosts share the file)
+        self.wanted_by: dict[Edit, list[Host]] = {e: list(hosts) for e in edits}
 
     @property
     def host(self) -> Host:
         return self.hosts[0]
+
+    def take(self, other: FilePlan, host: Host) -> None:
+        """Another host's plan for this same file, merged in: an edit both make (same op, place and value)
+        is kept once, for both; the other host's own edits are added."""
+        if host not in self.hosts:
+            self.hosts.append(host)
+        known = {_same(e): e for e in self.edits}
+        for e in other.edits:
+            same = known.get(_same(e))
+            if same is None:
+                self.edits.append(e)
+                self.wanted_by[e] = [host]
+            elif host not in self.wanted_by[same]:
+                self.wanted_by[same].append(host)
 
     @property
     def editor(self) -> Any:
@@ -192,6 +213,11 @@ class FilePlan:
         return formats.strip_ours(doc, self.edits, self.defaults) in (None, {}, [])
 
 
+def _same(e: Edit) -> str:
+    """What makes two hosts' edits one edit of a shared file: the same op, place and value."""
+    return repr((e.op, e.at, e.spec.get("value"), e.spec.get("values")))
+
+
 def plans_from_template(host: Host, ctx: dict[str, Any], *, scope: str, flags: dict[str, bool],
                         install: bool) -> list[FilePlan]:
     """The host's files for this scope and the edits retained makes there (on install, those the flags allow)."""
@@ -210,7 +236,8 @@ def plans_from_template(host: Host, ctx: dict[str, Any], *, scope: str, flags: d
                 spec["value"] = _without_store(spec["value"])
             edits.append(edit_kinds.make(spec))
         if edits:
-            path = Path(fill(f["path"][scope], ctx))
+            shared = (ctx.get("shared_paths") or {}).get(f["role"])  # another host's file (Host.shares)
+            path = shared if shared is not None else Path(fill(f["path"][scope], ctx))
             plan = FilePlan([host], f["role"], path, f["format"], edits, f.get("defaults"),
                             f.get("rewritten_by_host", False))
             if scope == "project" and str(path).startswith(str(ctx["project"])):

@@ -1,8 +1,8 @@
 """`retained install` and `retained uninstall`: plan, show, then wire each host all or nothing.
 
 Which hosts exist, where their files are and what goes in them all comes from the host registry
-(installers/hosts/). A file two hosts share (Claude Code and VS Code both read ~/.claude/settings.json)
-is planned, shown and written once; on uninstall, entries another still-installed host reads stay.
+(installers/hosts/). A file two hosts share (a host declares it in `Host.shares`) is planned, shown
+and written once; on uninstall, entries another still-installed host reads stay.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .base import FilePlan
+    from .edits import Edit
     from .host import Host
     from .safe_file import Outcome
 
@@ -67,41 +68,26 @@ def merge_shared(plans: list[tuple[Host, list[FilePlan]]]) -> list[FilePlan]:
     order: list[FilePlan] = []
     for host, file_plans in plans:
         for p in file_plans:
-            for e in p.edits:
-                e.wanted_by = [host]  # type: ignore[attr-defined]
             seen = by_file.get(_key(p.path))
             if seen is None:
                 by_file[_key(p.path)] = p
                 order.append(p)
-                continue
-            if host not in seen.hosts:
-                seen.hosts.append(host)
-            known = {_same(e): e for e in seen.edits}
-            for e in p.edits:
-                same = known.get(_same(e))
-                if same is None:
-                    seen.edits.append(e)
-                elif host not in same.wanted_by:  # type: ignore[attr-defined]
-                    same.wanted_by.append(host)  # type: ignore[attr-defined]
+            else:
+                seen.take(p, host)
     return order
 
 
-def _same(e: Any) -> str:
-    """Two hosts' edits that are one edit of the shared file (same op, place and value)."""
-    return repr((e.op, e.at, e.spec.get("value"), e.spec.get("values")))
-
-
-def without_failed(p: FilePlan, failed: dict[str, str]) -> tuple[list[Any], dict[str, str]]:
+def without_failed(p: FilePlan, failed: dict[str, str]) -> tuple[list[Edit], dict[str, str]]:
     """A shared file's edits less those a host that failed also wants, and for each host that loses
     some, what it loses. A hook in a file another host reads runs in that host too: written for VS Code
     in Claude Code's settings.json, it would run in a Claude Code that has no retained server."""
     out = [h for h in p.hosts if h.name in failed]
     if not out:
         return list(p.edits), {}
-    kept = [e for e in p.edits if not set(e.wanted_by) & set(out)]  # type: ignore[attr-defined]
+    kept = [e for e in p.edits if not set(p.wanted_by[e]) & set(out)]
     lost: dict[str, str] = {}
     for h in p.hosts:
-        gone = [e for e in p.edits if e not in kept and h in e.wanted_by]  # type: ignore[attr-defined]
+        gone = [e for e in p.edits if e not in kept and h in p.wanted_by[e]]
         if h.name not in failed and gone:
             what = "hooks" if all(e.is_hook for e in gone) else "entries"
             lost[h.name] = f"its {what} in {p.path}, which {' and '.join(o.title for o in out)} also reads"
@@ -134,98 +120,138 @@ def keep_what_others_read(plans: list[tuple[Host, list[FilePlan]]], ctx_for: Cal
         file_plans[:] = [p for p in file_plans if p.edits]
 
 
+def _changes(result: Outcome | str) -> bool:
+    """Whether a file's previewed change changes it (an error, a str, is no change)."""
+    return not isinstance(result, str) and result.action != "unchanged"
+
+
+class _Run:
+    """One install or uninstall: the chosen hosts' plans, each file's preview, and what failed (by host)."""
+
+    def __init__(self, chosen: list[Host], ctx_for: Callable[[Host], dict[str, Any]], *, scope: str,
+                 install: bool) -> None:
+        self.chosen, self.ctx_for, self.scope, self.install = chosen, ctx_for, scope, install
+        self.files: list[FilePlan] = []
+        self.changes: dict[FilePlan, Outcome | str] = {}
+        self.failed: dict[str, str] = {}  # host name -> why none of its files were changed
+        self.partial: dict[str, str] = {}  # host name -> what it goes without (see without_failed)
+        self.applied: dict[str, list[tuple[FilePlan, Outcome]]] = {}
+
+    def plan(self, flags: dict[str, bool]) -> None:
+        """Every file once, previewed; a shared file read by a host that fails gets none of that host's edits."""
+        per_host = [(h, h.plans(self.ctx_for(h), scope=self.scope, flags=flags, install=self.install))
+                    for h in self.chosen]
+        if not self.install:
+            keep_what_others_read(per_host, self.ctx_for, {h.name for h in self.chosen}, self.scope)
+        files = merge_shared(per_host)
+        self.changes = _preview(files, install=self.install)
+        for p, result in self.changes.items():
+            if isinstance(result, str):
+                for h in p.hosts:
+                    self.failed.setdefault(h.name, result)
+        for p in files:
+            if len(p.hosts) > 1 and not isinstance(self.changes[p], str) and \
+                    any(h.name in self.failed for h in p.hosts):
+                p.edits, lost = without_failed(p, self.failed)
+                self.partial.update(lost)
+                self.changes.update(_preview([p], install=self.install))
+        self.files = [p for p in files if p.edits]
+
+    def apply(self) -> list[tuple[FilePlan, Outcome]]:
+        """Each host's own files first, all or nothing per host; a file several hosts share is written
+        last, with only the edits no failed host also wants (see without_failed). What was written, in order."""
+        for h in self.chosen:
+            if h.name not in self.failed:
+                self._apply_own(h)
+        for h in self.chosen:
+            self._settle(h)
+        shared = []
+        for p in self.files:
+            done = self._apply_shared(p)
+            if done is not None:
+                shared.append(done)
+        return [pair for h in self.chosen for pair in self.applied.get(h.name, [])] + shared
+
+    def _fail(self, h: Host, p: FilePlan, e: Exception) -> None:
+        self.failed[h.name] = _reason(p, e)
+        _undo_host(h, self.applied)
+
+    def _apply_own(self, h: Host) -> None:
+        mine = self.applied.setdefault(h.name, [])
+        for p in self.files:
+            if p.hosts == [h] and _changes(self.changes[p]):
+                try:
+                    mine.append((p, _apply(p, install=self.install)))
+                except (RetainedError, OSError) as e:
+                    self._fail(h, p, e)
+                    return
+
+    def _settle(self, h: Host) -> None:
+        """A file its host rewrote without our change (while we waited): once more, now waiting it out."""
+        for i, (p, outcome) in enumerate(self.applied.get(h.name, [])):
+            if outcome.settled is not None and not outcome.settled():
+                try:
+                    self.applied[h.name][i] = (p, p.apply(install=self.install, dry_run=False))
+                except (RetainedError, OSError) as e:
+                    self._fail(h, p, e)
+                    return
+
+    def _apply_shared(self, p: FilePlan) -> tuple[FilePlan, Outcome] | None:
+        if len(p.hosts) < 2 or all(h.name in self.failed for h in p.hosts) or not _changes(self.changes[p]):
+            return None
+        kept, lost = without_failed(p, self.failed)
+        self.partial.update(lost)
+        if not kept:
+            return None
+        p.edits = kept
+        try:
+            outcome = _apply(p, install=self.install)
+            if outcome.settled is not None and not outcome.settled():
+                outcome = p.apply(install=self.install, dry_run=False)
+        except (RetainedError, OSError) as e:
+            for h in p.hosts:
+                if h.name not in self.failed:
+                    self._fail(h, p, e)
+            return None
+        return p, outcome
+
+
 def install(*, host_names: list[str] | None, scope: str, dry_run: bool, flags: dict[str, bool], yes: bool,
             store: Path, out: Callable[[str], None], err: Callable[[str], None], uninstalling: bool = False) -> int:
     """Plan, show, then apply host by host; a host whose files cannot all be changed is left unchanged."""
+    from .hosts import context
+
     project = project_root()
     contexts: dict[str, dict[str, Any]] = {}
 
     def ctx_for(h: Host) -> dict[str, Any]:
         if h.name not in contexts:
-            contexts[h.name] = h.context(store, project, scope)
+            contexts[h.name] = context(h, store, project, scope)
         return dict(contexts[h.name])
 
     chosen = select(host_names, ctx_for)
-    per_host = [(h, h.plans(ctx_for(h), scope=scope, flags=flags, install=not uninstalling)) for h in chosen]
-    if uninstalling:
-        keep_what_others_read(per_host, ctx_for, {h.name for h in chosen}, scope)
-    files = merge_shared(per_host)
-    changes = _preview(files, install=not uninstalling)
-    failed: dict[str, str] = {}
-    for p, result in changes.items():
-        if isinstance(result, str):
-            for h in p.hosts:
-                failed.setdefault(h.name, result)
-    partial: dict[str, str] = {}
-    for p in files:  # a shared file read by a host that fails gets none of that host's edits (without_failed)
-        if len(p.hosts) > 1 and not isinstance(changes[p], str) and any(h.name in failed for h in p.hosts):
-            p.edits, lost = without_failed(p, failed)
-            partial.update(lost)
-            changes.update(_preview([p], install=not uninstalling))
-    files = [p for p in files if p.edits]
-    _show_plan(chosen, files, changes, scope=scope, dry_run=dry_run, uninstalling=uninstalling, out=out)
+    run = _Run(chosen, ctx_for, scope=scope, install=not uninstalling)
+    run.plan(flags)
+    _show_plan(chosen, run.files, run.changes, scope=scope, dry_run=dry_run, uninstalling=uninstalling, out=out)
     if dry_run:
-        for p in files:
-            result = changes[p]
+        for p in run.files:
+            result = run.changes[p]
             if not isinstance(result, str):
                 _show_dry(p, result, out)
-        _partial_notes(chosen, partial, failed, err, uninstalling=uninstalling)
-        return _summary(chosen, failed, out, err, uninstalling=uninstalling, dry_run=True, scope=scope)
-    if not any(not isinstance(r, str) and r.action != "unchanged" for r in changes.values()):
+        _partial_notes(chosen, run.partial, run.failed, err, uninstalling=uninstalling)
+        return _summary(chosen, run.failed, out, err, uninstalling=uninstalling, dry_run=True, scope=scope)
+    if not any(_changes(r) for r in run.changes.values()):
         out("nothing to change")
-        return _summary(chosen, failed, out, err, uninstalling=uninstalling, dry_run=False, quiet=True, scope=scope)
+        return _summary(chosen, run.failed, out, err, uninstalling=uninstalling, dry_run=False, quiet=True,
+                        scope=scope)
     if not yes and not _confirm(out):
         err("nothing was changed")
         return 1
-    # Each host's own files first, all or nothing per host; a file several hosts share is written last,
-    # with only the edits no failed host also wants (see without_failed).
-    applied: dict[str, list[tuple[FilePlan, Outcome]]] = {}
-    for h in chosen:
-        if h.name in failed:
-            continue
-        mine = applied.setdefault(h.name, [])
-        for p in files:
-            if p.hosts == [h] and changes[p].action != "unchanged":  # type: ignore[union-attr]
-                try:
-                    mine.append((p, _apply(p, install=not uninstalling)))
-                except (RetainedError, OSError) as e:
-                    failed[h.name] = _reason(p, e)
-                    _undo_host(h, applied)
-                    break
-    for h in chosen:
-        for i, (p, outcome) in enumerate(applied.get(h.name, [])):
-            if outcome.settled is not None and not outcome.settled():
-                try:  # the host wrote the file back without our change: once more, now waiting it out
-                    applied[h.name][i] = (p, p.apply(install=not uninstalling, dry_run=False))
-                except (RetainedError, OSError) as e:
-                    failed[h.name] = _reason(p, e)
-                    _undo_host(h, applied)
-                    break
-    shared_done: list[tuple[FilePlan, Outcome]] = []
-    for p in files:
-        if len(p.hosts) < 2 or all(h.name in failed for h in p.hosts) or changes[p].action == "unchanged":  # type: ignore[union-attr]
-            continue
-        kept, lost = without_failed(p, failed)
-        partial.update(lost)
-        if not kept:
-            continue
-        p.edits = kept
-        try:
-            outcome = _apply(p, install=not uninstalling)
-            if outcome.settled is not None and not outcome.settled():
-                outcome = p.apply(install=not uninstalling, dry_run=False)
-        except (RetainedError, OSError) as e:
-            for h in p.hosts:
-                if h.name not in failed:
-                    failed[h.name] = _reason(p, e)
-                    _undo_host(h, applied)
-            continue
-        shared_done.append((p, outcome))
-    for p, outcome in [pair for h in chosen for pair in applied.get(h.name, [])] + shared_done:
+    for p, outcome in run.apply():
         extra = f" (backup: {outcome.backup})" if outcome.backup and outcome.action == "updated" else ""
         out(f"✓ {_owners(p)}: {outcome.action} {p.path}{extra}")
-    _partial_notes(chosen, partial, failed, err, uninstalling=uninstalling)
-    return _summary(chosen, failed, out, err, uninstalling=uninstalling, dry_run=False, scope=scope)
+    _partial_notes(chosen, run.partial, run.failed, err, uninstalling=uninstalling)
+    return _summary(chosen, run.failed, out, err, uninstalling=uninstalling, dry_run=False, scope=scope)
 
 
 def _undo_host(h: Host, applied: dict[str, list[tuple[FilePlan, Outcome]]]) -> None:
@@ -262,7 +288,7 @@ def _owners(p: FilePlan) -> str:
 
 def _show_plan(chosen: list[Host], files: list[FilePlan], changes: dict[FilePlan, Outcome | str], *, scope: str,
                dry_run: bool, uninstalling: bool, out: Callable[[str], None]) -> None:
-    pending = [p for p in files if isinstance(changes[p], str) or changes[p].action != "unchanged"]  # type: ignore[union-attr]
+    pending = [p for p in files if isinstance(changes[p], str) or _changes(changes[p])]
     if not pending:
         return
     title = "uninstall" if uninstalling else "install"

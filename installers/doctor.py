@@ -5,6 +5,10 @@ entry's exact environment and answers, the session-start hook (the command in th
 host runs it) prints a brief that fits the host's cap, and host-side conditions that silently stop a
 wired server or hook (folder trust, hook trust, a disabled entry) are not in the way. Then every store
 those entries and hooks actually open is verified, and named. Never changes a file.
+
+Hosts are checked side by side, in threads. Each check is given the environment it works out paths
+and runs programs with (an argument, default this process's); none changes `os.environ` or any other
+state the others read.
 """
 
 from __future__ import annotations
@@ -19,27 +23,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from retained.errors import RetainedError, UsageError
+from retained.paths import expand_user, store_dir
 
 from .commands import project_root, select
+from .host import Check
+from .hosts import context, native_memory, session_vars
 from .hosts import hosts as all_hosts
-from .hosts import session_vars
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
     from typing import Any
 
     from .base import FilePlan
     from .host import Host
-
-
-class Check:
-    __slots__ = ("host", "name", "ok", "detail", "fix")
-
-    def __init__(self, host: str, name: str, ok: bool, detail: str = "", fix: str = "") -> None:
-        self.host, self.name, self.ok, self.detail, self.fix = host, name, ok, detail, fix
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"host": self.host, "check": self.name, "ok": self.ok, "detail": self.detail, "fix": self.fix}
 
 
 _SESSIONS: dict[str, Any] = {}
@@ -96,32 +92,17 @@ def _rpc_session(command: list[str], env: dict[str, str], timeout: float) -> tup
     return True, f"answered initialize and tools/list ({len(tools)} tools)"
 
 
-def store_of_command(command: str, env: dict[str, str]) -> Path:
-    """The store a hook command opens: its --dir, else RETAINED_DIR of its environment, else the default."""
+def store_of_command(command: str, env: Mapping[str, str]) -> Path:
+    """The store a hook command opens: its --dir, else RETAINED_DIR of its environment, else the default
+    (which follows XDG_DATA_HOME / LOCALAPPDATA of that environment)."""
     try:
         words = shlex.split(command, posix=os.name != "nt")
     except ValueError:
         words = command.split()
     for i, word in enumerate(words[:-1]):
         if word == "--dir" and words[i + 1]:
-            return Path(words[i + 1]).expanduser()
-    return _store_in(env)
-
-
-def _store_in(env: dict[str, str]) -> Path:
-    from retained.paths import default_data_dir
-
-    value = (env.get("RETAINED_DIR") or "").strip()
-    if value:
-        return Path(value).expanduser()
-    saved = dict(os.environ)
-    try:  # the default follows XDG_DATA_HOME / LOCALAPPDATA of that environment
-        os.environ.clear()
-        os.environ.update(env)
-        return default_data_dir()
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+            return expand_user(words[i + 1], env)
+    return store_dir(None, env)
 
 
 class HostReport:
@@ -136,16 +117,42 @@ class HostReport:
         self.checks.append(Check(self.host.name, name, ok, detail, fix))
 
 
-def doctor_host(h: Host, store: Path, project: Path, scope: str = "user") -> HostReport:
-    """Read-only checks of one host's wiring. Never changes a config file."""
+def doctor_host(h: Host, store: Path, project: Path, scope: str = "user",
+                env: Mapping[str, str] | None = None) -> HostReport:
+    """Read-only checks of one host's wiring, run with the environment `env` (default: this process's).
+    Never changes a config file, nor any state another check reads."""
+    env = dict(os.environ if env is None else env)
     report = HostReport(h)
-    plans = h.plans(h.context(store, project, scope), scope=scope, flags={})
-    wired = _wired_store(h, plans)
+    plans = h.plans(context(h, store, project, scope, env), scope=scope, flags={})
+    wired = _wired_store(h, plans, env)
     if wired is not None and wired != store:  # check the entries as installed with the store they name
         store = wired
-        plans = h.plans(h.context(store, project, scope), scope=scope, flags={})
-    ctx = h.context(store, project, scope)
+        plans = h.plans(context(h, store, project, scope, env), scope=scope, flags={})
+    ctx = context(h, store, project, scope, env)
     fix = f"retained install --host {h.name}" + (" --scope project" if scope == "project" else "")
+    docs, entry, hook_command = _read_files(report, plans, fix)
+    report.checks += h.doctor_conditions(ctx, docs, project, scope, env)
+    hook_command = hook_command or h.hook_command_in(docs)
+    hook_report = HostReport(h)
+    hook_run = threading.Thread(target=_check_hook, args=(hook_report, hook_command, project, env)) \
+        if hook_command else None
+    if hook_run is not None:
+        hook_run.start()  # the hook and the server start side by side
+    if entry is not None:
+        _check_server(report, *h.server_command(entry), fix, env)
+    if hook_run is not None:
+        hook_run.join()
+        report.checks += hook_report.checks
+        for path, what in hook_report.stores.items():
+            report.stores[path] = f"{report.stores[path]} and {what}" if path in report.stores else what
+    return report
+
+
+def _read_files(report: HostReport, plans: list[FilePlan],
+                fix: str) -> tuple[dict[str, Any], dict[str, Any] | None, str | None]:
+    """Each planned file parses and holds retained's entries: (the parsed files by role, the server
+    entry as the file holds it, the session-start hook command in the files)."""
+    h = report.host
     docs: dict[str, Any] = {}
     entry = None
     hook_command = None
@@ -158,35 +165,22 @@ def doctor_host(h: Host, store: Path, project: Path, scope: str = "user") -> Hos
             continue
         report.add(f"{p.path} parses", True)
         docs[p.role] = doc
-        for edit in p.server_edits:
-            got = edit.found(doc)
+        for server in p.server_edits:
+            got = server.found(doc)
             ok = isinstance(got, dict) and bool(h.server_command(got)[0][0])
-            report.add("server entry present", ok, edit.where, fix)
+            report.add("server entry present", ok, server.where, fix)
             if ok:
                 entry = got
-                _entry_fields(report, edit, got, fix)
+                _entry_fields(report, server, got, fix)
         for edit in p.edits:
             if edit.check:
                 for name, ok in edit.present(doc).items():
                     report.add(edit.check, ok, name, fix)
         hook_command = hook_command or _installed_hook(p, doc, "session-start")
-    report.checks += h.doctor_conditions(ctx, docs, project, scope)
-    hook_command = hook_command or h.hook_command_in(docs)
-    hook_report = HostReport(h)
-    hook_run = threading.Thread(target=_check_hook, args=(hook_report, hook_command, project)) if hook_command else None
-    if hook_run is not None:
-        hook_run.start()  # the hook and the server start side by side
-    if entry is not None:
-        _check_server(report, *h.server_command(entry), fix)
-    if hook_run is not None:
-        hook_run.join()
-        report.checks += hook_report.checks
-        for path, what in hook_report.stores.items():
-            report.stores[path] = f"{report.stores[path]} and {what}" if path in report.stores else what
-    return report
+    return docs, entry, hook_command
 
 
-def _wired_store(h: Host, plans: list[FilePlan]) -> Path | None:
+def _wired_store(h: Host, plans: list[FilePlan], env: Mapping[str, str]) -> Path | None:
     """The store retained's server entry names (its env's RETAINED_DIR), if the entry is there."""
     for p in plans:
         for edit in p.server_edits:
@@ -197,7 +191,7 @@ def _wired_store(h: Host, plans: list[FilePlan]) -> Path | None:
             got = edit.found(doc)
             value = h.server_command(got)[1].get("RETAINED_DIR") if isinstance(got, dict) else None
             if isinstance(value, str) and value.strip():
-                return Path(value).expanduser()
+                return expand_user(value, env)
     return None
 
 
@@ -225,7 +219,8 @@ def _installed_hook(p: FilePlan, doc: Any, event: str) -> str | None:
     return None
 
 
-def _check_server(report: HostReport, argv: list[str], entry_env: dict[str, str], fix: str) -> None:
+def _check_server(report: HostReport, argv: list[str], entry_env: dict[str, str], fix: str,
+                  base_env: Mapping[str, str]) -> None:
     import shutil
 
     found = argv[0] if Path(argv[0]).is_absolute() else shutil.which(argv[0])
@@ -234,9 +229,9 @@ def _check_server(report: HostReport, argv: list[str], entry_env: dict[str, str]
     runnable = exe.is_absolute() and exe.exists() and os.access(exe, os.X_OK)
     report.add("server command exists and is executable", runnable, argv[0],
                f"{fix} (writes the current absolute path)")
-    env = dict(os.environ)
+    env = dict(base_env)
     env.update(entry_env)
-    report.stores.setdefault(str(_store_in(env)), "server")
+    report.stores.setdefault(str(store_dir(None, env)), "server")
     if runnable:
         env["RETAINED_READ_ONLY"] = "1"  # the entry's env, plus: change no file of the store
         ok, detail = rpc_session(command, env, 10)
@@ -244,10 +239,10 @@ def _check_server(report: HostReport, argv: list[str], entry_env: dict[str, str]
                    "run the command by hand to see its error: " + shlex.join(command))
 
 
-def _check_hook(report: HostReport, command: str, project: Path) -> None:
+def _check_hook(report: HostReport, command: str, project: Path, base_env: Mapping[str, str]) -> None:
     h = report.host
     payload, extra = h.doctor_input(project)
-    env = dict(os.environ, **extra)
+    env = dict(base_env, **extra)
     env["RETAINED_READ_ONLY"] = "1"
     for var in session_vars():  # doctor run inside a host's session is not that session
         env.pop(var, None)
@@ -311,14 +306,10 @@ def doctor_store(store: Path, opened_by: str = "") -> list[Check]:
     return checks
 
 
-def native_memory_checks(h: Host, project: Path) -> list[Check]:
-    """The host's own memory, as retained/native.py reports it (informational: never a failure)."""
+def native_memory_checks(h: Host, project: Path, env: Mapping[str, str]) -> list[Check]:
+    """The host's own memory, as its registry module reports it (informational: never a failure)."""
     try:
-        from retained.native import native_memory
-    except ImportError:
-        return []
-    try:
-        found = native_memory(h.name, dict(os.environ), str(project))
+        found = native_memory(h.name, env, str(project))
     except Exception as e:  # noqa: BLE001 - a report, not a check of retained's wiring
         return [Check(h.name, "native memory", True, f"could not be read ({type(e).__name__})")]
     if not isinstance(found, dict):
@@ -327,10 +318,11 @@ def native_memory_checks(h: Host, project: Path) -> list[Check]:
 
 
 def doctor(*, host_names: list[str] | None, store: Path, as_json: bool, out: Callable[[str], None],
-           scope: str = "user") -> int:
+           scope: str = "user", env: Mapping[str, str] | None = None) -> int:
+    env = dict(os.environ if env is None else env)  # one copy, read by every check
     project = project_root()
     try:
-        chosen = select(host_names, lambda h: h.context(store, project, scope))
+        chosen = select(host_names, lambda h: context(h, store, project, scope, env))
     except UsageError:
         if host_names:
             raise
@@ -342,10 +334,10 @@ def doctor(*, host_names: list[str] | None, store: Path, as_json: bool, out: Cal
 
     # Hosts are checked side by side (each waits on a server or hook process); the reports keep their order.
     with ThreadPoolExecutor(max_workers=max(1, len(chosen))) as pool:
-        reports = list(pool.map(lambda h: doctor_host(h, store, project, scope), chosen))
+        reports = list(pool.map(lambda h: doctor_host(h, store, project, scope, env), chosen))
     for h, report in zip(chosen, reports):
         checks += report.checks
-        checks += native_memory_checks(h, project)
+        checks += native_memory_checks(h, project, env)
         if any(c.name == "server entry present" and c.ok for c in report.checks):
             wired.append(h)
         for path, what in report.stores.items():

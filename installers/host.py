@@ -1,17 +1,27 @@
 """What retained knows about one agent host; `installers/hosts/<name>.py` declares one subclass each.
 
-A host says where its config files are and which edits retained makes there (its template,
-`templates/<name>.json`), how to recognise its hook input, the shapes its hooks must print and how
-much of that it keeps, what doctor feeds its hook, and which host-side conditions stop a wired server
-or hook from running. The hook runner imports this module on every session start: it uses the
-standard library only, and the installer side (plans, edits, formats) is imported when first used.
+`Host` is four concerns, one class each, so that a host module overrides what it needs and a reader
+finds each kind of fact in one place:
+
+- `HookShapes`: how to recognise the host's hook input, the shapes its hooks must print and how much
+  of that it keeps, and the tool names in its transcripts that mean the session did real work;
+- `OwnMemory`: the host's own memory (read with retained/native.py's readers, for `retained import
+  --from`, doctor's "native memory" and the brief);
+- `DoctorProbe`: what doctor feeds the host's hook and server, and which host-side conditions stop a
+  wired server or hook from running;
+- `ConfigFiles`: where its config files are and which edits retained makes there (its template,
+  `templates/<name>.json`, read by this host only, with this host's own placeholders), and which of
+  them is another host's file that it reads too (`shares`).
+
+The hook runner imports this module on every session start: it uses the standard library only, and
+the installer side (plans, edits, formats) is imported when first used.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar, cast
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -19,43 +29,46 @@ if TYPE_CHECKING:
 
     from .base import FilePlan
 
+# Hook output every host keeps whole, unless its module says otherwise: the tightest cut known (over
+# 10,000 characters Claude Code saves the output to a file and shows 2 KB of it).
+HOOK_OUTPUT_CHARS = 9_000
 
-class Host:
-    name: str = ""
+
+class Check:
+    """One line of doctor's report: which host, what was checked, whether it holds, why, and the fix."""
+
+    __slots__ = ("host", "name", "ok", "detail", "fix")
+
+    def __init__(self, host: str, name: str, ok: bool, detail: str = "", fix: str = "") -> None:
+        self.host, self.name, self.ok, self.detail, self.fix = host, name, ok, detail, fix
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"host": self.host, "check": self.name, "ok": self.ok, "detail": self.detail, "fix": self.fix}
+
+
+class _Named:
+    name: str = ""  # what `--host` takes; also the module's and the template's name
     title: str = ""
+
+
+class HookShapes(_Named):
+    """The hook runner's side: recognising the host, and what its hooks print."""
+
     order: int = 100  # which host's input is recognised first (lower first)
     fallback: bool = False  # the host assumed when the input and the environment say nothing
-    max_chars: int | None = 9_000  # hook stdout the host keeps whole, in characters
+    max_chars: int | None = HOOK_OUTPUT_CHARS  # hook stdout the host keeps whole, in characters
     max_tokens: int | None = None  # ... and in tokens, where the host cuts by tokens
-    # what the user gets when a host has no hook for something (said in the plan and by doctor)
-    notes: tuple[str, ...] = ()
     session_keys: tuple[str, ...] = ("session_id",)  # hook input keys holding the session id
     session_vars: tuple[str, ...] = ()  # environment variables holding it
     project_vars: tuple[str, ...] = ()  # environment variables holding the project directory
     instructions_max_chars: int | None = None  # where the host cuts a server's `instructions`
     prompt_reaches_model: bool = True  # whether the prompt-submit hook's output is put before the model
-    # The host's own memory (`retained import --from <name>`, doctor's "native memory", the brief):
-    memory_source: bool = False  # whether `retained import --from <name>` reads one
-    instruction_files: dict[str, str] = {}  # instruction file the host loads itself → the format imports record
-    memory_at_start: tuple[str, ...] = ()  # other memory file names the host injects into every session
+    # The stop hook asks for a checkpoint only after real work: a call of one of these tools in the
+    # transcript (a `name`, `tool_name` or `toolName` field), or an item of one of these types.
+    work_tools: tuple[str, ...] = ()
+    work_item_types: tuple[str, ...] = ()
 
-    def __init__(self) -> None:
-        self._template: dict[str, Any] | None = None
-
-    @property
-    def template(self) -> dict[str, Any]:
-        if self._template is None:
-            from importlib import resources  # not at import: the hook path never reads a template
-
-            text = resources.files("retained.templates").joinpath(f"{self.name}.json").read_text("utf-8")
-            self._template = json.loads(text)
-        return self._template
-
-    def __repr__(self) -> str:
-        return f"<host {self.name}>"
-
-    # -- the hook side -------------------------------------------------------------------------------
-    def recognises(self, data: dict[str, Any], env: dict[str, str]) -> bool:
+    def recognises(self, data: dict[str, Any], env: Mapping[str, str]) -> bool:
         """Whether this hook input (and environment) comes from this host."""
         return False
 
@@ -90,13 +103,21 @@ class Host:
         value = data.get("prompt")
         return value if isinstance(value, str) else None
 
-    # -- the host's own memory (read by retained/native.py's generic readers) --------------------------
-    def memory_items(self, env: Mapping[str, str], known_scopes: list[str],
-                     cwd: str | None = None) -> tuple[list[Any], list[str]]:
-        """(candidate records, notes) from the host's own memory, for `retained import --from <name>`."""
-        return [], []
 
+class OwnMemory(_Named):
+    """The host's own memory, read by retained/native.py's generic readers."""
+
+    memory_source: bool = False  # whether `retained import --from <name>` reads one
+    instruction_files: ClassVar[dict[str, str]] = {}  # file the host loads itself → the format imports record
+    memory_at_start: tuple[str, ...] = ()  # other memory file names the host injects into every session
     memory_folder_format: str = ""  # the format imports record for a memory folder under memory_root
+    user_instructions: str = ""  # the instruction file in memory_root the host loads in every project
+
+    def memory_items(self, env: Mapping[str, str], known_scopes: list[str], cwd: str | None = None,
+                     project: str | None = None) -> tuple[list[Any], list[str]]:
+        """(candidate records, notes) from the host's own memory, for `retained import --from <name>`;
+        `project` is the current project's scope (the caller works it out)."""
+        return [], []
 
     def memory_root(self, env: Mapping[str, str]) -> Path | None:
         """The folder under which this host keeps its memory folders (None: it keeps none)."""
@@ -112,18 +133,20 @@ class Host:
             return None
         return native.memory_dir_items(inner, fmt=self.memory_folder_format, scope=scope or native.project_of(path))
 
-    user_instructions: str = ""  # the instruction file in memory_root the host loads in every project
-
     def user_instruction_file(self, env: Mapping[str, str]) -> Path | None:
         """The user-level instruction file the host loads in every project (its items are global)."""
         root = self.memory_root(env)
         return root / self.user_instructions if root is not None and self.user_instructions else None
 
-    def memory_report(self, env: Mapping[str, str], cwd: str | None = None) -> dict[str, Any] | None:
-        """What native memory the host has, whether it is on, and how big it is (native.native_memory)."""
+    def memory_report(self, env: Mapping[str, str], cwd: str | None = None,
+                      project: str | None = None) -> dict[str, Any] | None:
+        """What native memory the host has, whether it is on, and how big it is (the registry's native_memory)."""
         return None
 
-    # -- what doctor sends --------------------------------------------------------------------------
+
+class DoctorProbe(_Named):
+    """What doctor runs as this host would, and the host-side conditions it checks."""
+
     def doctor_input(self, project: Path) -> tuple[dict[str, Any], dict[str, str]]:
         """A session-start input and environment as this host would give its hook."""
         return {"cwd": str(project), "hook_event_name": "SessionStart", "source": "startup"}, {}
@@ -137,15 +160,58 @@ class Host:
         """The session-start command this host runs, when it is not in a hooks file (a plugin's)."""
         return None
 
-    def doctor_conditions(self, ctx: dict[str, Any], docs: dict[str, Any], project: Path, scope: str) -> list[Any]:
-        """Checks of host-side conditions that stop a wired server or hook from running."""
+    def doctor_conditions(self, ctx: dict[str, Any], docs: dict[str, Any], project: Path, scope: str,
+                          env: Mapping[str, str]) -> list[Check]:
+        """Checks of host-side conditions that stop a wired server or hook from running (`env`: the
+        environment the host's programs get)."""
         return []
 
-    # -- the installer side ------------------------------------------------------------------------
-    def context(self, store: Path, project: Path, scope: str = "user") -> dict[str, Any]:
+
+class ConfigFiles(_Named):
+    """The installer's side: the host's config files and retained's edits there."""
+
+    # what the user gets when a host has no hook for something (said in the plan and by doctor)
+    notes: tuple[str, ...] = ()
+    # Files of this host's template that are another host's file, which this host reads too:
+    # (role, scope) → that host's name. Retained plans, shows and writes such a file once, for both.
+    shares: ClassVar[dict[tuple[str, str], str]] = {}
+
+    def __init__(self) -> None:
+        self._template: dict[str, Any] | None = None
+
+    @property
+    def template(self) -> dict[str, Any]:
+        if self._template is None:
+            from importlib import resources  # not at import: the hook path never reads a template
+
+            text = resources.files("retained.templates").joinpath(f"{self.name}.json").read_text("utf-8")
+            self._template = json.loads(text)
+        return self._template
+
+    def context_vars(self, home: str, env: Mapping[str, str]) -> dict[str, str]:
+        """This host's own placeholders for its template (its config folders, from `env`)."""
+        return {}
+
+    def context(self, store: Path, project: Path, scope: str = "user",
+                env: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """The placeholders this host's template may use: the common ones and the host's own."""
+        import os
+
         from .base import base_context
 
-        return base_context(store, project, scope)
+        env = os.environ if env is None else env
+        ctx = base_context(store, project, scope, env)
+        ctx.update(self.context_vars(ctx["home"], env))
+        return ctx
+
+    def file_path(self, role: str, scope: str, ctx: dict[str, Any]) -> Path | None:
+        """Where this host's file of `role` is at `scope` (None: the template has none there)."""
+        from .base import fill
+
+        for f in self.template["files"]:
+            if f["role"] == role and scope in f["path"]:
+                return Path(fill(f["path"][scope], ctx))
+        return None
 
     def detected(self, ctx: dict[str, Any]) -> bool:
         import shutil
@@ -160,7 +226,8 @@ class Host:
     def plans(self, ctx: dict[str, Any], *, scope: str, flags: dict[str, bool], install: bool = True) -> list[FilePlan]:
         from .base import plans_from_template
 
-        return self.finish(plans_from_template(self, ctx, scope=scope, flags=flags, install=install), ctx,
+        host = cast("Host", self)  # every host is a Host; this class is only its config part
+        return self.finish(plans_from_template(host, ctx, scope=scope, flags=flags, install=install), ctx,
                            install=install)
 
     def finish(self, plans: list[FilePlan], ctx: dict[str, Any], *, install: bool) -> list[FilePlan]:
@@ -178,3 +245,10 @@ class Host:
                 if edit.found(doc):
                     return True
         return False
+
+
+class Host(HookShapes, OwnMemory, DoctorProbe, ConfigFiles):
+    """One agent host: every concern above, each overridable by the host's module."""
+
+    def __repr__(self) -> str:
+        return f"<host {self.name}>"

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the hook path imports no more than it runs
+    from collections.abc import Collection
     from typing import Any
 
 from .records import GLOBAL_SCOPE
@@ -149,9 +150,12 @@ def brief_rows_by_kind(store: Any, scopes: list[str] | None,
     return (newest + standing + recent)[: max(limit, 1)], total, kinds
 
 
-def make_brief(store: Any, project: str | None, *, budget: int = DEFAULT_BUDGET,
-               scope: str | None = None) -> dict[str, Any]:
-    """The brief for a project (its scope plus global), or for one explicit scope ("*" for all)."""
+def make_brief(store: Any, project: str | None, *, budget: int = DEFAULT_BUDGET, scope: str | None = None,
+               loaded_at_start: Collection[str] = ()) -> dict[str, Any]:
+    """The brief for a project (its scope plus global), or for one explicit scope ("*" for all).
+
+    `loaded_at_start`: names of the files hosts load into every session themselves (the host
+    registry's); a record imported from one that the file still holds is not repeated here."""
     if scope is None:
         scopes = [project, GLOBAL_SCOPE] if project else None
     elif scope == "*":
@@ -160,9 +164,9 @@ def make_brief(store: Any, project: str | None, *, budget: int = DEFAULT_BUDGET,
         scopes = [scope]
     # Each line costs at least ~8 tokens, so this many rows always cover the budget.
     rows, total, kinds = brief_rows_by_kind(store, scopes, max(budget // 8, 1) + 1)
-    from .native import leave_out_host_loaded  # what the host injects itself is not repeated (ui helper)
+    from .native import leave_out_host_loaded
 
-    kept, host_loaded = leave_out_host_loaded(store, rows)
+    kept, host_loaded = leave_out_host_loaded(store, rows, loaded_at_start)
     if host_loaded:  # counted apart from what the brief left out
         kept_ids = {r["id"] for r in kept}
         for r in rows:

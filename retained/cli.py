@@ -59,9 +59,10 @@ def _store(args: argparse.Namespace):  # noqa: ANN202
 
 
 def _project() -> str | None:
+    from .installers.hosts import project_vars
     from .project import project_scope
 
-    return project_scope()
+    return project_scope(project_vars=project_vars())
 
 
 def _parse_fields(pairs: list[str] | None) -> dict[str, Any] | None:
@@ -238,11 +239,12 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 def cmd_scopes(args: argparse.Namespace) -> int:
     """Every scope with its record counts and project key; the current project is marked."""
+    from .installers.hosts import project_vars
     from .paths import store_dir
     from .project import project_identity
     from .store import Store
 
-    ident = project_identity()
+    ident = project_identity(project_vars=project_vars())
     with Store(store_dir(args.dir), create=False, read_only=True) as store:
         table = store.scopes(_project())
     result = {"current_project": ident, "scopes": table["scopes"], "warnings": table["warnings"]}
@@ -344,6 +346,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 def cmd_brief(args: argparse.Namespace) -> int:
     from .brief import make_brief, render
+    from .installers.hosts import loaded_at_start
     from .log import LOG_NAME
     from .paths import store_dir
     from .store import Store
@@ -361,7 +364,8 @@ def cmd_brief(args: argparse.Namespace) -> int:
             result = _brief_as_of(store, project, args)
     else:
         with Store(directory, create=False) as store:
-            result = make_brief(store, project, budget=args.budget, scope=args.scope)
+            result = make_brief(store, project, budget=args.budget, scope=args.scope,
+                                loaded_at_start=loaded_at_start())
     if args.json:
         _print_json(result)
     else:
@@ -467,22 +471,24 @@ def cmd_ui(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from .transfer import apply, plan
 
+    from .installers.hosts import NativeMemories
     from .paths import store_dir
     from .store import Store
 
     directory = store_dir(args.dir)
-    source = getattr(args, "from_source", None)
+    what = {"path": args.path, "source": getattr(args, "from_source", None), "scope": args.scope,
+            "memories": NativeMemories()}
     if args.apply:
         with Store(directory) as store:
-            result = apply(store, plan(store, path=args.path, source=source, scope=args.scope))
+            result = apply(store, plan(store, **what))
     elif directory.exists():  # a dry run changes no file of the store, the derived index included
         with Store(directory, read_only=True) as store:
-            result = plan(store, path=args.path, source=source, scope=args.scope)
+            result = plan(store, **what)
     else:  # nor creates one: plan against an empty store that is thrown away
         import tempfile
 
         with tempfile.TemporaryDirectory() as empty, Store(empty) as store:
-            result = plan(store, path=args.path, source=source, scope=args.scope)
+            result = plan(store, **what)
     if args.json:
         data = dict(result)
         data["actions"] = [a.as_dict() for a in result["actions"]]
@@ -634,7 +640,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--include-history", action="store_true", help="also retracted records and forget records")
     p.add_argument("-o", "--output", metavar="PATH", help="file (jsonl), folder or .md file (markdown); default stdout")
 
-    from .native import sources
+    from .installers.hosts import memory_sources as sources
 
     p = add("import", cmd_import, "bring memory in (dry run unless --apply): a retained export, a host's instruction "
             "file, a memory folder, or a host's own memory")

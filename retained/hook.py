@@ -3,8 +3,8 @@
 Fail open, fast: standard library only (no `mcp`), any internal error means exit 0, nothing on
 stdout and one line on stderr. A hook must never be the reason a session cannot start or stop.
 Input that is not a JSON object (garbage, empty, an array, bytes that are not UTF-8) prints nothing.
-Which host called, the shape it needs and how much of it it keeps come from the host registry
-(installers/hosts/).
+Which host called, the shape it needs, how much of it it keeps and which tools in its transcript are
+real work come from the host registry (installers/hosts/); this module passes them on to the core.
 """
 
 from __future__ import annotations
@@ -29,13 +29,6 @@ COMPACT_DUPLICATE_S = 10  # two copies of a hook for one compaction run within m
 SESSIONS_DIR = "sessions"
 SESSION_TTL_S = 14 * 24 * 3600
 
-# Tool calls in a transcript that mean the session did real work (edits or commands).
-_WORK_TOOLS = re.compile(
-    rb'"(?:name|tool_name|toolName)"\s*:\s*"(?:Edit|MultiEdit|Write|NotebookEdit|Bash|shell|exec_command|'
-    rb'apply_patch|local_shell|write_file|replace|run_shell_command|edit_file|create_file|run_terminal_cmd|'
-    rb'str_replace_based_edit_tool|runInTerminal|editFiles|createFile)"'
-    rb'|"type"\s*:\s*"local_shell_call"'
-)
 _MEMORY_WRITES = re.compile(rb'memory_(?:write|checkpoint)')
 TRANSCRIPT_SCAN_BYTES = 8 * 1024 * 1024
 
@@ -92,13 +85,15 @@ def session_id(data: dict[str, Any], env: dict[str, str]) -> str | None:
 
 def project_of(data: dict[str, Any], env: dict[str, str]) -> str | None:
     """The project of the session: the input's workspace root or cwd, by the rule of `project_dir`."""
-    from .installers.hosts import project_hint, project_start
-    from .project import project_dir, scope_of
+    from .installers.hosts import project_start, project_vars
+    from .project import project_dir, project_hint, scope_of
 
     start = project_start(data)
     if start is not None and not os.path.isdir(start):
         start = None
-    root = project_dir(start, env) if start else project_dir(None, env) if project_hint(env) else None
+    hints = project_vars()
+    root = project_dir(start, env, hints) if start else project_dir(None, env, hints) if project_hint(env, hints) \
+        else None
     return scope_of(root) if root is not None else None
 
 
@@ -145,13 +140,16 @@ def _prune(store_dir: Path, now: float) -> None:
 def _fit_for_host(host: Host, store: Any, project: str | None, budget: int) -> dict[str, Any]:
     """The biggest brief within `budget` whose output the host keeps whole (its character and token caps)."""
     from .brief import make_brief
+    from .installers.hosts import loaded_at_start
     from .records import GLOBAL_SCOPE
 
     if host.max_tokens:
         budget = min(budget, host.max_tokens)
+    loaded = loaded_at_start()
     while True:
         # No project given: global records only, never every project's (a session must not see others').
-        brief = make_brief(store, project, budget=budget, scope=None if project else GLOBAL_SCOPE)
+        brief = make_brief(store, project, budget=budget, scope=None if project else GLOBAL_SCOPE,
+                           loaded_at_start=loaded)
         out = json.dumps(host.session_start_output(brief["text"]), ensure_ascii=False)
         if not host.max_chars or len(out) <= host.max_chars or budget <= 50:
             return brief
@@ -360,8 +358,21 @@ def _transcript_start(path: Any) -> str | None:
     return None
 
 
-def _transcript_flags(path: Any) -> tuple[bool, bool]:
-    """(did real work, called a retained write tool) from the tail of the transcript file."""
+def _work_pattern(host: Host) -> re.Pattern[bytes] | None:
+    """A call of one of the host's work tools (or an item of its work types) in a transcript line."""
+    parts = []
+    if host.work_tools:
+        names = b"|".join(re.escape(n.encode()) for n in host.work_tools)
+        parts.append(rb'"(?:name|tool_name|toolName)"\s*:\s*"(?:' + names + rb')"')
+    if host.work_item_types:
+        types = b"|".join(re.escape(t.encode()) for t in host.work_item_types)
+        parts.append(rb'"type"\s*:\s*"(?:' + types + rb')"')
+    return re.compile(b"|".join(parts)) if parts else None
+
+
+def _transcript_flags(path: Any, host: Host) -> tuple[bool, bool]:
+    """(did real work, called a retained write tool) from the tail of the transcript file: real work is
+    a call of one of the tools the host that called declares (`Host.work_tools`)."""
     if not isinstance(path, str) or not path:
         return False, False
     try:
@@ -371,7 +382,8 @@ def _transcript_flags(path: Any) -> tuple[bool, bool]:
             blob = f.read()
     except OSError:
         return False, False
-    return bool(_WORK_TOOLS.search(blob)), bool(_MEMORY_WRITES.search(blob))
+    work = _work_pattern(host)
+    return bool(work is not None and work.search(blob)), bool(_MEMORY_WRITES.search(blob))
 
 
 def stop(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Path) -> dict[str, Any] | None:
@@ -391,7 +403,7 @@ def stop(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Path)
     state = _load(state_path)
     if state is not None and state.get("asked"):
         return None
-    worked, wrote_in_transcript = _transcript_flags(data.get("transcript_path"))
+    worked, wrote_in_transcript = _transcript_flags(data.get("transcript_path"), host)
     if not worked or wrote_in_transcript:
         return None
     if state is None:

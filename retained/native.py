@@ -7,7 +7,8 @@ host's registry module (`installers/hosts/<name>.py`: `memory_items`, `memory_re
 memory"). This module holds what those formats share: Markdown instruction files (every bullet, and
 the prose of every section, is one item whose heading picks its kind), memory folders (a `MEMORY.md`
 index plus one topic file each, front matter `name`, `description`, `type`), and the idempotency key of
-an import. `retained import`, doctor and the brief (which runs in the session-start hook) ask it.
+an import. It never asks the registry: the registry calls these readers, and what the core needs of
+it (which files hosts load at start, which hosts have a memory to import) comes in as arguments.
 Standard library only.
 """
 
@@ -17,34 +18,21 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 
+class HostMemories(Protocol):
+    """What `retained import` needs of the host registry (which passes one in): the hosts whose own
+    memory it reads, that memory's items, and the items of a path (a host's memory folder, if it is one)."""
 
-def _registry() -> dict[str, Any]:
-    from .installers.hosts import hosts
+    def sources(self) -> list[str]: ...
 
-    return hosts()
+    def source_items(self, source: str, env: Mapping[str, str],
+                     known_scopes: list[str]) -> tuple[list[Item], list[str]]: ...
 
-
-def sources() -> list[str]:
-    """The hosts whose own memory `retained import --from` reads (the registry says which)."""
-    return [name for name, host in _registry().items() if host.memory_source]
-
-
-_LOADED: list[frozenset[str]] = []
-
-
-def loaded_at_start() -> frozenset[str]:
-    """File names some host loads into every session by itself (instruction files and memory indexes)."""
-    if not _LOADED:
-        names: set[str] = set()
-        for host in _registry().values():
-            names.update(host.instruction_files, host.memory_at_start)
-        _LOADED.append(frozenset(names))
-    return _LOADED[0]
+    def path_items(self, path: Path, scope: str | None, env: Mapping[str, str]) -> list[Item]: ...
 
 
 class Item:
@@ -83,15 +71,6 @@ def project_of(path: Path) -> str:
         return project_scope(cwd=path, env={}) or str(path.resolve())
     except OSError:
         return str(path)
-
-
-def current_project(cwd: str | os.PathLike[str] | None = None) -> str | None:
-    from .project import project_scope
-
-    try:
-        return project_scope(cwd=cwd)
-    except OSError:
-        return None
 
 
 def read_text(path: Path, limit: int = 8 * 1024 * 1024) -> str | None:
@@ -211,113 +190,125 @@ def markdown_items(text: str, origin: Path, *, fmt: str, host_loaded: bool, scop
                    skip_sections: tuple[str, ...] = (), section_kinds: Mapping[str, str] | None = None,
                    skip_pointers: bool = False, first_line: int = 0) -> list[Item]:
     """Every top-level bullet, and the prose of every section, as an item of a fitting kind."""
-    items: list[Item] = []
-    path: list[tuple[int, str]] = []
-    prose: list[str] = []
-    prose_line = 0
-    bullet: list[str] = []
-    bullet_line = 0
-    bullet_indent = 0
-    fenced = False
-    in_comment = False
-
-    def section() -> str:
-        return " > ".join(title for _level, title in path)
-
-    def skipped() -> bool:
-        return any(s.lower() in section().lower() for s in skip_sections)
-
-    def kind_of(body: str) -> str:
-        if section_kinds:
-            for level_title in reversed(path):
-                for key, kind in section_kinds.items():
-                    if key.lower() in level_title[1].lower():
-                        return kind
-        return kind_for(section(), body)
-
-    def flush_bullet() -> None:
-        nonlocal bullet
-        body = "\n".join(bullet).strip()
-        bullet = []
-        if not body or skipped() or (skip_pointers and re.match(_LINK_ONLY, body)):
-            return
-        items.append(Item(body, kind_of(body), origin=origin, fmt=fmt, section=section(), line=bullet_line,
-                          host_loaded=host_loaded, scope=scope))
-
-    def flush_prose() -> None:
-        nonlocal prose
-        body = "\n".join(prose).strip()
-        prose = []
-        if not body or skipped():
-            return
-        items.append(Item(body, kind_of(body), origin=origin, fmt=fmt, section=section(), line=prose_line,
-                          host_loaded=host_loaded, scope=scope))
-
+    reader = _MarkdownReader(origin, fmt=fmt, host_loaded=host_loaded, scope=scope, skip_sections=skip_sections,
+                             section_kinds=section_kinds, skip_pointers=skip_pointers)
     for n, raw in enumerate(text.split("\n"), first_line + 1):
-        line = raw.rstrip()
-        if in_comment:
-            in_comment = "-->" not in line
-            continue
-        if not fenced and line.lstrip().startswith("<!--"):
-            in_comment = "-->" not in line
-            continue
-        if re.match(_FENCE, line):
-            fenced = not fenced
-            (bullet if bullet else prose).append(line)
-            if not bullet and len(prose) == 1:
-                prose_line = n
-            continue
-        if fenced:
-            (bullet if bullet else prose).append(line)
-            continue
+        reader.read(n, raw.rstrip())
+    reader.flush_bullet()
+    reader.flush_prose()
+    for item in reader.items:  # trailing blank lines kept for continuation are not content
+        item.text = re.sub(r"\n{3,}", "\n\n", item.text).strip()
+    return [i for i in reader.items if i.text]
+
+
+class _MarkdownReader:
+    """Markdown read line by line: the heading path, the bullet and the prose being gathered, and the
+    items they became. A fence or an HTML comment hides headings and bullets until it closes."""
+
+    def __init__(self, origin: Path, *, fmt: str, host_loaded: bool, scope: str | None,
+                 skip_sections: tuple[str, ...], section_kinds: Mapping[str, str] | None, skip_pointers: bool) -> None:
+        self.origin, self.fmt, self.host_loaded, self.scope = origin, fmt, host_loaded, scope
+        self.skip_sections, self.section_kinds, self.skip_pointers = skip_sections, section_kinds, skip_pointers
+        self.items: list[Item] = []
+        self.path: list[tuple[int, str]] = []  # (level, title) of the headings above this line
+        self.prose: list[str] = []
+        self.prose_line = 0
+        self.bullet: list[str] = []
+        self.bullet_line = 0
+        self.bullet_indent = 0
+        self.fenced = False
+        self.in_comment = False
+
+    def section(self) -> str:
+        return " > ".join(title for _level, title in self.path)
+
+    def _kind_of(self, body: str) -> str:
+        if self.section_kinds:
+            for _level, title in reversed(self.path):
+                for key, kind in self.section_kinds.items():
+                    if key.lower() in title.lower():
+                        return kind
+        return kind_for(self.section(), body)
+
+    def _add(self, lines: list[str], line: int, *, pointer: bool = False) -> None:
+        body = "\n".join(lines).strip()
+        if not body or any(s.lower() in self.section().lower() for s in self.skip_sections):
+            return
+        if pointer and self.skip_pointers and re.match(_LINK_ONLY, body):
+            return  # an index line that only links to a topic file: the file is read on its own
+        self.items.append(Item(body, self._kind_of(body), origin=self.origin, fmt=self.fmt, section=self.section(),
+                               line=line, host_loaded=self.host_loaded, scope=self.scope))
+
+    def flush_bullet(self) -> None:
+        lines, self.bullet = self.bullet, []
+        self._add(lines, self.bullet_line, pointer=True)
+
+    def flush_prose(self) -> None:
+        lines, self.prose = self.prose, []
+        self._add(lines, self.prose_line)
+
+    def read(self, n: int, line: str) -> None:
+        """One line (line number `n`, trailing space gone)."""
+        if self._hidden(n, line):
+            return
         m = re.match(_HEADING, line)
         if m:
-            flush_bullet()
-            flush_prose()
+            self.flush_bullet()
+            self.flush_prose()
             level = len(m.group(1))
-            while path and path[-1][0] >= level:
-                path.pop()
-            path.append((level, m.group(2).strip()))
-            continue
-        if re.match(r"^@\S+$", line.strip()):  # an import directive (`@docs/x.md`), not content
-            continue
+            while self.path and self.path[-1][0] >= level:
+                self.path.pop()
+            self.path.append((level, m.group(2).strip()))
+        elif not re.match(r"^@\S+$", line.strip()):  # an import directive (`@docs/x.md`) is not content
+            self._text(n, line)
+
+    def _hidden(self, n: int, line: str) -> bool:
+        """Whether the line is a comment's, or a fence's (kept verbatim in the item it belongs to)."""
+        if self.in_comment:
+            self.in_comment = "-->" not in line
+            return True
+        if not self.fenced and line.lstrip().startswith("<!--"):
+            self.in_comment = "-->" not in line
+            return True
+        fence = bool(re.match(_FENCE, line))
+        if not fence and not self.fenced:
+            return False
+        self.fenced = self.fenced != fence
+        (self.bullet if self.bullet else self.prose).append(line)
+        if fence and not self.bullet and len(self.prose) == 1:
+            self.prose_line = n
+        return True
+
+    def _text(self, n: int, line: str) -> None:
+        """A line outside fences and headings: a new bullet, the open bullet's continuation, or prose."""
         b = re.match(_BULLET, line)
-        if b and (not bullet or len(b.group(1)) <= bullet_indent):
-            flush_bullet()
-            bullet = [b.group(2)]
-            bullet_line, bullet_indent = n, len(b.group(1))
-            continue
-        if bullet and (not line.strip() or line.startswith((" ", "\t")) or b):
-            if line.strip():
-                bullet.append(line.strip() if not b else line.strip())
-            else:
-                bullet.append("")
-            continue
-        if bullet:
-            flush_bullet()
+        if b and (not self.bullet or len(b.group(1)) <= self.bullet_indent):
+            self.flush_bullet()
+            self.bullet = [b.group(2)]
+            self.bullet_line, self.bullet_indent = n, len(b.group(1))
+            return
+        if self.bullet and (not line.strip() or line.startswith((" ", "\t")) or b):
+            self.bullet.append(line.strip())  # a blank line stays (as "") until the bullet ends
+            return
+        if self.bullet:
+            self.flush_bullet()
         if line.strip():
-            if not prose:
-                prose_line = n
-            prose.append(line)
-        elif prose:
-            prose.append("")
-    flush_bullet()
-    flush_prose()
-    for item in items:  # trailing blank lines kept for continuation are not content
-        item.text = re.sub(r"\n{3,}", "\n\n", item.text).strip()
-    return [i for i in items if i.text]
+            if not self.prose:
+                self.prose_line = n
+            self.prose.append(line)
+        elif self.prose:
+            self.prose.append("")
 
 
-def instruction_items(path: Path, scope: str | None = None) -> list[Item]:
-    """A CLAUDE.md / AGENTS.md / GEMINI.md (or any Markdown file of instructions)."""
+def instruction_items(path: Path, scope: str | None = None, *, fmt: str = "markdown",
+                      host_loaded: bool = False) -> list[Item]:
+    """A CLAUDE.md / AGENTS.md / GEMINI.md (or any Markdown file of instructions); `fmt` is the format
+    imports record, `host_loaded` whether a host loads the file into every session itself."""
     text = read_text(path)
     if text is None:
         return []
     meta, body, skip = strip_front_matter(text)
-    fmt = next((h.instruction_files[path.name] for h in _registry().values() if path.name in h.instruction_files),
-               "markdown")
-    return markdown_items(body, path, fmt=fmt, host_loaded=path.name in loaded_at_start(), scope=scope,
-                          first_line=skip)
+    return markdown_items(body, path, fmt=fmt, host_loaded=host_loaded, scope=scope, first_line=skip)
 
 
 _TYPE_KINDS = {"user": "preference", "feedback": "convention", "project": "fact", "reference": "fact"}
@@ -350,34 +341,7 @@ def memory_dir_items(directory: Path, *, fmt: str, scope: str | None) -> list[It
     return items
 
 
-# -- `retained import --from` and a path ------------------------------------------------------------
-
-
-def source_items(source: str, env: Mapping[str, str], known_scopes: list[str],
-                 cwd: str | None = None) -> tuple[list[Item], list[str]]:
-    """Candidate records from one host's own memory (`retained import --from <source>`)."""
-    host = _registry().get(source)
-    if host is None or not host.memory_source:
-        raise ValueError(source)
-    return host.memory_items(env, known_scopes, cwd)
-
-
-def path_items(path: Path, scope: str | None, env: Mapping[str, str]) -> list[Item]:
-    """A file or folder given by path: an instruction file, or a memory folder (a host's, if it is one)."""
-    hosts = [h for h in _registry().values() if h.memory_source]
-    if path.is_dir():
-        for host in hosts:
-            found = host.memory_path_items(path, scope, env)
-            if found is not None:
-                return found
-        inner = path / "memory" if (path / "memory").is_dir() else path
-        return memory_dir_items(inner, fmt="memory-folder", scope=scope or project_of(path))
-    if scope is None:
-        user_level = {f.resolve() for f in (h.user_instruction_file(env) for h in hosts) if f is not None}
-        scope = "global" if path.resolve() in user_level else project_of(path.parent)
-    return instruction_items(path, scope)
-
-
+# -- `retained import` ------------------------------------------------------------------------
 def import_key(scope: str, text: str) -> str:
     """The idempotency key of an item: the same words in the same scope are one record."""
     norm = " ".join(text.split())
@@ -400,26 +364,19 @@ def human_size(n: int) -> str:
     return f"{n} B" if n < 1024 else f"{n / 1024:.1f} KiB" if n < 1024 * 1024 else f"{n / 1048576:.1f} MiB"
 
 
-def native_memory(host_name: str, env: Mapping[str, str] | None = None, cwd: str | None = None) -> dict[str, Any] | None:
-    """What native memory a host has, whether it is on, and how big it is; None for hosts without one.
-
-    Keys: host, feature, enabled, why (what decided it), location, files, bytes, loaded_at_start (files
-    the host injects at every session start), summary (one line), fix (how to move it into retained).
-    """
-    env = os.environ if env is None else env
-    host = _registry().get(host_name)
-    return host.memory_report(env, cwd) if host is not None else None
-
-
 # -- what the brief leaves out --------------------------------------------------------------------
 def _normal(text: str) -> str:
     return " ".join(text.split())
 
 
 class HostLoaded:
-    """Answers "does the host already inject this record?" for the brief, reading each file once."""
+    """Answers "does the host already inject this record?" for the brief, reading each file once.
 
-    def __init__(self) -> None:
+    `loaded`: the names of the files some host loads into every session by itself (its instruction
+    files and memory indexes; the registry's `loaded_at_start`)."""
+
+    def __init__(self, loaded: Collection[str]) -> None:
+        self.loaded = loaded
         self._files: dict[str, str | None] = {}
 
     def holds(self, record: Mapping[str, Any]) -> bool:
@@ -427,7 +384,7 @@ class HostLoaded:
         if not isinstance(imported, dict) or not imported.get("host_loaded"):
             return False
         origin = imported.get("from")
-        if not isinstance(origin, str) or Path(origin).name not in loaded_at_start():
+        if not isinstance(origin, str) or Path(origin).name not in self.loaded:
             return False
         if origin not in self._files:
             text = read_text(Path(origin))
@@ -437,15 +394,18 @@ class HostLoaded:
         return body is not None and isinstance(text, str) and bool(text.strip()) and _normal(text) in body
 
 
-def leave_out_host_loaded(store: Any, rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
-    """The brief's rows less those a host already loads from a file that still holds them."""
+def leave_out_host_loaded(store: Any, rows: list[dict[str, Any]],
+                          loaded: Collection[str]) -> tuple[list[dict[str, Any]], int]:
+    """The brief's rows less those a host already loads (from a file named in `loaded`) that still holds them."""
     from . import records
 
+    if not loaded:
+        return rows, 0
     places = store.index.sources([r["id"] for r in rows])
-    candidates = {rid: p for rid, p in places.items() if Path(p["source"]).name in loaded_at_start()}
+    candidates = {rid: p for rid, p in places.items() if Path(p["source"]).name in loaded}
     if not candidates:
         return rows, 0
-    check = HostLoaded()
+    check = HostLoaded(loaded)
     kept: list[dict[str, Any]] = []
     left = 0
     for row in rows:

@@ -2,44 +2,70 @@
 
 The default mirrors `platformdirs.user_data_dir("retained", appauthor=False)` using only the
 standard library, so the hook path stays free of third-party imports (a test keeps the two equal).
+Every answer is read from an environment passed in (default: this process's), never from a changed
+`os.environ`: doctor asks what another program's environment resolves to while other threads run.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 APP = "retained"
 
 
-def default_data_dir() -> Path:
+def home_of(env: Mapping[str, str] = os.environ) -> Path:
+    """The home directory `~` names in the environment `env` (as `Path.home()` reads it for this process)."""
+    value = env.get("USERPROFILE" if os.name == "nt" else "HOME")
+    if value:
+        return Path(value)
+    if os.name != "nt":
+        try:
+            import pwd
+
+            return Path(pwd.getpwuid(os.getuid()).pw_dir)
+        except (ImportError, KeyError):
+            pass
+    return Path(os.path.expanduser("~"))
+
+
+def expand_user(path: str | os.PathLike[str], env: Mapping[str, str] = os.environ) -> Path:
+    """`path` with a leading `~` (or `~/`) made the home of `env` (`~user` as the system says)."""
+    text = os.fspath(path)
+    if text == "~" or text.startswith(("~/", "~" + os.sep)):
+        return home_of(env) / text[2:] if len(text) > 1 else home_of(env)
+    return Path(text).expanduser()
+
+
+def default_data_dir(env: Mapping[str, str] = os.environ) -> Path:
     if sys.platform == "win32":
-        base = os.environ.get("LOCALAPPDATA") or str(Path.home() / "AppData" / "Local")
+        base = env.get("LOCALAPPDATA") or str(home_of(env) / "AppData" / "Local")
         return Path(base) / APP
     if sys.platform == "darwin":
-        return Path.home() / "Library" / "Application Support" / APP
-    xdg = os.environ.get("XDG_DATA_HOME", "").strip()
-    return Path(xdg if xdg else Path.home() / ".local" / "share") / APP
+        return home_of(env) / "Library" / "Application Support" / APP
+    xdg = env.get("XDG_DATA_HOME", "").strip()
+    return Path(xdg if xdg else home_of(env) / ".local" / "share") / APP
 
 
-def store_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
+def store_dir(explicit: str | os.PathLike[str] | None = None, env: Mapping[str, str] = os.environ) -> Path:
     """Resolve the store directory by the documented precedence. An explicit empty one is refused."""
     if explicit is not None and not str(explicit).strip():
         from .errors import UsageError
 
         raise UsageError("--dir is empty", hint="give a directory, or leave --dir out for the default store")
     if explicit:
-        return Path(explicit).expanduser()
-    env = os.environ.get("RETAINED_DIR", "").strip()
-    if env:
-        return Path(env).expanduser()
-    return default_data_dir()
+        return expand_user(explicit, env)
+    value = env.get("RETAINED_DIR", "").strip()
+    if value:
+        return expand_user(value, env)
+    return default_data_dir(env)
 
 
-def read_only_requested() -> bool:
+def read_only_requested(env: Mapping[str, str] = os.environ) -> bool:
     """RETAINED_READ_ONLY=1: change no file in the store (doctor runs hooks and servers this way)."""
-    return os.environ.get("RETAINED_READ_ONLY", "").strip().lower() in ("1", "true", "yes", "on")
+    return env.get("RETAINED_READ_ONLY", "").strip().lower() in ("1", "true", "yes", "on")
 
 
 # Files of a store this user must be able to change to write to it (log.py / index.py names).

@@ -1,8 +1,13 @@
-"""Which project a call belongs to: the scope records are filed under by default."""
+"""Which project a call belongs to: the scope records are filed under by default.
+
+What a host says about the project (the environment variables that carry its directory) reaches
+this module as arguments: the callers ask the host registry; this module imports none of it.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .records import GLOBAL_SCOPE
@@ -20,17 +25,16 @@ def find_root(start: str | os.PathLike[str]) -> Path | None:
     return None
 
 
-def project_dir(cwd: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None) -> Path | None:
+def project_dir(cwd: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None,
+                project_vars: Sequence[str] = ()) -> Path | None:
     """The project a call belongs to, the same rule for the CLI, the server and the hooks.
 
-    The git root of the project directory a host put in the environment (the registry knows each
-    host's variable) or of `cwd` (default: the process cwd); without a git root, that directory
-    itself; else no project.
+    The git root of `cwd` (default: the process cwd) or of the project directory a host put in the
+    environment (`project_vars`: the variables hosts use for it, which the caller gets from the host
+    registry); without a git root, that directory itself; else no project.
     """
-    from .installers.hosts import project_hint
-
     env = os.environ if env is None else env
-    hinted = (project_hint(env) or "").strip()
+    hinted = project_hint(env, project_vars)
     starts: list[str] = []
     if hinted and os.path.isdir(hinted):
         starts.append(hinted)
@@ -50,9 +54,15 @@ def project_dir(cwd: str | os.PathLike[str] | None = None, env: dict[str, str] |
     return None
 
 
-def project_scope(cwd: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None) -> str | None:
+def project_hint(env: Mapping[str, str], project_vars: Sequence[str]) -> str:
+    """The project directory a host put in the environment, in the first of `project_vars` set ("": none)."""
+    return next((env[v] for v in project_vars if env.get(v)), "").strip()
+
+
+def project_scope(cwd: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None,
+                  project_vars: Sequence[str] = ()) -> str | None:
     """The scope the current project's records are filed under (see `scope_of`), or None outside any project."""
-    root = project_dir(cwd, env)
+    root = project_dir(cwd, env, project_vars)
     return scope_of(root) if root is not None else None
 
 
@@ -171,10 +181,10 @@ def identity(root: str | os.PathLike[str]) -> dict[str, str] | None:
     return {"key": "git-dir:" + str(common), "name": base.name}
 
 
-def project_identity(cwd: str | os.PathLike[str] | None = None,
-                     env: dict[str, str] | None = None) -> dict[str, str] | None:
+def project_identity(cwd: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None,
+                     project_vars: Sequence[str] = ()) -> dict[str, str] | None:
     """The current project's stable key and short name (and its root), or None outside any project."""
-    root = project_dir(cwd, env)
+    root = project_dir(cwd, env, project_vars)
     if root is None:
         return None
     ident = identity(root) or {"key": str(root), "name": root.name}

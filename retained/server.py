@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 from . import __version__, stdio_guard
 from .brief import make_brief
 from .errors import RetainedError
-from .installers import hosts as registry  # host facts: the instructions cut, the session variables
+from .installers import hosts as registry  # host facts: the instructions cut, session and project variables
 from .project import default_write_scope, project_scope, read_scopes, write_scope
 from .store import MAX_K, MAX_LIST, Store
 
@@ -119,7 +119,7 @@ def compute_instructions(store: Store, project: str | None) -> str:
     room = INSTRUCTIONS_MAX_CHARS - len(GUIDANCE) - 2
     budget = 400
     while budget >= 40:
-        brief = make_brief(store, project, budget=budget)
+        brief = make_brief(store, project, budget=budget, loaded_at_start=registry.loaded_at_start())
         if len(brief["text"]) <= room:
             return GUIDANCE + "\n\n" + brief["text"]
         budget = budget * 3 // 4
@@ -594,7 +594,7 @@ def serve(directory: Any) -> int:
         # instead of a server that "failed to connect" with the reason lost in a log.
         log.error("store unusable: %s", e)
         store = _UnusableStore(e)
-    project = project_scope()
+    project = project_scope(project_vars=registry.project_vars())
     session_id = registry.session_id(os.environ)
 
     # Compute the brief while the SDK imports (~0.5 s): start-up stays within one import's time.

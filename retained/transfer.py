@@ -351,22 +351,24 @@ def plan_items(store: Any, items: list[native.Item], scope: str | None) -> list[
     return actions
 
 
-def plan(store: Any, *, path: str | None, source: str | None, scope: str | None,
+def plan(store: Any, *, path: str | None, source: str | None, scope: str | None, memories: native.HostMemories,
          env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """What an import would do, without writing anything."""
+    """What an import would do, without writing anything. `memories`: the hosts' own memories (the
+    host registry's answer, passed in by the caller)."""
     env = os.environ if env is None else env
+    sources = memories.sources()
     if (path is None) == (source is None):
         raise UsageError("name one thing to import: a PATH or --from SOURCE",
-                         hint=f"e.g. `retained import export.jsonl` or `retained import --from {native.sources()[0]}`")
+                         hint=f"e.g. `retained import export.jsonl` or `retained import --from {sources[0]}`")
     if scope is not None:
         scope = records.check_scope(scope)
     store._fresh()
     notes: list[str] = []
     if source is not None:
-        if source not in native.sources():
-            raise UsageError(f"unknown source {source!r}", hint=f"use one of: {', '.join(native.sources())}, or give a PATH")
+        if source not in sources:
+            raise UsageError(f"unknown source {source!r}", hint=f"use one of: {', '.join(sources)}, or give a PATH")
         known = store.index.scope_names() if hasattr(store.index, "scope_names") else []
-        items, notes = native.source_items(source, env, known)
+        items, notes = memories.source_items(source, env, known)
         actions = plan_items(store, items, scope)
         label = source
     else:
@@ -376,7 +378,7 @@ def plan(store: Any, *, path: str | None, source: str | None, scope: str | None,
         if p.is_file() and looks_like_jsonl(p):
             actions, notes = plan_jsonl(store, p, scope)
         else:
-            actions = plan_items(store, native.path_items(p, scope, env), scope)
+            actions = plan_items(store, memories.path_items(p, scope, env), scope)
             if not actions:
                 notes.append(f"nothing in {p} reads as memory (no bullet or section with text)")
         label = str(p)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
-from . import native, records
+from . import records
 from .errors import NotFound, RetainedError, UsageError
 
 STATIC = Path(__file__).with_name("ui_static")
@@ -269,8 +269,10 @@ class Api:
                 h = hosts.setdefault(c.get("host", "?"), {"host": c.get("host", "?"), "ok": True, "checks": []})
                 h["checks"].append(c)
                 h["ok"] = h["ok"] and bool(c.get("ok"))
-            for name in native.sources():
-                report = native.native_memory(name)
+            from .installers.hosts import memory_sources, native_memory
+
+            for name in memory_sources():
+                report = native_memory(name)
                 if report is not None:
                     hosts.setdefault(name, {"host": name, "ok": True, "checks": [], "wired": False})["native"] = report
             for h in hosts.values():

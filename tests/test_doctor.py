@@ -175,3 +175,38 @@ def test_claude_entry_without_always_load_is_named(installed):
     del doc["mcpServers"]["retained"]["alwaysLoad"]
     path.write_text(json.dumps(doc))
     _fails(doctor(), "alwaysLoad")
+
+
+def test_hosts_checked_side_by_side_each_use_their_own_environment(isolate_home, tmp_path, monkeypatch):
+    """Doctor checks hosts in threads. Each check works with the environment it is given (here two
+    users' data folders, which decide the store of a project install that names none) and reports the
+    stores that environment opens; none of them writes to os.environ, during the checks or after."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    from retained.installers.doctor import doctor_host
+    from retained.installers.hosts import get
+    from retained.paths import store_dir
+
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    monkeypatch.delenv("RETAINED_DIR")
+    proc = run_cli("install", "--yes", "--scope", "project", "--host", "claude", "--host", "cursor", cwd=str(repo))
+    assert proc.returncode == 0, proc.stderr
+    assert "RETAINED_DIR" not in (repo / ".mcp.json").read_text()  # each user's default store decides
+    envs = {who: dict(os.environ, XDG_DATA_HOME=str(tmp_path / f"data-{who}")) for who in ("ann", "bob")}
+    before = dict(os.environ)
+    writes: list[str] = []  # every change of os.environ, from any thread, while the checks run
+    environ = type(os.environ)
+    real_set, real_del = environ.__setitem__, environ.__delitem__
+    jobs = [(get(name), who) for name in ("claude", "cursor") for who in envs]
+    with pytest.MonkeyPatch.context() as watch, ThreadPoolExecutor(max_workers=len(jobs)) as pool:
+        watch.setattr(environ, "__setitem__", lambda self, k, v: (writes.append(f"set {k}"), real_set(self, k, v)))
+        watch.setattr(environ, "__delitem__", lambda self, k: (writes.append(f"del {k}"), real_del(self, k)))
+        reports = list(pool.map(lambda job: doctor_host(job[0], store_dir(None, envs[job[1]]).absolute(), repo,
+                                                        "project", envs[job[1]]), jobs))
+    assert writes == [] and dict(os.environ) == before
+    for (host, who), report in zip(jobs, reports):
+        assert set(report.stores) == {str(tmp_path / f"data-{who}" / "retained")}, (host.name, who, report.stores)
+        failed = [f"{c.name}: {c.detail}" for c in report.checks if not c.ok]
+        assert not failed, (host.name, who, failed)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from retained.installers.hosts import get
 from retained.store import Store
 from tests.conftest import run_cli
 
@@ -136,12 +137,13 @@ def test_output_stays_under_the_claude_and_codex_caps(store_dir, project, transc
         payload, env = fixtures(project, transcript)[host]
         payload = dict(payload, session_id=f"cap-{host}")
         out = hook("session-start", payload, env, "--budget", budget).stdout
-        assert len(out) <= 9000
+        cap = get(host)
+        assert len(out) <= cap.max_chars
         text = context_of(host, out)
         from retained.tokens import estimate_tokens
 
-        if host == "codex":
-            assert estimate_tokens(text) <= 2000
+        if cap.max_tokens:
+            assert estimate_tokens(text) <= cap.max_tokens
 
 
 def test_hook_path_imports_no_mcp(store_dir, project, transcript):
@@ -156,11 +158,24 @@ def test_hook_path_imports_no_mcp(store_dir, project, transcript):
 
 
 # -- stop -----------------------------------------------------------------------------------------
-def _work_transcript(path: Path, *, wrote_memory=False, began=None):
+# A call of a tool that changes files or runs commands, as each host's transcript records it.
+WORK_LINES = {
+    "claude": [{"type": "assistant", "message": {"content": [
+        {"type": "tool_use", "name": "Edit", "input": {"file_path": "a.py"}},
+        {"type": "tool_use", "name": "Bash", "input": {"command": "pytest"}}]}}],
+    "codex": [{"type": "response_item", "payload": {"type": "function_call", "name": "apply_patch",
+                                                    "arguments": "*** Begin Patch"}},
+              {"type": "response_item", "payload": {"type": "local_shell_call", "action": {"command": ["pytest"]}}}],
+    "gemini": [{"type": "gemini", "toolCalls": [{"name": "run_shell_command", "args": {"command": "pytest"}}]}],
+    "vscode": [{"type": "toolInvocation", "toolName": "editFiles", "input": {"files": ["a.py"]}}],
+    "cursor": [{"role": "assistant", "tool_name": "edit_file", "tool_input": {"target_file": "a.py"}}],
+}
+
+
+def _work_transcript(path: Path, *, host="claude", wrote_memory=False, began=None):
     lines = [
         {"type": "user", "message": {"content": "fix the parser"}, **({"timestamp": began} if began else {})},
-        {"type": "assistant", "message": {"content": [{"type": "tool_use", "name": "Edit", "input": {"file_path": "a.py"}}]}},
-        {"type": "assistant", "message": {"content": [{"type": "tool_use", "name": "Bash", "input": {"command": "pytest"}}]}},
+        *WORK_LINES[host],
     ]
     if wrote_memory:
         lines.append({"type": "assistant", "message": {"content": [
@@ -171,7 +186,7 @@ def _work_transcript(path: Path, *, wrote_memory=False, began=None):
 def _worked_session(tmp_path, project, host="claude", name="t.jsonl", **transcript):
     """A session that began (session-start ran) and did real work: (start payload, env, transcript)."""
     path = tmp_path / name
-    _work_transcript(path, **transcript)
+    _work_transcript(path, host=host, **transcript)
     start, env = fixtures(project, path)[host]
     hook("session-start", start, env)
     return start, env, path
@@ -199,6 +214,21 @@ def test_stop_asks_once_after_real_work_with_nothing_saved(store_dir, project, t
     }[host]
     assert expected(data), data
     assert hook("stop", _stop_payload(start, transcript), env).stdout == ""  # never twice
+
+
+def test_stop_counts_the_work_tools_of_the_host_that_called(store_dir, project, tmp_path):
+    """Each host's own tool names (its registry module's `work_tools`) are its real work: another host's
+    tool names in a transcript are not, and the host's own always are."""
+    for host in ("gemini", "cursor"):
+        transcript = tmp_path / f"{host}.jsonl"
+        start, env = fixtures(project, transcript)[host]
+        _work_transcript(transcript, host="claude")  # Claude Code's tools, in a transcript of this host
+        hook("session-start", start, env)
+        assert hook("stop", _stop_payload(start, transcript), env).stdout == "", host
+        _work_transcript(transcript, host=host)
+        assert hook("stop", _stop_payload(start, transcript), env).stdout != "", host
+    for name in ("claude", "codex", "gemini", "vscode", "cursor"):
+        assert get(name).work_tools, f"{name} declares no work tools: its stop hook would never ask"
 
 
 def test_stop_is_silent_when_stop_hook_active(store_dir, project, tmp_path):

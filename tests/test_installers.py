@@ -395,18 +395,24 @@ def test_uninstall_keeps_a_file_retained_created_once_the_user_added_to_it(home)
 ])
 def test_vscode_user_folder_per_os(home, monkeypatch, tmp_path, platform, expected):
     """VS Code's user mcp.json: XDG_CONFIG_HOME on Linux, Application Support on macOS, APPDATA on Windows."""
-    from retained.installers import base
+    import sys
 
-    monkeypatch.setattr(base.sys, "platform", platform)
+    from retained.installers.hosts import hosts
+
+    monkeypatch.setattr(sys, "platform", platform)
     monkeypatch.setenv("APPDATA", str(home / "roaming"))
-    ctx = base.base_context(tmp_path / "store", tmp_path)
-    assert Path(ctx["vscode_user"]) == home / expected
-    assert Path(ctx["claude_json"]) == home / ".claude.json" and Path(ctx["codex_home"]) == home / ".codex"
+    ctx = {name: h.context(tmp_path / "store", tmp_path) for name, h in hosts().items()}
+    assert Path(ctx["vscode"]["vscode_user"]) == home / expected
+    assert Path(ctx["claude"]["claude_json"]) == home / ".claude.json"
+    assert Path(ctx["codex"]["codex_home"]) == home / ".codex"
 
 
 def test_xdg_config_home_moves_the_vscode_folder_on_linux(home, monkeypatch, tmp_path):
-    from retained.installers import base
+    import sys
 
-    monkeypatch.setattr(base.sys, "platform", "linux")
+    from retained.installers.hosts import get
+
+    monkeypatch.setattr(sys, "platform", "linux")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    assert Path(base.base_context(tmp_path / "store", tmp_path)["vscode_user"]) == tmp_path / "xdg" / "Code" / "User"
+    vscode = get("vscode")
+    assert Path(vscode.context(tmp_path / "store", tmp_path)["vscode_user"]) == tmp_path / "xdg" / "Code" / "User"

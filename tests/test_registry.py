@@ -126,13 +126,19 @@ CAP_ALLOWED = {("retained/index.py", "_BATCH"), ("retained/ranking.py", "ALL_VEC
 
 
 def _host_words() -> dict[str, str]:
-    """Every spelling of a registered host: its name and the distinctive words of its title."""
+    """Every spelling of a registered host: its name, the distinctive words of its title, and the
+    distinctive names of the tools its transcripts record as real work (`work_tools`, `work_item_types`:
+    those spelled with an underscore or a capital inside, such as apply_patch or runInTerminal; a plain
+    word such as Bash or replace names no host)."""
     words: dict[str, str] = {}
     for name, host in hosts().items():
         words[name] = name
         for word in re.findall(r"[A-Z][A-Za-z]+", host.title):
             if word.lower() not in {"code", "cli", "agent", "mode"}:  # "Claude Code": Claude names it
                 words[word.lower()] = name
+        for tool in (*host.work_tools, *host.work_item_types):
+            if "_" in tool or re.search(r"[a-z][A-Z]", tool):
+                words.setdefault(tool.lower(), name)
     return words
 
 
@@ -159,11 +165,12 @@ def _code_tokens(path: Path):
 
 
 def test_no_module_outside_the_registry_names_a_host_or_a_hosts_cap():
-    """Host names, their environment variables, file names and caps live in installers/hosts/ (and
-    templates/): every other module of the package, hook scripts and static files included, asks the
-    registry. The names come from the registry itself, so a new host is covered the day it is added."""
+    """Host names, their environment variables, file names, work tools and caps live in installers/hosts/
+    (and templates/): every other module of the package, hook scripts and static files included, asks
+    the registry. The names come from the registry itself, so a new host is covered the day it is added."""
     words = _host_words()
     assert {"claude", "codex", "cursor", "gemini", "vscode", "opencode"} <= set(words.values())
+    assert {"apply_patch", "runinterminal", "run_shell_command"} <= set(words)
     spelled = re.compile(r"(?<![A-Za-z0-9])(" + "|".join(sorted(words, key=len, reverse=True)) + r")(?![A-Za-z0-9])",
                          re.I)
     caps = {v for h in hosts().values() for v in (h.max_chars, h.max_tokens, h.instructions_max_chars) if v}
@@ -192,6 +199,52 @@ def test_no_module_outside_the_registry_names_a_host_or_a_hosts_cap():
                     if (rel, m.group(1).lower()) not in NAME_ALLOWED:
                         offenders.append(f"{rel}:{line}: {words[m.group(1).lower()]} in {text.strip()[:80]}")
     assert not offenders, "\n".join(offenders)
+
+
+def _undeclared(host, text: str, home: Path) -> set[str]:
+    """Placeholders `text` uses that `host` does not declare (its own, plus the base ones)."""
+    from retained.installers.base import BASE_PLACEHOLDERS
+
+    declared = set(BASE_PLACEHOLDERS) | set(host.context_vars(str(home), {}))
+    return set(re.findall(r"\{([a-z_]+)\}", text)) - declared
+
+
+def test_each_template_fills_only_its_own_hosts_placeholders(isolate_home, tmp_path):
+    """A template is read by its host alone, so every {placeholder} in it is one its host declares (its
+    `context_vars`) or one every template has (base.BASE_PLACEHOLDERS); another host's file is named by a
+    declaration (`Host.shares`), never by that host's placeholder."""
+    from retained.installers.base import BASE_PLACEHOLDERS
+
+    for name, host in hosts().items():
+        ctx = host.context(tmp_path / "store", tmp_path / "project", "user", {"HOME": str(isolate_home)})
+        assert set(BASE_PLACEHOLDERS) <= set(ctx), f"{name}: a base placeholder is not filled"
+        text = (ROOT / "templates" / f"{name}.json").read_text("utf-8")
+        assert re.search(r"\{[a-z_]+\}", text), name
+        bad = _undeclared(host, text, isolate_home)
+        assert not bad, f"templates/{name}.json uses {sorted(bad)}, which {name} does not declare"
+    # and the check sees one: VS Code's template naming Claude Code's folder by Claude Code's placeholder
+    planted = (ROOT / "templates" / "vscode.json").read_text("utf-8").replace(
+        '"project": "{project}/.github/hooks/retained.json"', '"user": "{claude_dir}/settings.json"')
+    assert _undeclared(hosts()["vscode"], planted, isolate_home) == {"claude_dir"}
+
+
+def test_a_shared_file_is_declared_and_named_by_its_owner(isolate_home, project):
+    """A file two hosts read (`Host.shares`) has its path in its owner's template only; the registry
+    gives the reader that very path, so install writes it once for both."""
+    from retained.installers.hosts import context
+
+    shared = [(host, role, scope, owner) for host in hosts().values()
+              for (role, scope), owner in host.shares.items()]
+    assert shared, "no host declares a shared file (VS Code reads Claude Code's settings.json)"
+    for host, role, scope, owner_name in shared:
+        owner = hosts()[owner_name]
+        mine = next(f for f in host.template["files"] if f["role"] == role)
+        assert scope not in mine["path"], f"{host.name} names {owner_name}'s {role} file itself"
+        ctx = context(host, isolate_home / "store", project, scope)
+        owners = owner.file_path(role, scope, owner.context(isolate_home / "store", project, scope))
+        assert ctx["shared_paths"][role] == owners
+        planned = [p.path for p in host.plans(ctx, scope=scope, flags={}) if p.role == role]
+        assert planned == [owners]
 
 
 # -- all or nothing per host -----------------------------------------------------------------------

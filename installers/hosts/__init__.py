@@ -1,7 +1,9 @@
 """The host registry: one module per host in this package, each declaring `HOST`.
 
-Everything else (the CLI, the hook runner, install, doctor) asks this registry; no other module keeps
-its own list of host names, caps or shapes. Adding a host is a module here plus `templates/<name>.json`.
+Everything that faces a user or a host (the CLI, the server, the hook runner, install, doctor, the web
+page) asks this registry, and passes what it says into the core as arguments (the core never imports
+it). No other module keeps its own list of host names, caps or shapes. Adding a host is a module here
+plus `templates/<name>.json`.
 """
 
 from __future__ import annotations
@@ -12,6 +14,10 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from pathlib import Path
+    from typing import Any
+
+    from retained.native import Item
 
     from ..host import Host
 
@@ -48,29 +54,25 @@ def get(name: str) -> Host | None:
     return hosts().get(name)
 
 
-def recognise(data: dict, env: dict[str, str], explicit: str | None = None) -> Host:
+def _ordered() -> list[Host]:
+    return sorted(hosts().values(), key=lambda h: h.order)
+
+
+def recognise(data: dict[str, Any], env: Mapping[str, str], explicit: str | None = None) -> Host:
     """Which host called a hook: --host wins, then the input's shape and the environment, then the fallback."""
-    every = hosts()
-    if explicit in every:
-        return every[explicit]  # type: ignore[index]
-    ordered = sorted(every.values(), key=lambda h: h.order)
+    chosen = get(explicit) if explicit else None
+    if chosen is not None:
+        return chosen
+    ordered = _ordered()
     for host in ordered:
         if host.recognises(data, env):
             return host
     return next(h for h in ordered if h.fallback)
 
 
-def context_vars(home: str, env: dict[str, str]) -> dict[str, str]:
-    """Every host's own path placeholders for the templates (a file two hosts share is named once)."""
-    out: dict[str, str] = {}
-    for host in hosts().values():
-        out.update(host.context_vars(home, env))
-    return out
-
-
 def _union(attr: str) -> list[str]:
     out: list[str] = []
-    for host in sorted(hosts().values(), key=lambda h: h.order):
+    for host in _ordered():
         out += [x for x in getattr(host, attr) if x not in out]
     return out
 
@@ -96,15 +98,106 @@ def instructions_max_chars() -> int:
     return min(h.instructions_max_chars for h in hosts().values() if h.instructions_max_chars)
 
 
-def project_hint(env: dict[str, str]) -> str | None:
-    """The project directory a host put in the environment, if any."""
-    return next((env[v] for v in _union("project_vars") if env.get(v)), None)
+def project_vars() -> list[str]:
+    """Environment variables in which hosts name the project directory (retained/project.py takes them)."""
+    return _union("project_vars")
 
 
-def project_start(data: dict) -> str | None:
+def project_start(data: dict[str, Any]) -> str | None:
     """Where the session works, from the input: a host's workspace root, else `cwd`."""
-    for host in sorted(hosts().values(), key=lambda h: h.order):
+    for host in _ordered():
         found = host.project_start(data)
         if found:
             return found
     return None
+
+
+# -- installing: each host's placeholders, and the files a host shares with another ------------------
+def context(host: Host, store: Path, project: Path, scope: str = "user",
+            env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The placeholders of `host`'s template (`Host.context`), and where the files it shares with
+    another host are (`Host.shares`: that host's file, as that host's own template and placeholders say)."""
+    env = os.environ if env is None else env
+    ctx = host.context(store, project, scope, env)
+    shared: dict[str, Path] = {}
+    for (role, at), owner_name in host.shares.items():
+        owner = get(owner_name)
+        path = owner.file_path(role, at, owner.context(store, project, at, env)) if owner else None
+        if at == scope and path is not None:
+            shared[role] = path
+    ctx["shared_paths"] = shared
+    return ctx
+
+
+# -- the hosts' own memories (retained/native.py has the readers; this says whose memory is where) ----
+def loaded_at_start() -> frozenset[str]:
+    """File names some host loads into every session by itself (instruction files and memory indexes)."""
+    return frozenset(n for h in hosts().values() for n in (*h.instruction_files, *h.memory_at_start))
+
+
+def memory_sources() -> list[str]:
+    """The hosts whose own memory `retained import --from` reads."""
+    return [name for name, host in hosts().items() if host.memory_source]
+
+
+def current_project(cwd: str | None, env: Mapping[str, str]) -> str | None:
+    """The current project's scope, as the hosts' variables and `cwd` say (None outside a project)."""
+    from retained.project import project_scope
+
+    try:
+        return project_scope(cwd=cwd, env=env, project_vars=project_vars())
+    except OSError:
+        return None
+
+
+def native_memory(host_name: str, env: Mapping[str, str] | None = None,
+                  cwd: str | None = None) -> dict[str, Any] | None:
+    """What native memory a host has, whether it is on, and how big it is; None for hosts without one.
+
+    Keys: host, feature, enabled, why (what decided it), location, files, bytes, loaded_at_start (files
+    the host injects at every session start), summary (one line), fix (how to move it into retained).
+    """
+    env = os.environ if env is None else env
+    host = get(host_name)
+    return host.memory_report(env, cwd, current_project(cwd, env)) if host is not None else None
+
+
+class NativeMemories:
+    """The hosts' own memories as `retained import` reads them (retained/native.py's `HostMemories`)."""
+
+    def sources(self) -> list[str]:
+        return memory_sources()
+
+    def source_items(self, source: str, env: Mapping[str, str],
+                     known_scopes: list[str]) -> tuple[list[Item], list[str]]:
+        """Candidate records from one host's own memory (`retained import --from <source>`)."""
+        host = get(source)
+        if host is None or not host.memory_source:
+            raise ValueError(source)
+        return host.memory_items(env, known_scopes, None, current_project(None, env))
+
+    def path_items(self, path: Path, scope: str | None, env: Mapping[str, str]) -> list[Item]:
+        """A file or folder given by path: an instruction file, or a memory folder (a host's, if it is one)."""
+        from retained import native
+
+        readers = [h for h in hosts().values() if h.memory_source]
+        if path.is_dir():
+            for host in readers:
+                found = host.memory_path_items(path, scope, env)
+                if found is not None:
+                    return found
+            inner = path / "memory" if (path / "memory").is_dir() else path
+            return native.memory_dir_items(inner, fmt="memory-folder", scope=scope or native.project_of(path))
+        if scope is None:
+            user_level = {f.resolve() for f in (h.user_instruction_file(env) for h in readers) if f is not None}
+            scope = "global" if path.resolve() in user_level else native.project_of(path.parent)
+        return instruction_items(path, scope)
+
+
+def instruction_items(path: Path, scope: str | None) -> list[Item]:
+    """An instruction file's items, in the format of the host that loads a file of that name (else Markdown)."""
+    from retained import native
+
+    fmt = next((h.instruction_files[path.name] for h in hosts().values() if path.name in h.instruction_files),
+               "markdown")
+    return native.instruction_items(path, scope, fmt=fmt, host_loaded=path.name in loaded_at_start())

@@ -1,7 +1,8 @@
 """Claude Code: ~/.claude.json (strict JSON, rewritten constantly by Claude) and ~/.claude/settings.json.
 
-Its hooks file is also read by VS Code (always) and Cursor (with third-party skills on), so those
-hooks pass no --host and the input tells the hosts apart. `CLAUDE_CONFIG_DIR` moves both files.
+Its hooks pass no --host: other hosts may run the hooks of settings.json too (their modules say so,
+in `shares` or their docstring), and the input tells the hosts apart. `CLAUDE_CONFIG_DIR` moves both
+files.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..host import Host
+from ..host import HOOK_OUTPUT_CHARS, Check, Host
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -22,7 +23,7 @@ class ClaudeCode(Host):
     title = "Claude Code"
     order = 30
     fallback = True
-    max_chars = 9_000  # over 10,000 characters Claude Code saves the output to a file and shows 2 KB
+    max_chars = HOOK_OUTPUT_CHARS  # over 10,000 characters Claude Code saves the output to a file and shows 2 KB
     session_vars = ("CLAUDE_CODE_SESSION_ID",)
     project_vars = ("CLAUDE_PROJECT_DIR",)
     instructions_max_chars = 2_000  # Claude Code cuts server instructions at 2,048 characters (tested)
@@ -31,22 +32,22 @@ class ClaudeCode(Host):
     memory_at_start = ("MEMORY.md",)  # the auto memory index
     memory_folder_format = "claude-auto-memory"
     user_instructions = "CLAUDE.md"
+    work_tools = ("Edit", "MultiEdit", "Write", "NotebookEdit", "Bash")
 
-    def context_vars(self, home: str, env: dict[str, str]) -> dict[str, str]:
+    def context_vars(self, home: str, env: Mapping[str, str]) -> dict[str, str]:
         claude_dir = env.get("CLAUDE_CONFIG_DIR") or os.path.join(home, ".claude")
         legacy = os.path.join(claude_dir, ".config.json")
         claude_json = legacy if os.path.exists(legacy) else os.path.join(env.get("CLAUDE_CONFIG_DIR") or home, ".claude.json")
         return {"claude_dir": claude_dir, "claude_json": claude_json}
 
-    def recognises(self, data: dict[str, Any], env: dict[str, str]) -> bool:
+    def recognises(self, data: dict[str, Any], env: Mapping[str, str]) -> bool:
         return env.get("CLAUDECODE") == "1"
 
     def pre_compact_output(self, text: str) -> str:
         return text  # PreCompact: plain stdout is appended to the compaction instructions
 
-    def doctor_conditions(self, ctx: dict[str, Any], docs: dict[str, Any], project: Path, scope: str) -> list[Any]:
-        from ..doctor import Check
-
+    def doctor_conditions(self, ctx: dict[str, Any], docs: dict[str, Any], project: Path, scope: str,
+                          env: Mapping[str, str]) -> list[Check]:
         checks = []
         settings = docs.get("hooks") or {}
         off = settings.get("disableAllHooks") is True
@@ -69,14 +70,13 @@ class ClaudeCode(Host):
     # MEMORY.md there is an index loaded at every session start (`- [Title](file.md) — hook` lines, plus
     # any direct entries); each other *.md is one memory with front matter name, description and type
     # (or metadata.type): user, feedback, project or reference.
-    def memory_items(self, env: Mapping[str, str], known_scopes: list[str],
-                     cwd: str | None = None) -> tuple[list[Any], list[str]]:
+    def memory_items(self, env: Mapping[str, str], known_scopes: list[str], cwd: str | None = None,
+                     project: str | None = None) -> tuple[list[Any], list[str]]:
         """Every project's auto memory under ~/.claude/projects, each filed under its project."""
         from ... import native
 
         notes: list[str] = []
         root = claude_dir(env) / "projects"
-        project = native.current_project(cwd)
         here = [project] if project else []
         here.append(str(Path(cwd or os.getcwd()).resolve()))
         names = _project_names(env, here + known_scopes)
@@ -94,7 +94,7 @@ class ClaudeCode(Host):
                     notes.append(f"{folder.name}: no known project has this name; filed under scope {scope!r} "
                                  "(pass --scope to choose one)")
             items += native.memory_dir_items(folder / "memory", fmt=self.memory_folder_format, scope=scope)
-        custom = _setting(env, "autoMemoryDirectory", cwd)
+        custom = _setting(env, "autoMemoryDirectory", project)
         if isinstance(custom, str) and custom.strip():
             d = Path(os.path.expanduser(custom.strip()))
             if d.is_dir() and not any(str(i.origin).startswith(str(d)) for i in items):
@@ -106,11 +106,12 @@ class ClaudeCode(Host):
     def memory_root(self, env: Mapping[str, str]) -> Path | None:
         return claude_dir(env)
 
-    def memory_report(self, env: Mapping[str, str], cwd: str | None = None) -> dict[str, Any] | None:
+    def memory_report(self, env: Mapping[str, str], cwd: str | None = None,
+                      project: str | None = None) -> dict[str, Any] | None:
         from ... import native
 
         flag = native.truthy(env.get("CLAUDE_CODE_DISABLE_AUTO_MEMORY"))
-        setting = _setting(env, "autoMemoryEnabled", cwd)
+        setting = _setting(env, "autoMemoryEnabled", project)
         if flag is True:
             enabled, why = False, "CLAUDE_CODE_DISABLE_AUTO_MEMORY is set"
         elif flag is False:
@@ -119,8 +120,8 @@ class ClaudeCode(Host):
             enabled, why = False, f"autoMemoryEnabled is false in {self.title}'s settings"
         else:
             enabled, why = True, "on by default" if setting is None else "autoMemoryEnabled is true"
-        project = native.current_project(cwd) or str(Path(cwd or os.getcwd()).resolve())
-        custom = _setting(env, "autoMemoryDirectory", cwd)
+        custom = _setting(env, "autoMemoryDirectory", project)
+        project = project or str(Path(cwd or os.getcwd()).resolve())
         if isinstance(custom, str) and custom.strip():
             folder = Path(os.path.expanduser(custom.strip()))
         else:
@@ -167,12 +168,11 @@ def _project_names(env: Mapping[str, str], extra: list[str]) -> dict[str, str]:
     return {project_dirname(p): p for p in known}
 
 
-def _setting(env: Mapping[str, str], key: str, cwd: str | None = None) -> Any:
+def _setting(env: Mapping[str, str], key: str, project: str | None = None) -> Any:
     """A Claude Code setting from the user's, the project's and the local settings file (last wins)."""
     from ... import native
 
     value = None
-    project = native.current_project(cwd)
     files = [claude_dir(env) / "settings.json"]
     if project:
         files += [Path(project) / ".claude" / "settings.json", Path(project) / ".claude" / "settings.local.json"]

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..host import Host
+from ..host import Check, Host
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -99,16 +99,18 @@ class Codex(Host):
     instruction_files = {"AGENTS.md": "agents-md", "AGENTS.override.md": "agents-md"}
     memory_at_start = ("memory_summary.md",)
     user_instructions = "AGENTS.md"
+    # its rollout transcripts: function calls by name, and local shell calls as items of their own type
+    work_tools = ("shell", "exec_command", "apply_patch", "local_shell")
+    work_item_types = ("local_shell_call",)
 
-    def context_vars(self, home: str, env: dict[str, str]) -> dict[str, str]:
+    def context_vars(self, home: str, env: Mapping[str, str]) -> dict[str, str]:
         return {"codex_home": env.get("CODEX_HOME") or os.path.join(home, ".codex")}
 
-    def recognises(self, data: dict[str, Any], env: dict[str, str]) -> bool:
+    def recognises(self, data: dict[str, Any], env: Mapping[str, str]) -> bool:
         return bool(env.get("CODEX_MANAGED_BY_NPM")) or "turn_id" in data or ("model" in data and "permission_mode" in data)
 
-    def doctor_conditions(self, ctx: dict[str, Any], docs: dict[str, Any], project: Any, scope: str) -> list[Any]:
-        from ..doctor import Check
-
+    def doctor_conditions(self, ctx: dict[str, Any], docs: dict[str, Any], project: Path, scope: str,
+                          env: Mapping[str, str]) -> list[Check]:
         config = docs.get("server") or {}
         checks = []
         entry = ((config.get("mcp_servers") or {}).get("retained")) if isinstance(config, dict) else None
@@ -131,10 +133,8 @@ class Codex(Host):
                                               f'{ctx["codex_home"]}/config.toml (or run codex there and trust it)'))
         return checks
 
-    def _trust_as_it_stands(self, ctx: dict[str, Any], scope: str, project: Any) -> list[Any]:
+    def _trust_as_it_stands(self, ctx: dict[str, Any], scope: str, project: Path) -> list[Check]:
         """Codex checks each hook's hash against hooks.json as it is now: so does doctor."""
-        from ..doctor import Check
-
         path = os.path.join(ctx["codex_home"], "hooks.json") if scope == "user" else os.path.join(
             str(project), ".codex", "hooks.json")
         try:
@@ -158,8 +158,8 @@ class Codex(Host):
     # preferences, General Tips, What's in Memory) and MEMORY.md (a searchable handbook of `# Task Group:`
     # blocks with `## User preferences`, `## Reusable knowledge`, `## Failures and how to do differently`).
     # raw_memories.md and rollout_summaries/ are evidence Codex consolidates, not memories.
-    def memory_items(self, env: Mapping[str, str], known_scopes: list[str],
-                     cwd: str | None = None) -> tuple[list[Any], list[str]]:
+    def memory_items(self, env: Mapping[str, str], known_scopes: list[str], cwd: str | None = None,
+                     project: str | None = None) -> tuple[list[Any], list[str]]:
         d = codex_home(env) / "memories"
         items = memories_items(d)
         return items, [] if items else [f"no {self.title} memories in {d}"]
@@ -173,7 +173,8 @@ class Codex(Host):
     def memory_root(self, env: Mapping[str, str]) -> Path | None:
         return codex_home(env)  # its memories folder is recognised by its files (memory_path_items)
 
-    def memory_report(self, env: Mapping[str, str], cwd: str | None = None) -> dict[str, Any] | None:
+    def memory_report(self, env: Mapping[str, str], cwd: str | None = None,
+                      project: str | None = None) -> dict[str, Any] | None:
         from ... import native
 
         config = native.read_toml(codex_home(env) / "config.toml")

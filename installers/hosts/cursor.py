@@ -1,12 +1,18 @@
-"""Cursor: ~/.cursor/mcp.json and ~/.cursor/hooks.json (flat camelCase hooks, `version: 1`)."""
+"""Cursor: ~/.cursor/mcp.json and ~/.cursor/hooks.json (flat camelCase hooks, `version: 1`).
+
+With third-party skills on, Cursor also runs the hooks in Claude Code's settings.json, next to its
+own: that is why its input is recognised before any other host's (`order`), and why the hooks that
+file holds for Claude Code answer Cursor in Cursor's shapes. Retained writes nothing there for Cursor.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..host import Host
+from ..host import Check, Host
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
     from typing import Any
 
@@ -24,11 +30,9 @@ class Cursor(Host):
     notes = ("Cursor gets the brief at session start and the stop reminder; its beforeSubmitPrompt and "
              "preCompact hooks cannot put text before the model, so there is no per-prompt recall and no "
              "brief again after a compaction (the server's instructions still carry a short brief)",)
+    work_tools = ("edit_file", "create_file", "run_terminal_cmd", "str_replace_based_edit_tool")
 
-    def context_vars(self, home: str, env: dict[str, str]) -> dict[str, str]:
-        return {}
-
-    def recognises(self, data: dict[str, Any], env: dict[str, str]) -> bool:
+    def recognises(self, data: dict[str, Any], env: Mapping[str, str]) -> bool:
         return ("cursor_version" in data or "workspace_roots" in data or "conversation_id" in data
                 or bool(env.get("CURSOR_VERSION")))
 
@@ -51,9 +55,8 @@ class Cursor(Host):
     def doctor_input(self, project: Path) -> tuple[dict[str, Any], dict[str, str]]:
         return {"hook_event_name": "sessionStart", "workspace_roots": [str(project)], "cursor_version": "doctor"}, {}
 
-    def doctor_conditions(self, ctx: dict[str, Any], docs: dict[str, Any], project: Path, scope: str) -> list[Any]:
-        from ..doctor import Check
-
+    def doctor_conditions(self, ctx: dict[str, Any], docs: dict[str, Any], project: Path, scope: str,
+                          env: Mapping[str, str]) -> list[Check]:
         return [Check(self.name, "what Cursor gets", True, self.notes[0])]
 
 

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..host import Host
+from ..host import Check, Host
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -28,11 +28,12 @@ class GeminiCLI(Host):
     memory_at_start = ("MEMORY.md",)  # the private project memory's index
     memory_folder_format = "gemini-memory"
     user_instructions = "GEMINI.md"
+    work_tools = ("write_file", "replace", "run_shell_command")
 
-    def context_vars(self, home: str, env: dict[str, str]) -> dict[str, str]:
+    def context_vars(self, home: str, env: Mapping[str, str]) -> dict[str, str]:
         return {"gemini_home": env.get("GEMINI_CLI_HOME") or home}
 
-    def recognises(self, data: dict[str, Any], env: dict[str, str]) -> bool:
+    def recognises(self, data: dict[str, Any], env: Mapping[str, str]) -> bool:
         return bool(env.get("GEMINI_SESSION_ID") or env.get("GEMINI_CLI")) or data.get("hook_event_name") in (
             "AfterAgent", "BeforeAgent", "PreCompress")
 
@@ -42,12 +43,11 @@ class GeminiCLI(Host):
     def prompt_output(self, text: str) -> dict[str, Any] | None:
         return {"hookSpecificOutput": {"hookEventName": "BeforeAgent", "additionalContext": text}}
 
-    def doctor_conditions(self, ctx: dict[str, Any], docs: dict[str, Any], project: Path, scope: str) -> list[Any]:
-        from ..doctor import Check
-
+    def doctor_conditions(self, ctx: dict[str, Any], docs: dict[str, Any], project: Path, scope: str,
+                          env: Mapping[str, str]) -> list[Check]:
         settings = docs.get("server") or {}
-        trusted, why = folder_trusted(project, settings, ctx["gemini_home"], dict(os.environ))
-        fix = (f'add "{project}": "TRUST_FOLDER" to {trusted_folders_path(ctx["gemini_home"], dict(os.environ))}'
+        trusted, why = folder_trusted(project, settings, ctx["gemini_home"], env)
+        fix = (f'add "{project}": "TRUST_FOLDER" to {trusted_folders_path(ctx["gemini_home"], env)}'
                " (or run gemini there once and trust the folder)")
         checks = [Check(self.name, "folder is trusted (else Gemini CLI disables the server and hooks)", trusted,
                         why, "" if trusted else fix)]
@@ -66,15 +66,14 @@ class GeminiCLI(Host):
     # `## Gemini Added Memories` section); ~/.gemini/tmp/<project slug>/memory/ holds a MEMORY.md index
     # loaded at start and sibling notes read on demand; ~/.gemini/projects.json maps project paths to
     # slugs, and `.project_root` in the slug dir names its owner.
-    def memory_items(self, env: Mapping[str, str], known_scopes: list[str],
-                     cwd: str | None = None) -> tuple[list[Any], list[str]]:
+    def memory_items(self, env: Mapping[str, str], known_scopes: list[str], cwd: str | None = None,
+                     project: str | None = None) -> tuple[list[Any], list[str]]:
         from ... import native
 
         notes: list[str] = []
         base = gemini_dir(env)
-        items = native.instruction_items(base / "GEMINI.md", scope="global")
-        for item in items:
-            item.fmt = self.memory_folder_format
+        items = native.instruction_items(base / self.user_instructions, scope="global", fmt=self.memory_folder_format,
+                                         host_loaded=True)  # GEMINI.md: loaded at every start
         registry = native.read_json(base / "projects.json")
         slugs = {}
         if isinstance(registry, dict) and isinstance(registry.get("projects"), dict):
@@ -97,7 +96,8 @@ class GeminiCLI(Host):
     def memory_root(self, env: Mapping[str, str]) -> Path | None:
         return gemini_dir(env)
 
-    def memory_report(self, env: Mapping[str, str], cwd: str | None = None) -> dict[str, Any] | None:
+    def memory_report(self, env: Mapping[str, str], cwd: str | None = None,
+                      project: str | None = None) -> dict[str, Any] | None:
         from ... import native
 
         base = gemini_dir(env)
@@ -106,7 +106,6 @@ class GeminiCLI(Host):
         paths = ([global_md] if global_md.is_file() else []) + [p for f in folders for p in sorted(f.glob("*.md"))]
         files, size = native.md_stats(paths)
         loaded = [str(global_md)] if global_md.is_file() else []
-        project = native.current_project(cwd)
         registry = native.read_json(base / "projects.json")
         if project and isinstance(registry, dict) and isinstance(registry.get("projects"), dict):
             slug = registry["projects"].get(project)
@@ -129,11 +128,12 @@ def gemini_dir(env: Mapping[str, str]) -> Path:
     return Path(env.get("GEMINI_CLI_HOME") or native.home_of(env)) / ".gemini"
 
 
-def trusted_folders_path(gemini_home: str, env: dict[str, str]) -> Path:
+def trusted_folders_path(gemini_home: str, env: Mapping[str, str]) -> Path:
     return Path(env.get("GEMINI_CLI_TRUSTED_FOLDERS_PATH") or Path(gemini_home) / ".gemini" / "trustedFolders.json")
 
 
-def folder_trusted(project: Path, settings: dict[str, Any], gemini_home: str, env: dict[str, str]) -> tuple[bool, str]:
+def folder_trusted(project: Path, settings: dict[str, Any], gemini_home: str,
+                   env: Mapping[str, str]) -> tuple[bool, str]:
     """Gemini CLI's folder trust for `project` (its checkPathTrust, 0.61): env, the setting, the rules file."""
     if env.get("GEMINI_RESTRICTED_MODE") == "true" or env.get("GEMINI_CLI_TRUST_WORKSPACE") == "false":
         return False, "the environment marks this workspace untrusted"

@@ -14,9 +14,10 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from ..host import Host
+from ..host import Check, Host
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
     from typing import Any
 
@@ -28,7 +29,7 @@ class OpenCode(Host):
     notes = ("OpenCode gets the brief in its system prompt and a checkpoint request at compaction, by a plugin; "
              "it has no stop reminder and no per-prompt recall (no command hooks)",)
 
-    def context_vars(self, home: str, env: dict[str, str]) -> dict[str, str]:
+    def context_vars(self, home: str, env: Mapping[str, str]) -> dict[str, str]:
         base = env.get("OPENCODE_CONFIG_DIR") or os.path.join(env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"),
                                                               "opencode")
         return {"opencode_config": base}
@@ -51,9 +52,8 @@ class OpenCode(Host):
             return None
         return shlex.join([*json.loads(found.group(1)), "session-start", "--host", "opencode"])
 
-    def doctor_conditions(self, ctx: dict[str, Any], docs: dict[str, Any], project: Path, scope: str) -> list[Any]:
-        from ..doctor import Check
-
+    def doctor_conditions(self, ctx: dict[str, Any], docs: dict[str, Any], project: Path, scope: str,
+                          env: Mapping[str, str]) -> list[Check]:
         config = docs.get("server") or {}
         entry = ((config.get("mcp") or {}).get("retained")) if isinstance(config, dict) else None
         checks = []

@@ -1,7 +1,10 @@
 """VS Code (Copilot agent mode): the profile's mcp.json (JSONC, key `servers`).
 
 User-scope hooks are Claude Code's ~/.claude/settings.json entries, which VS Code reads by default
-(`chat.hookFilesLocations`); project hooks go to `.github/hooks/retained.json` (flat entries).
+(`chat.hookFilesLocations`): that file is declared here as shared (`shares`), so it is Claude Code's
+own path and placeholders that name it, and retained plans, shows and writes it once for both hosts
+(the same entries; the hook tells the hosts apart by their input). Project hooks go to
+`.github/hooks/retained.json` (flat entries).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import TYPE_CHECKING
 from ..host import Host
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
     from typing import Any
 
@@ -22,8 +26,10 @@ class VSCode(Host):
     title = "VS Code (Copilot agent mode)"
     order = 20
     session_keys = ("sessionId",)
+    shares = {("hooks", "user"): "claude"}
+    work_tools = ("runInTerminal", "editFiles", "createFile", "create_file", "str_replace_based_edit_tool")
 
-    def context_vars(self, home: str, env: dict[str, str]) -> dict[str, str]:
+    def context_vars(self, home: str, env: Mapping[str, str]) -> dict[str, str]:
         if sys.platform == "win32":
             user = os.path.join(env.get("APPDATA") or os.path.join(home, "AppData", "Roaming"), "Code", "User")
         elif sys.platform == "darwin":
@@ -32,7 +38,7 @@ class VSCode(Host):
             user = os.path.join(env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config"), "Code", "User")
         return {"vscode_user": user}
 
-    def recognises(self, data: dict[str, Any], env: dict[str, str]) -> bool:
+    def recognises(self, data: dict[str, Any], env: Mapping[str, str]) -> bool:
         return "sessionId" in data or "hookEventName" in data
 
     def stop_output(self, reason: str) -> dict[str, Any]:

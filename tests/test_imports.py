@@ -1,0 +1,203 @@
+"""Imports point one way, in the package as it is installed: no cycle, and no core module imports an edge.
+
+In the source tree `installers/` is a top-level folder; installed, it is `retained.installers`, and
+only there do `from .. import native` in a host module and `from .installers import ...` in the core
+name the same modules. So the graph is read from a real (non-editable) install of this tree into a
+temporary folder, built once per test session.
+
+The edges are the modules that face a user or a host (the command line, the server, the web page, the
+hook runner, the installers and the host registry): they may ask the registry and pass what it says
+into the core. Every other module of the package is core, a new one included.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EDGES = ("retained.installers", "retained.cli", "retained.server", "retained.stdio_guard", "retained.ui",
+         "retained.hook", "retained.__main__")
+# The registry imports every module of its package by name (importlib), which no import statement shows.
+REGISTRY = "retained.installers.hosts"
+
+
+def is_edge(module: str) -> bool:
+    return any(module == e or module.startswith(e + ".") for e in EDGES)
+
+
+@pytest.fixture(scope="session")
+def installed(tmp_path_factory) -> Path:
+    """This tree installed as users get it (a wheel build, not an editable link), in a temporary folder."""
+    work = tmp_path_factory.mktemp("installed")
+    src = work / "src"
+    # A copy, so the build leaves nothing (build/, stale files) in the working tree.
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(".git", ".venv", "build", "dist", "*.egg-info",
+                                                             "__pycache__", ".pytest_cache", "tests", "bench"))
+    target = work / "site"
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile",
+                           "--disable-pip-version-check", "--target", str(target), str(src)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (target / "retained" / "installers" / "hosts" / "__init__.py").exists()
+    return target
+
+
+def modules_of(site: Path) -> dict[str, Path]:
+    """Every module of the installed package, by dotted name (a package by its own name)."""
+    found: dict[str, Path] = {}
+    for path in sorted((site / "retained").rglob("*.py")):
+        parts = list(path.relative_to(site).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def _type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _import_nodes(tree: ast.AST):
+    """Every import statement, at any depth (function-local ones too), except under `if TYPE_CHECKING:`."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and _type_checking(child.test):
+                stack.extend(child.orelse)  # the else branch runs
+                continue
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                yield child
+            stack.append(child)
+
+
+def imports_of(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The package's own modules that module `name` imports (relative imports resolved)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in _import_nodes(ast.parse(path.read_text("utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        else:
+            if node.level:
+                base_parts = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                assert len(base_parts) == len(package.split(".")) - (node.level - 1) and base_parts, \
+                    f"{name}: relative import beyond the package"
+                base = ".".join(base_parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            # `from pkg import mod` imports the module pkg.mod; `from mod import name` the module mod
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names]
+        for target in targets:
+            while target and target not in known:  # `import retained.x.y` of a name inside a module
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                out.add(target)
+    if name == REGISTRY:
+        out |= {m for m in known if m.rpartition(".")[0] == REGISTRY and not m.rpartition(".")[2].startswith("_")}
+    return out
+
+
+def import_graph(site: Path) -> dict[str, set[str]]:
+    known = modules_of(site)
+    return {name: imports_of(name, path, known) for name, path in known.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def a_cycle(component: list[str], graph: dict[str, set[str]]) -> list[str]:
+    """One shortest cycle through the component's first module, as the path of imports that closes it."""
+    start = component[0]
+    paths = {start: [start]}
+    queue = [start]
+    while queue:
+        v = queue.pop(0)
+        for w in sorted(graph[v] & set(component)):
+            if w == start:
+                return paths[v] + [start]
+            if w not in paths:
+                paths[w] = paths[v] + [w]
+                queue.append(w)
+    return component
+
+
+def core_to_edge(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{m} imports {t}" for m, targets in graph.items() if not is_edge(m)
+                  for t in targets if is_edge(t))
+
+
+def test_the_installed_package_has_no_import_cycle(installed):
+    graph = import_graph(installed)
+    assert len(graph) > 30 and REGISTRY in graph and "retained.native" in graph
+    assert graph[REGISTRY] >= {f"{REGISTRY}.claude", f"{REGISTRY}.cursor"}  # what the registry loads
+    found = cycles(graph)
+    assert not found, "import cycles:\n" + "\n".join(
+        f"{' -> '.join(a_cycle(c, graph))} (in a knot of {len(c)} modules: {', '.join(c)})" for c in found)
+
+
+def test_no_core_module_imports_an_edge(installed):
+    graph = import_graph(installed)
+    core = [m for m in graph if not is_edge(m)]
+    assert {"retained.native", "retained.project", "retained.brief", "retained.store"} <= set(core)
+    bad = core_to_edge(graph)
+    assert not bad, "core modules importing the edges (pass host facts as arguments instead):\n" + "\n".join(bad)
+
+
+def test_the_graph_sees_relative_local_imports_and_skips_type_checking(tmp_path):
+    """The reader itself: a planted cycle through a function-local relative import is found, a core module
+    importing an edge is named, and an import under TYPE_CHECKING counts for neither."""
+    pkg = tmp_path / "retained"
+    (pkg / "installers" / "hosts").mkdir(parents=True)
+    for init in (pkg, pkg / "installers", pkg / "installers" / "hosts"):
+        (init / "__init__.py").write_text("")
+    (pkg / "project.py").write_text("def f():\n    from .installers.hosts import x\n")
+    (pkg / "installers" / "hosts" / "one.py").write_text("from ... import project\n")
+    (pkg / "records.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import cli\n")
+    (pkg / "cli.py").write_text("import retained.records\n")
+    graph = import_graph(tmp_path)
+    assert graph["retained.project"] == {"retained.installers.hosts"}
+    assert graph["retained.installers.hosts"] == {"retained.installers.hosts.one"}
+    assert cycles(graph) == [["retained.installers.hosts", "retained.installers.hosts.one", "retained.project"]]
+    assert core_to_edge(graph) == ["retained.project imports retained.installers.hosts"]
+    assert graph["retained.records"] == set() and graph["retained.cli"] == {"retained.records"}
