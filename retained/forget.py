@@ -210,10 +210,7 @@ def _older_versions(store: Any, rows: list[dict[str, Any]]) -> list[str]:
     out: list[str] = []
     for row in rows:
         if row["superseded_by"] is None:
-            for other in store.index.query("SELECT id FROM records WHERE head = ? AND tomb = 0 AND line != ?",
-                                           (row["line"], row["line"])):
-                if other["id"] not in purged:
-                    out.append(other["id"])
+            out += [rid for rid in store.index.older_versions(row["line"]) if rid not in purged]
     return out
 
 

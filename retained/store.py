@@ -20,8 +20,8 @@ if TYPE_CHECKING:  # the hook path imports no more than it runs
 
 from . import records
 from .errors import NotFound, StoreError, UsageError
-from .index import Index, as_of_clause, query_terms, quote_query, scope_clause, visible
-from .log import ChainState, Log
+from .index import Index, query_terms, quote_query
+from .log import LOG_NAME, ChainState, Log
 from .paths import read_only_requested
 from .tokens import estimate_tokens
 
@@ -57,7 +57,7 @@ class Store:
         elif not self.directory.is_dir():
             raise StoreError(f"{self.directory} is not a directory", hint="pass --dir pointing at a directory")
         self._open_as_this_user()
-        self.log = Log(self.directory)
+        self.log = Log(self.directory / LOG_NAME)
         self.log.check_safe()
         self.index = Index(self.directory, self.log, read_only=self.read_only)
         self._write_lock = threading.Lock()
@@ -268,10 +268,9 @@ class Store:
 
     def _unknown_scope(self, scope: str, default_scope: str | None) -> list[str]:
         try:
-            known = self.index.query("SELECT 1 AS x FROM scope_counts WHERE scope = ?", (scope,))
+            if self.index.has_scope(scope):
+                return []
         except sqlite3.Error:
-            return []
-        if known:
             return []
         here = f"the current project ({default_scope}) plus global" if default_scope else "every scope"
         return [f"scope {scope!r} is new: it is neither global, the current project nor a scope that holds "
@@ -459,7 +458,7 @@ class Store:
         missing: list[str] = []
         if ids is None:
             limit = _check_int(limit, "limit", 1, MAX_LIST)
-            rows = self.index.query("SELECT id, offset, length, sha256 FROM records ORDER BY line DESC LIMIT ?", (limit,))
+            rows = self.index.newest_rows(limit)
         else:
             if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
                 raise UsageError("ids must be a list of record ids", hint='e.g. ["mem_01J..."]')
@@ -543,37 +542,20 @@ class Store:
         as_of = parse_as_of(as_of)
         warnings = self._fresh_read()
         scopes = self.project_scopes(scopes)
-        where, params = scope_clause(scopes, "scope")
-        where += " AND " + visible()
         if kind is not None:
-            where += " AND kind = ?"
-            params.append(records.check_kind(kind))
-        if as_of is not None:
-            clause, more = as_of_clause("", as_of, include_superseded)
-            where += clause
-            params += more
-        elif not include_superseded:
-            where += " AND superseded_by IS NULL"
-        total = self.index.query("SELECT COUNT(*) AS n FROM records WHERE 1=1" + where, params)[0]["n"]
-        page = where
-        page_params = list(params)
+            kind = records.check_kind(kind)
         if before_seq is not None:
             before_seq = _check_int(before_seq, "before_seq", 1, 2**62)
-            page += " AND seq < ?"
-            page_params.append(before_seq)
-        rows = self.index.query(f"SELECT * FROM records WHERE 1=1{page} ORDER BY line DESC LIMIT ?",
-                                [*page_params, limit])
+        rows, total, newer = self.index.list_page(scopes=scopes, kind=kind, as_of=as_of,
+                                                  include_superseded=include_superseded, before_seq=before_seq,
+                                                  limit=limit)
         hits = [self._hit(row) for row in rows]
         if as_of is not None:  # a correction written after as_of did not exist then
             known = self.index.ts_of([h["superseded_by"] for h in hits if h.get("superseded_by")])
             for h in hits:
                 if h.get("superseded_by") and known.get(h["superseded_by"], "~") > as_of:
                     del h["superseded_by"]
-        returned_through = len(hits)
-        if before_seq is not None:
-            newer = self.index.query("SELECT COUNT(*) AS n FROM records WHERE 1=1" + where + " AND seq >= ?",
-                                     [*params, before_seq])[0]["n"]
-            returned_through += newer
+        returned_through = len(hits) + newer
         cut = 0
         if max_tokens is not None:
             hits, cut = _fit_tokens(hits, max_tokens)
