@@ -249,33 +249,8 @@ def plan_jsonl(store: Any, path: Path, scope: str | None) -> tuple[list[Action],
     seen: set[str] = set()
     counts: Counter[str] = Counter()
     for n, raw in _jsonl_lines(path):
-        try:
-            rec = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            counts["unreadable"] += 1
-            continue
-        if not isinstance(rec, dict) or not isinstance(rec.get("id"), str) or not rec["id"].strip():
-            counts["unreadable"] += 1
-            continue
-        if "text" not in rec:
-            # A tombstone: what a purge left; nothing to bring back.
-            counts["tombstones"] += 1
-            continue
-        if rec.get("kind") == LIFECYCLE_KIND and rec.get("action") == "purge":
-            counts["purge_records"] += 1
-            continue
-        if "sha256" in rec and "seq" in rec and "prev" in rec:
-            try:
-                records.parse_line(raw)
-            except records.BadLine as bad:
-                notes.append(f"line {n}: not an intact record ({bad.reason}); skipped")
-                counts["damaged"] += 1
-                continue
-        try:
-            records.check_text(rec.get("text"))
-            records.check_kind(rec.get("kind", "note"))
-        except UsageError as e:
-            notes.append(f"line {n}: {e.message}; skipped")
+        rec = _importable(n, raw, counts, notes)
+        if rec is None:
             continue
         rid = rec["id"]
         target_scope = scope or (rec["scope"] if isinstance(rec.get("scope"), str) and rec["scope"] else records.GLOBAL_SCOPE)
@@ -298,6 +273,39 @@ def plan_jsonl(store: Any, path: Path, scope: str | None) -> tuple[list[Action],
     if counts["unreadable"]:
         notes.append(f"{counts['unreadable']} line(s) are not records; skipped")
     return actions, notes
+
+
+def _importable(n: int, raw: bytes, counts: Counter[str], notes: list[str]) -> dict[str, Any] | None:
+    """Line `n` of an export as a record to import, or None: not a record, a tombstone or a purge
+    record (counted), damaged or invalid (a note naming the line)."""
+    try:
+        rec = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        counts["unreadable"] += 1
+        return None
+    if not isinstance(rec, dict) or not isinstance(rec.get("id"), str) or not rec["id"].strip():
+        counts["unreadable"] += 1
+        return None
+    if "text" not in rec:
+        counts["tombstones"] += 1  # what a purge left; nothing to bring back
+        return None
+    if rec.get("kind") == LIFECYCLE_KIND and rec.get("action") == "purge":
+        counts["purge_records"] += 1
+        return None
+    if "sha256" in rec and "seq" in rec and "prev" in rec:
+        try:
+            records.parse_line(raw)
+        except records.BadLine as bad:
+            notes.append(f"line {n}: not an intact record ({bad.reason}); skipped")
+            counts["damaged"] += 1
+            return None
+    try:
+        records.check_text(rec.get("text"))
+        records.check_kind(rec.get("kind", "note"))
+    except UsageError as e:
+        notes.append(f"line {n}: {e.message}; skipped")
+        return None
+    return rec
 
 
 def plan_items(store: Any, items: list[native.Item], scope: str | None) -> list[Action]:
