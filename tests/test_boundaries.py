@@ -128,6 +128,20 @@ def test_index_and_store_stay_under_400_lines():
     assert index < CLASS_MAX and store < CLASS_MAX, {"Index": index, "Store": store}
 
 
+def test_every_package_folder_is_listed_for_the_wheel():
+    """pyproject lists its packages one by one: a new package folder left out of the list is missing
+    from every built install, while the editable install of development hides it."""
+    import tomlkit
+
+    setuptools = tomlkit.parse((ROOT / "pyproject.toml").read_text("utf-8"))["tool"]["setuptools"]
+    packages = set()
+    for name, folder in setuptools["package-dir"].items():  # package name -> the folder it is built from
+        for init in (ROOT / str(folder)).rglob("__init__.py"):
+            packages.add(".".join([str(name), *init.parent.relative_to(ROOT / str(folder)).parts]))
+    assert "retained.index" in packages
+    assert packages <= set(setuptools["packages"]), sorted(packages - set(setuptools["packages"]))
+
+
 def test_each_detector_sees_a_planted_violation():
     planted_sql = (
         'rows = store.index.query("SELECT id FROM records WHERE scope = ?", (s,))\n'
