@@ -5,7 +5,7 @@
 
 Purge (issue 10): one record in a 100k-record log <= 3 s, in a 1M log <= 30 s. The floor is what any
 rewrite must do at least: copy the log and fsync the copy. Also timed: a purge whose compaction finds
-the full-text table past index.FTS_LEVELS_MAX levels and rebuilds it (see there). Retract is a normal
+the full-text table past index.repair.FTS_LEVELS_MAX levels and rebuilds it (see there). Retract is a normal
 write: its p50 is printed beside the write p50. The brief (an 800-token brief of a project with 30 checkpoints, 10
 decisions, 5 preferences, 50 notes among the N records) must stay within 10% of the brief of the code
 at --baseline-src (a checkout of the previous version), timed in the same run on the same store.
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from store_bench import bulk_log, sentence  # noqa: E402
 
-import retained.index as index_mod  # noqa: E402
+import retained.index.repair as repair_mod  # noqa: E402
 from retained.store import Store  # noqa: E402
 
 PROJECT = "/p/a"
@@ -88,12 +88,10 @@ def synthetic_vectors(store: Store, n: int, dim: int = 384, batch: int = 20_000)
     import numpy as np
 
     gen = np.random.default_rng(7)
-    rows = store.index.query("SELECT line, sha256 FROM records ORDER BY line")
-    for i in range(0, len(rows), batch):
-        part = rows[i : i + batch]
-        vecs = gen.standard_normal((len(part), dim)).astype(np.float32)
+    while rows := store.index.vectors_pending("bench-synthetic", batch):  # (line, sha256, text), in line order
+        vecs = gen.standard_normal((len(rows), dim)).astype(np.float32)
         vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-        store.index.put_vectors("bench-synthetic", [(r["line"], r["sha256"], v) for r, v in zip(part, vecs)])
+        store.index.put_vectors("bench-synthetic", [(line, sha, v) for (line, sha, _), v in zip(rows, vecs)])
 
 
 def at_size(base: Path, n: int, rng: random.Random, baseline_src: Path | None,
@@ -143,13 +141,13 @@ def at_size(base: Path, n: int, rng: random.Random, baseline_src: Path | None,
     assert receipt["durable"], receipt
     # The rare purge whose compaction finds the full-text table past FTS_LEVELS_MAX levels (older
     # SQLite adds levels) and rebuilds it from the records table instead of optimizing it.
-    saved, index_mod.FTS_LEVELS_MAX = index_mod.FTS_LEVELS_MAX, -1
+    saved, repair_mod.FTS_LEVELS_MAX = repair_mod.FTS_LEVELS_MAX, -1
     try:
         t = time.perf_counter()
         receipt = store.purge([f"mem_bench{n // 3:012d}"], "bench")
         result["purge_rebuild_s"] = time.perf_counter() - t
     finally:
-        index_mod.FTS_LEVELS_MAX = saved
+        repair_mod.FTS_LEVELS_MAX = saved
     assert receipt["durable"], receipt
     assert store.verify()["intact"]
     store.close()

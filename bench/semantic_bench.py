@@ -24,6 +24,7 @@ import os
 import random
 import resource
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -66,17 +67,21 @@ def fake_vectors(store, seed: int) -> None:
     from retained.embed import LOCAL_DIM, LOCAL_KEY
 
     rng = np.random.default_rng(seed)
-    db = store.index.db()
-    rows = db.execute("SELECT line, sha256 FROM records ORDER BY line").fetchall()
-    db.execute("BEGIN")
-    for start in range(0, len(rows), 10_000):
-        chunk = rows[start:start + 10_000]
-        mat = rng.standard_normal((len(chunk), LOCAL_DIM)).astype(np.float32)
-        mat /= np.linalg.norm(mat, axis=1, keepdims=True)
-        blobs = mat.astype(np.float16)
-        db.executemany("INSERT INTO vectors (line, model, sha256, dim, vec) VALUES (?,?,?,?,?)",
-                       [(line, LOCAL_KEY, sha, LOCAL_DIM, blobs[i].tobytes()) for i, (line, sha) in enumerate(chunk)])
-    db.execute("COMMIT")
+    store.index.catch_up()
+    db = sqlite3.connect(store.index.path, timeout=30, isolation_level=None)  # the bench's own connection
+    try:
+        rows = db.execute("SELECT line, sha256 FROM records ORDER BY line").fetchall()
+        db.execute("BEGIN")
+        for start in range(0, len(rows), 10_000):
+            chunk = rows[start:start + 10_000]
+            mat = rng.standard_normal((len(chunk), LOCAL_DIM)).astype(np.float32)
+            mat /= np.linalg.norm(mat, axis=1, keepdims=True)
+            blobs = mat.astype(np.float16)
+            db.executemany("INSERT INTO vectors (line, model, sha256, dim, vec) VALUES (?,?,?,?,?)",
+                           [(line, LOCAL_KEY, sha, LOCAL_DIM, blobs[i].tobytes()) for i, (line, sha) in enumerate(chunk)])
+        db.execute("COMMIT")
+    finally:
+        db.close()
 
 
 def p50(xs: list[float]) -> float:

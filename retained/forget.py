@@ -18,6 +18,9 @@ if TYPE_CHECKING:  # the hook path imports no more than it runs
     from collections.abc import Iterator
     from typing import Any
 
+    from .appender import Appender
+    from .store import Store
+
 from . import records
 from .errors import NotFound, StoreError, UsageError
 
@@ -42,7 +45,7 @@ def _check_reason(reason: Any) -> str | None:
     return records.check_text(reason, "reason").strip()
 
 
-def _rows(store: Any, ids: list[str]) -> list[dict[str, Any]]:
+def _rows(store: Store, ids: list[str]) -> list[dict[str, Any]]:
     rows = []
     for rid in ids:
         row = store.index.by_id(rid)
@@ -67,11 +70,12 @@ def _plural(n: int) -> str:
 
 
 class _Op:
-    """A forget operation under way: its checked ids and redacted reason, the log's tail, warnings so far."""
+    """A forget operation under way: its checked ids and redacted reason, the appender (locks held, tail
+    read, index current), warnings so far."""
 
-    def __init__(self, ids: list[str], reason: str | None, found: Counter[str], tail: Any) -> None:
-        self.ids, self.reason, self.found, self.tail = ids, reason, found, tail
-        self.warnings = list(tail.warnings)
+    def __init__(self, ids: list[str], reason: str | None, found: Counter[str], app: Appender) -> None:
+        self.ids, self.reason, self.found, self.app = ids, reason, found, app
+        self.warnings = app.warnings + app.index_notes
 
     def redaction_note(self) -> list[str]:
         from . import redact
@@ -80,44 +84,47 @@ class _Op:
 
 
 @contextmanager
-def _locked(store: Any, ids: Any, reason: Any) -> Iterator[_Op]:
-    """What retract and purge do first: check the ids and the reason (redacted), then hold the append
-    lock with the tail read and the index caught up, for the whole operation."""
-    store._check_writable()
+def _locked(store: Store, ids: Any, reason: Any) -> Iterator[_Op]:
+    """What retract and purge do first: check the ids and the reason (redacted), then append under
+    `store.appending()` for the whole operation, the index read current."""
+    store.check_writable()
     ids = check_ids(ids)
     found: Counter[str] = Counter()
     reason = _redacted(_check_reason(reason), found)
-    store.log.check_safe()
-    with store._write_lock, store.log.lock():
-        op = _Op(ids, reason, found, store.log.tail())
-        store.index.catch_up()
-        yield op
+    with store.appending() as app:
+        app.require_index()
+        yield _Op(ids, reason, found, app)
 
 
-def retract(store: Any, ids: Any, reason: Any, *, undo: bool = False) -> dict[str, Any]:
+def _targets(store: Store, rows: list[dict[str, Any]], undo: bool) -> tuple[list[dict[str, Any]], list[str]]:
+    """The rows a retraction (or undo) changes, and why each other row is skipped."""
+    targets, skipped = [], []
+    for row in rows:
+        if row["tomb"]:
+            skipped.append(f"{row['id']} was purged; nothing is left to {'bring back' if undo else 'retract'}")
+        elif undo and not row["retracted_by"]:
+            head = store.index.head_of(row["id"])
+            why = (f"; it is hidden because its current version {head['id']} is retracted: undo that one"
+                   if head is not None and head["id"] != row["id"] and head["retracted_by"] else "")
+            skipped.append(f"{row['id']} is not retracted{why}")
+        elif not undo and row["retracted_by"]:
+            skipped.append(f"{row['id']} is already retracted (by {row['retracted_by']})")
+        else:
+            targets.append(row)
+    return targets, skipped
+
+
+def retract(store: Store, ids: Any, reason: Any, *, undo: bool = False) -> dict[str, Any]:
     """Append a record that hides `ids` from default reads (or, with undo, shows them again)."""
     with _locked(store, ids, reason) as op:
-        reason, tail, warnings = op.reason, op.tail, op.warnings
+        reason, warnings = op.reason, op.warnings
         rows = _rows(store, op.ids)
-        targets, skipped = [], []
-        for row in rows:
-            if row["tomb"]:
-                skipped.append(f"{row['id']} was purged; nothing is left to {'bring back' if undo else 'retract'}")
-            elif undo and not row["retracted_by"]:
-                head = store.index.head_of(row["id"])
-                why = (f"; it is hidden because its current version {head['id']} is retracted: undo that one"
-                       if head is not None and head["id"] != row["id"] and head["retracted_by"] else "")
-                skipped.append(f"{row['id']} is not retracted{why}")
-            elif not undo and row["retracted_by"]:
-                skipped.append(f"{row['id']} is already retracted (by {row['retracted_by']})")
-            else:
-                targets.append(row)
+        targets, skipped = _targets(store, rows, undo)
         if not targets:
             if not undo and rows and all(r["retracted_by"] and not r["tomb"] for r in rows):
                 prior = store.index.by_id(rows[0]["retracted_by"])
-                if prior is not None:
-                    receipt = store._dedup_receipt(prior, warnings + skipped[:1])
-                    receipt["warnings"] = [w for w in receipt["warnings"] if "client_op_id" not in w]
+                if prior is not None:  # retracted already, by this record: its receipt, proven again
+                    receipt = op.app.existing(prior, warnings + skipped[:1])
                     receipt["warnings"].append("nothing new was written")
                     receipt.update(action="retract", targets=[], reason=reason)
                     return receipt
@@ -128,104 +135,91 @@ def retract(store: Any, ids: Any, reason: Any, *, undo: bool = False) -> dict[st
         fields: dict[str, Any] = {"action": action, "targets": [r["id"] for r in targets], "scope": targets[0]["scope"]}
         if reason is not None:
             fields["reason"] = reason
-        receipt = store._append(fields, records.FORGET_KIND, text, tail, warnings + skipped)
+        receipt = op.app.append(fields, records.FORGET_KIND, text, warnings + skipped)
     receipt["warnings"] += op.redaction_note()
     receipt.update(action=action, targets=fields["targets"], reason=reason)
     return receipt
 
 
-def purge(store: Any, ids: Any, reason: Any) -> dict[str, Any]:
+def purge(store: Store, ids: Any, reason: Any) -> dict[str, Any]:
     """Replace the records' lines by tombstones and append the purge record, in one atomic rewrite."""
     with _locked(store, ids, reason) as op:
-        reason, tail, warnings = op.reason, op.tail, op.warnings
-        rows = []
-        for row in _rows(store, op.ids):
-            if row["tomb"]:
-                warnings.append(f"{row['id']} was already purged")
-            else:
-                rows.append(row)
-        if not rows:
-            raise UsageError("every record named was already purged", hint="nothing was written")
-        purge_id = records.new_id()
-        originals = []
-        for row in rows:
-            raw = store.log.read_at(row["offset"], row["length"])
-            try:
-                rec = records.parse_line(raw[:-1])
-            except records.BadLine as bad:
-                raise StoreError(f"{row['id']}: its line in the log is damaged ({bad.reason})",
-                                 hint="run `retained verify`; nothing was purged") from None
-            if rec["id"] != row["id"] or rec["sha256"] != row["sha256"] or not raw.endswith(b"\n"):
-                raise StoreError(f"{row['id']}: the log no longer holds the record the index points at",
-                                 hint="run `retained reindex`, then retry; nothing was purged")
-            originals.append((row, rec))
+        originals = _originals(store, _unpurged(store, op))
         listed = [{"id": rec["id"], "seq": rec["seq"], "sha256": rec["sha256"]} for _, rec in originals]
-        text = f"purged {_plural(len(listed))}" + (f": {reason}" if reason else "")
-        record: dict[str, Any] = {"action": "purge", "purged": listed, "scope": originals[0][0]["scope"]}
-        if reason is not None:
-            record["reason"] = reason
-        record.update(seq=tail.seq + 1, id=purge_id, ts=records.now_rfc3339(), kind=records.FORGET_KIND,
-                      text=text, prev=tail.sha256)
-        record = records.seal(record)
-        edits, index_edits, strings = [], [], []
-        for row, rec in originals:
-            line = records.format_line(records.tombstone(rec, purge_id))
-            edits.append((row["offset"], row["length"], line))
-            index_edits.append({"line": row["line"], "offset": row["offset"], "length": len(line),
-                                "sha": hashlib.sha256(line).hexdigest()})
-            strings += records.content_strings(rec)
+        text = f"purged {_plural(len(listed))}" + (f": {op.reason}" if op.reason else "")
+        fields: dict[str, Any] = {"action": "purge", "purged": listed, "scope": originals[0][0]["scope"]}
+        if op.reason is not None:
+            fields["reason"] = op.reason
+        record = op.app.seal(fields, records.FORGET_KIND, text)
+        edits, index_edits, strings = _tombstones(originals, record["id"])
         chain_versions = _older_versions(store, [row for row, _ in originals])
         # Copies outside the log first: if the purge is killed after this, the old log still stands and
         # only unacknowledged fragments or session notes that held the text are gone.
         scrubbed = scrub_files(store.directory, strings)
-        if store.log.size() != tail.end:
-            raise StoreError("another program appended to the log without its lock during the purge",
-                             hint="nothing was purged; retry")
-        tmp, checks = store.log.rewrite(edits, records.format_line(record), tail.end)
-        if not checks["readback_match"]:
-            tmp.unlink(missing_ok=True)
-            raise StoreError("the rewritten log did not read back as written; nothing was purged",
-                             hint="check the disk (`retained verify`), then retry")
-        st = os.stat(tmp)
-        try:
-            store.index.apply_purge(index_edits, purge_id, (st.st_ino, st.st_mtime_ns), lambda: store.log.install(tmp))
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        checks["chain"] = _check_new_tail(store, record, tail)
+        checks = op.app.rewrite(edits, record, index_edits)
     store.index.catch_up()  # indexes the purge record, then compacts (the state asks for it)
-    warnings += op.redaction_note()
+    warnings = op.warnings + op.redaction_note()
     if chain_versions:
         warnings.append(f"{_plural(len(chain_versions))} corrected by a purged record still hold their own "
                         f"text, hidden from reads: {', '.join(chain_versions[:10])} (purge them too if they must go)")
     warnings += scrubbed
-    durable = all(checks.values())
-    return {"id": record["id"], "seq": record["seq"], "sha256": record["sha256"], "durable": durable,
+    return {"id": record["id"], "seq": record["seq"], "sha256": record["sha256"], "durable": all(checks.values()),
             "checks": checks, "warnings": warnings, "deduplicated": False, "action": "purge", "purged": listed,
-            "reason": reason}
+            "reason": op.reason}
 
 
-def _older_versions(store: Any, rows: list[dict[str, Any]]) -> list[str]:
+def _unpurged(store: Store, op: _Op) -> list[dict[str, Any]]:
+    """The named records not purged yet (each one purged already is a warning); refused when none is left."""
+    rows = []
+    for row in _rows(store, op.ids):
+        if row["tomb"]:
+            op.warnings.append(f"{row['id']} was already purged")
+        else:
+            rows.append(row)
+    if not rows:
+        raise UsageError("every record named was already purged", hint="nothing was written")
+    return rows
+
+
+def _originals(store: Store, rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(index row, record read back from the log) per record to purge; refused, with nothing purged,
+    when a line is damaged or no longer holds the record the index points at."""
+    originals = []
+    for row in rows:
+        raw = store.log.read_at(row["offset"], row["length"])
+        try:
+            rec = records.parse_line(raw[:-1])
+        except records.BadLine as bad:
+            raise StoreError(f"{row['id']}: its line in the log is damaged ({bad.reason})",
+                             hint="run `retained verify`; nothing was purged") from None
+        if rec["id"] != row["id"] or rec["sha256"] != row["sha256"] or not raw.endswith(b"\n"):
+            raise StoreError(f"{row['id']}: the log no longer holds the record the index points at",
+                             hint="run `retained reindex`, then retry; nothing was purged")
+        originals.append((row, rec))
+    return originals
+
+
+def _tombstones(originals: list[tuple[dict[str, Any], dict[str, Any]]],
+                purge_id: str) -> tuple[list[tuple[int, int, bytes]], list[dict[str, Any]], list[str]]:
+    """Per purged record: the log edit (offset, length, tombstone line), the index's edit, and the
+    strings that must leave every other file too."""
+    edits, index_edits, strings = [], [], []
+    for row, rec in originals:
+        line = records.format_line(records.tombstone(rec, purge_id))
+        edits.append((row["offset"], row["length"], line))
+        index_edits.append({"line": row["line"], "offset": row["offset"], "length": len(line),
+                            "sha": hashlib.sha256(line).hexdigest()})
+        strings += records.content_strings(rec)
+    return edits, index_edits, strings
+
+
+def _older_versions(store: Store, rows: list[dict[str, Any]]) -> list[str]:
     purged = {r["id"] for r in rows}
     out: list[str] = []
     for row in rows:
         if row["superseded_by"] is None:
-            for other in store.index.query("SELECT id FROM records WHERE head = ? AND tomb = 0 AND line != ?",
-                                           (row["line"], row["line"])):
-                if other["id"] not in purged:
-                    out.append(other["id"])
+            out += [rid for rid in store.index.older_versions(row["line"]) if rid not in purged]
     return out
-
-
-def _check_new_tail(store: Any, record: dict[str, Any], tail: Any) -> bool:
-    """The purge record, read back from the installed log, links to the record before it."""
-    size = store.log.size()
-    line = records.format_line(record)
-    back = store.log.read_at(size - len(line), len(line))
-    if back != line:
-        return False
-    again = records.parse_line(back[:-1])
-    return again["prev"] == tail.sha256 and again["seq"] == tail.seq + 1
 
 
 def _windows(strings: list[str]) -> set[bytes]:

@@ -190,7 +190,7 @@ def session_start(data: dict[str, Any], env: dict[str, str], host: Host, store_d
 
         with Store(store_dir, create=False) as store:
             brief = _fit_for_host(host, store, project, budget)  # the brief names damaged lines itself
-            start_seq = store.index.query("SELECT COALESCE(MAX(seq), 0) AS n FROM records")[0]["n"]
+            start_seq = store.index.max_seq()
     if state_path is not None:
         if prior and compaction:
             # the session goes on: keep when it began
@@ -423,12 +423,8 @@ def stop(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Path)
         with Store(store_dir, create=False) as store:
             store.index.catch_up()
             scopes = [s for s in (state.get("project"), "global") if s]
-            since, value = ("ts >= ?", state["began_ts"]) if "began_ts" in state else ("seq > ?", int(state.get("start_seq", 0)))
-            written = store.index.query(
-                f"SELECT COUNT(*) AS n FROM records WHERE {since} AND (session = ? OR (session IS NULL"
-                f" AND scope IN ({','.join('?' * len(scopes))})))",
-                [value, sid, *scopes],
-            )[0]["n"]
+            written = store.index.written_in_session(sid, scopes, began_ts=state.get("began_ts"),
+                                                     after_seq=int(state.get("start_seq", 0)))
     if written:
         return None
     state["asked"] = True

@@ -110,10 +110,13 @@ class Tail:
 
 
 class Log:
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.path = directory / LOG_NAME
-        self.lock_path = directory / LOCK_NAME
+    """One log file. The store's own is `<store>/log.jsonl`, locked through `log.lock` beside it; a log
+    the store only reads (a teammate's, issue 19) is never locked or written."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.directory = path.parent  # where quarantine/ and a purge's temporary copy go
+        self.lock_path = path.with_suffix(".lock")  # log.jsonl -> log.lock
 
     # -- safety -----------------------------------------------------------------------------
     def check_safe(self) -> None:

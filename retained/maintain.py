@@ -14,16 +14,18 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any
 
+    from .store import Store
+
 from . import records
 
 OLD_DAYS = 90
 NEAR_CAP = 500  # current records per scope compared for near duplicates (pairs are quadratic)
 
 
-def report(store: Any, *, old_days: int = OLD_DAYS) -> dict[str, Any]:
+def report(store: Store, *, old_days: int = OLD_DAYS) -> dict[str, Any]:
     """Per scope: exact and near duplicates, collapsible chains, retracted/superseded counts, old records."""
     store.index.catch_up()
-    q = store.index.query
+    index = store.index
     scopes: dict[str, dict[str, Any]] = {}
 
     def entry(scope: str) -> dict[str, Any]:
@@ -31,24 +33,17 @@ def report(store: Any, *, old_days: int = OLD_DAYS) -> dict[str, Any]:
                                          "purged": 0, "exact_duplicates": [], "near_duplicates": [],
                                          "collapsible_chains": [], "old": 0})
 
-    for row in q("SELECT scope, SUM(superseded_by IS NULL AND hidden = 0) AS cur, SUM(superseded_by IS NOT NULL)"
-                 " AS sup, SUM(retracted_by IS NOT NULL AND tomb = 0) AS ret, SUM(tomb) AS pur"
-                 " FROM records WHERE kind != ? GROUP BY scope", (records.FORGET_KIND,)):
-        e = entry(row["scope"])
-        e.update(current=int(row["cur"] or 0), superseded=int(row["sup"] or 0), retracted=int(row["ret"] or 0),
-                 purged=int(row["pur"] or 0))
-    for row in q("SELECT scope, kind, text_key, GROUP_CONCAT(id) AS ids, COUNT(*) AS n FROM records"
-                 " WHERE superseded_by IS NULL AND hidden = 0 AND text_key IS NOT NULL"
-                 " GROUP BY scope, kind, text_key HAVING n > 1"):
-        ids = _in_log_order(store, row["ids"].split(","))
+    for row in index.scope_summary():
+        entry(row["scope"]).update(current=int(row["cur"] or 0), superseded=int(row["sup"] or 0),
+                                   retracted=int(row["ret"] or 0), purged=int(row["pur"] or 0))
+    for row in index.exact_duplicate_groups():
+        ids = index.in_log_order(row["ids"].split(","))
         entry(row["scope"])["exact_duplicates"].append({"kind": row["kind"], "keep": ids[0], "duplicates": ids[1:]})
-    for row in q("SELECT h.scope, h.id AS head, COUNT(*) AS n FROM records r JOIN records h ON h.line = r.head"
-                 " WHERE h.hidden = 0 GROUP BY r.head HAVING n > 2"):
+    for row in index.long_chains(2):
         entry(row["scope"])["collapsible_chains"].append({"head": row["head"], "records": int(row["n"])})
     cutoff = (datetime.now(timezone.utc) - timedelta(days=old_days)).strftime("%Y-%m-%dT%H:%M:%S")
-    for row in q("SELECT scope, COUNT(*) AS n FROM records WHERE superseded_by IS NULL AND hidden = 0 AND ts < ?"
-                 " GROUP BY scope", (cutoff,)):
-        entry(row["scope"])["old"] = int(row["n"])
+    for scope, n in index.old_counts(cutoff).items():
+        entry(scope)["old"] = n
     for scope, e in scopes.items():
         e["near_duplicates"] = _near(store, scope)
     out = sorted(scopes.values(), key=lambda e: (-e["current"], e["scope"]))
@@ -60,14 +55,8 @@ def report(store: Any, *, old_days: int = OLD_DAYS) -> dict[str, Any]:
                      f"{old_days} days ago: retained does not record reads, so age stands in for 'nothing read it'")}
 
 
-def _in_log_order(store: Any, ids: list[str]) -> list[str]:
-    rows = store.index.query(f"SELECT id FROM records WHERE id IN ({','.join('?' * len(ids))}) ORDER BY line", ids)
-    return [r["id"] for r in rows]
-
-
-def _near(store: Any, scope: str) -> list[dict[str, Any]]:
-    rows = store.index.query("SELECT id, kind, text FROM records WHERE scope = ? AND superseded_by IS NULL"
-                             " AND hidden = 0 ORDER BY line DESC LIMIT ?", (scope, NEAR_CAP))
+def _near(store: Store, scope: str) -> list[dict[str, Any]]:
+    rows = store.index.current_texts(scope, NEAR_CAP)
     norm = [(r["id"], r["kind"], records.near_form(r["text"])) for r in rows]
     pairs = []
     for i, (a, ka, ta) in enumerate(norm):
@@ -80,7 +69,7 @@ def _near(store: Any, scope: str) -> list[dict[str, Any]]:
     return pairs
 
 
-def apply(store: Any) -> dict[str, Any]:
+def apply(store: Store) -> dict[str, Any]:
     """Retract every exact duplicate, keeping the oldest of each group. Returns the report and what was done."""
     plan = report(store)
     done = []

@@ -68,7 +68,7 @@ def read_only_requested(env: Mapping[str, str] = os.environ) -> bool:
     return env.get("RETAINED_READ_ONLY", "").strip().lower() in ("1", "true", "yes", "on")
 
 
-# Files of a store this user must be able to change to write to it (log.py / index.py names).
+# Files of a store this user must be able to change to write to it (named in log.py and index/schema.py).
 _STORE_FILES = ("log.jsonl", "log.lock", "index.sqlite3", "index.sqlite3-wal", "index.sqlite3-shm")
 
 

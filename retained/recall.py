@@ -102,8 +102,8 @@ def recall(store: Any, prompt: str, *, project: str | None, shown: set[str],
         from .warm import search
 
         served = search(store.directory, prompt[:PROMPT_CHARS], **kw)
-    result, cosines = served or store._search(prompt[:PROMPT_CHARS], kind=None, max_tokens=None,
-                                              include_superseded=False, as_of=None, **kw)
+    result, cosines = served or store.search_scored(prompt[:PROMPT_CHARS], kind=None, max_tokens=None,
+                                                    include_superseded=False, as_of=None, **kw)
     picked: list[dict[str, Any]] = []
     for hit in result.get("hits", []):
         if hit["id"] in shown or hit.get("superseded_by"):

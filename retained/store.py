@@ -3,6 +3,10 @@
 The log is written first and is the truth; the index is brought up to date from the log before
 every read (and before a write that needs it), so records appended by this process, another process
 or another program show up without a restart, and a write costs no index transaction.
+
+Every append goes through `appending()` (retained/appender.py): the locks, the tail, the index caught
+up, each record proven. What a write checks first lives in writes.py, how reads shape their answers in
+reads.py, and verify's walk in verify.py; this class decides the order of the steps.
 """
 
 from __future__ import annotations
@@ -10,30 +14,27 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the hook path imports no more than it runs
     from typing import Any
 
-from . import records
-from .errors import NotFound, StoreError, UsageError
-from .index import Index, as_of_clause, query_terms, quote_query, scope_clause, visible
-from .log import ChainState, Log
+    from .appender import Appender
+
+from . import reads, records
+from .errors import StoreError, UsageError
+from .index import Index, query_terms
+from .log import LOG_NAME, Log
 from .paths import read_only_requested
-from .tokens import estimate_tokens
+from .reads import DEFAULT_K, MAX_K, MAX_LIST, check_int, parse_as_of
 
-MAX_K = 100
+__all__ = ["DEFAULT_K", "INLINE_EMBED", "MAX_K", "MAX_LIST", "Store", "parse_as_of"]
+
 INLINE_EMBED = 256  # a search embeds up to this many new records itself; more go to a background thread
-DEFAULT_K = 8
-MAX_LIST = 500
 ALL_SCOPES = "*"
-
-
-def _redaction_enabled() -> bool:
-    return os.environ.get("RETAINED_REDACT", "on").strip().lower() not in ("off", "0", "false", "no")
 
 
 class Store:
@@ -57,7 +58,7 @@ class Store:
         elif not self.directory.is_dir():
             raise StoreError(f"{self.directory} is not a directory", hint="pass --dir pointing at a directory")
         self._open_as_this_user()
-        self.log = Log(self.directory)
+        self.log = Log(self.directory / LOG_NAME)
         self.log.check_safe()
         self.index = Index(self.directory, self.log, read_only=self.read_only)
         self._write_lock = threading.Lock()
@@ -95,7 +96,8 @@ class Store:
                 self._notice = (f"the store at {self.directory} is read-only for this user ({reason}): "
                                 "opened read-only, so memory can be read but not written")
 
-    def _check_writable(self) -> None:
+    def check_writable(self) -> None:
+        """Raise the reason this store refuses writes (read-only for this user, or RETAINED_READ_ONLY)."""
         if self.read_only and self.read_only_reason:
             raise StoreError(f"cannot write: the store at {self.directory} is read-only for this user "
                              f"({self.read_only_reason})",
@@ -104,21 +106,37 @@ class Store:
             raise StoreError(f"the store at {self.directory} is open read-only (RETAINED_READ_ONLY is set)",
                              hint="unset RETAINED_READ_ONLY to write")
 
-    def _fresh(self) -> list[str]:
-        """Bring the index up to date; a broken index degrades to a warning, never to a failure."""
+    # -- keeping the index current ----------------------------------------------------------------
+    def refresh(self) -> list[str]:
+        """Bring the index up to date with the log. Returns what a read or write must say about it:
+        the read-only notice (once), a repair of a damaged index, or a failure to catch up (which
+        degrades to this warning, never to an error: the index is derived)."""
+        return self._refresh()[0]
+
+    def _refresh(self) -> tuple[list[str], Exception | None]:
         notice, self._notice = self._notice, None  # said once, with the first read
         said = [notice] if notice else []
         try:
             self.index.catch_up()
-            rebuilt, self.index.rebuilt = self.index.rebuilt, None
-            if rebuilt:
-                how = ("from its records; nothing stored was lost (the vectors were kept)"
-                       if self.index.rebuilt_in_place else
-                       "from the log; nothing stored was lost (with the semantic tier on, records are embedded again)")
-                said.append(f"the index was damaged ({rebuilt}) and was rebuilt {how}")
-            return said
         except Exception as e:  # noqa: BLE001 - the index is derived; report and carry on
-            return [*said, f"index could not catch up with the log ({e}); run `retained reindex`"]
+            return [*said, f"index could not catch up with the log ({e}); run `retained reindex`"], e
+        rebuilt, self.index.rebuilt = self.index.rebuilt, None
+        if rebuilt:
+            said.append(reads.rebuilt_note(rebuilt, in_place=self.index.rebuilt_in_place))
+        return said, None
+
+    def _refresh_read(self) -> list[str]:
+        """`refresh`, plus what a read must never hide: how many records could not be read (I2)."""
+        warnings = self.refresh()
+        note = self.damage_note()
+        return warnings + ([note] if note else [])
+
+    def damage_note(self) -> str | None:
+        """'2 records could not be read …: run `retained verify`', or None when every line reads."""
+        try:
+            return reads.unreadable_note(self.index.unreadable())
+        except sqlite3.Error:
+            return None
 
     def project_scopes(self, scopes: list[str] | None) -> list[str] | None:
         """The scopes a read asked for, plus the path scopes of other worktrees and clones of the same
@@ -138,24 +156,27 @@ class Store:
         except sqlite3.Error:
             return scopes
 
-    def _fresh_read(self) -> list[str]:
-        """`_fresh`, plus what a read must never hide: how many records could not be read (I2)."""
-        warnings = self._fresh()
-        note = self.damage_note()
-        return warnings + ([note] if note else [])
+    # -- appending ----------------------------------------------------------------------------------
+    @contextmanager
+    def appending(self) -> Iterator[Appender]:
+        """The one way to append: hold this store's thread lock and the log's file lock, with the tail
+        read (a torn fragment quarantined) and the index caught up, and yield an `Appender` whose
+        appends chain onto each other. Refuses a store that is read-only."""
+        from .appender import Appender
 
-    def damage_note(self) -> str | None:
-        """'2 records could not be read …: run `retained verify`', or None when every line reads."""
-        try:
-            n = self.index.unreadable()
-        except sqlite3.Error:
-            return None
-        if not n:
-            return None
-        return (f"{n} record{'s' if n != 1 else ''} could not be read (damaged line{'s' if n != 1 else ''} in the "
-                f"log) and {'are' if n != 1 else 'is'} left out: run `retained verify`")
+        self.check_writable()
+        self.log.check_safe()
+        with self._write_lock, self.log.lock():
+            tail = self.log.tail()
+            notes, error = self._refresh()
+            yield Appender(self.log, self.index, tail, notes, error)
 
-    # -- writing ------------------------------------------------------------------------------
+    def wait_idle(self, timeout: float) -> bool:
+        """Let a write under way finish (waiting up to `timeout` seconds) and keep any other from
+        starting: for a process about to exit. False when the write still runs at the timeout."""
+        return self._write_lock.acquire(timeout=timeout)
+
+    # -- writing ------------------------------------------------------------------------------------
     def write(
         self,
         text: str,
@@ -175,158 +196,36 @@ class Store:
         An exact duplicate of a current record (same normalised text, kind and scope) is not written
         again: the receipt names the existing record with `deduplicated: true`.
         """
-        self._check_writable()
-        records.check_text(text)
-        records.check_kind(kind)
-        if scope is not None:
-            records.check_scope(scope)
-        if default_scope is not None:
-            records.check_scope(default_scope)
-        if source is not None:
-            records.check_text(source, "source")
-        if client_op_id is not None:
-            records.check_text(client_op_id, "client_op_id")
-        if supersedes is not None and (not isinstance(supersedes, str) or not supersedes.strip()):
-            raise UsageError("supersedes must be a record id", hint="find it with search or list")
-        if kind == records.FORGET_KIND:
-            raise UsageError("kind 'forget' is kept for retractions", hint="use memory_forget (or `retained forget`) to forget a record")
-        extra = records.check_fields(fields)
+        from . import writes
 
-        from . import redact  # compiled patterns: paid by writes only, not by the hook path
-
-        found: Counter[str] = Counter()
-        if _redaction_enabled():
-            text = redact.redact_value(text, found)
-            if source is not None:
-                source = redact.redact_value(source, found)
-            extra = redact.redact_value(extra, found)
-
-        self.log.check_safe()
-        with self._write_lock, self.log.lock():
-            tail = self.log.tail()
-            warnings = list(tail.warnings)
-            fresh = self._fresh()  # duplicates are looked up among the current records
-            warnings += fresh
-            if client_op_id is not None:
-                prior = self.index.by_op(client_op_id)
-                if prior is not None:
-                    return self._dedup_receipt(prior, warnings)
-            if supersedes is not None:
-                target = self._correctable(supersedes)
-                if scope is None:
-                    scope = target["scope"]
-            elif scope is None:
-                scope = default_scope
-            elif scope not in (records.GLOBAL_SCOPE, default_scope) and not fresh:
-                warnings += self._unknown_scope(scope, default_scope)
-            if supersedes is None and not fresh:
-                try:
-                    same = self.index.duplicate_of(text, kind, scope or records.GLOBAL_SCOPE)
-                    near = [] if same is not None else self._near_duplicates(text, scope or records.GLOBAL_SCOPE)
-                except sqlite3.Error as e:  # the index is derived: a write never fails for its sake
-                    same, near = None, [f"duplicates not checked: the index is unusable ({e}); run `retained reindex`"]
-                if same is not None:
-                    receipt = self._dedup_receipt(same, warnings, op=False)
-                    receipt["warnings"].append(
-                        f"an identical {kind} is already stored as {same['id']} (seq {same['seq']}); nothing new was "
-                        "written (to correct it, write with supersedes)")
-                    return receipt
-                warnings += near
-            record: dict[str, Any] = dict(extra)
-            for key, value in (("scope", scope), ("source", source), ("supersedes", supersedes),
-                               ("client_op_id", client_op_id)):
-                if value is not None:
-                    record[key] = value
-            receipt = self._append(record, kind, text, tail, warnings)
+        self.check_writable()
+        extra = writes.check_args(text, kind=kind, scope=scope, default_scope=default_scope, source=source,
+                                  client_op_id=client_op_id, supersedes=supersedes, fields=fields)
+        text, source, extra, found = writes.redacted(text, source, extra)
+        with self.appending() as app:
+            warnings = app.warnings + app.index_notes
+            scope, existing = writes.settle(self.index, app, text, kind, scope=scope, default_scope=default_scope,
+                                            supersedes=supersedes, client_op_id=client_op_id, warnings=warnings)
+            if existing is not None:
+                return existing
+            record = writes.fields_of(extra, scope=scope, source=source, supersedes=supersedes,
+                                      client_op_id=client_op_id)
+            receipt = app.append(record, kind, text, warnings)
         # The index takes the new line at once (outside the lock): the next write's duplicate check
         # costs nothing more, and the index's note of the log (size, time) is exact, so that a byte
         # changed in place later is noticed by the next read (I2).
-        receipt["warnings"] += self._fresh()
-        if found:
-            receipt["warnings"].append(redact.describe(found))
+        receipt["warnings"] += self.refresh() + writes.redaction_note(found)
         return receipt
 
-    def _append(self, record: dict[str, Any], kind: str, text: str, tail: Any, warnings: list[str]) -> dict[str, Any]:
-        """Seal and append one record after `tail` (lock held) and return its receipt."""
-        record = dict(record)
-        record.update(seq=tail.seq + 1, id=records.new_id(), ts=records.now_rfc3339(), kind=kind, text=text,
-                      prev=tail.sha256)
-        record = records.seal(record)
-        result = self.log.append(record, tail)
-        durable = all(result["checks"].values())
-        if not durable:
-            warnings = result["reasons"] + warnings
-        return {
-            "id": record["id"],
-            "seq": record["seq"],
-            "sha256": record["sha256"],
-            "durable": durable,
-            "checks": result["checks"],
-            "warnings": warnings,
-            "deduplicated": False,
-        }
-
-    def _unknown_scope(self, scope: str, default_scope: str | None) -> list[str]:
-        try:
-            known = self.index.query("SELECT 1 AS x FROM scope_counts WHERE scope = ?", (scope,))
-        except sqlite3.Error:
-            return []
-        if known:
-            return []
-        here = f"the current project ({default_scope}) plus global" if default_scope else "every scope"
-        return [f"scope {scope!r} is new: it is neither global, the current project nor a scope that holds "
-                f"records, so default reads ({here}) will not see this record; read it with scope={scope!r} "
-                "(see `retained scopes`)"]
-
-    def _correctable(self, supersedes: str) -> dict[str, Any]:
-        """The record a correction names, refused unless it is the current record of its chain."""
-        target = self.index.by_id(supersedes)
-        if target is None:
-            raise NotFound(f"supersedes names {supersedes!r}, which is not a record in this store",
-                           hint="copy the id from `search` or `list`")
-        if target["tomb"]:
-            raise UsageError(f"{supersedes} was purged; there is nothing left to correct", hint="write a new record instead")
-        head = self.index.head_of(supersedes) or target
-        if head["id"] != supersedes:
-            raise UsageError(f"{supersedes} was already corrected by {head['id']}, the current record; nothing was written",
-                             hint=f"read {head['id']} first; if it still needs correcting, supersede {head['id']}")
-        return target
-
-    def _near_duplicates(self, text: str, scope: str) -> list[str]:
-        """A warning per current record in the scope whose text closely matches this one."""
-        words = sorted(set(query_terms(text)), key=lambda w: (-len(w), w))[:8]
-        if len(words) < 3:
-            return []
-        mine = records.near_form(text)
-        seen: dict[str, dict[str, Any]] = {}
-        for half in (words[0::2], words[1::2]):
-            for row in self.index.similar_candidates(quote_query(half), scope, 20):
-                seen.setdefault(row["id"], row)
-        out = []
-        for row in seen.values():
-            if records.closeness(mine, records.near_form(row["text"])) is not None:
-                out.append(f"this closely matches {row['id']} ({row['kind']}, {row['ts'][:10]}): "
-                           f"\"{_snippet(row['text'])}\"; if it replaces that record, write it with "
-                           f"supersedes={row['id']} instead")
-            if len(out) == 3:
-                break
-        return out
-
-    def _dedup_receipt(self, prior: dict[str, Any], warnings: list[str], op: bool = True) -> dict[str, Any]:
-        raw = self.log.read_at(prior["offset"], prior["length"])
-        ok = raw.endswith(b"\n")
-        try:
-            rec = records.parse_line(raw[:-1])
-            ok = ok and rec["sha256"] == prior["sha256"]
-        except records.BadLine:
-            ok = False
-        checks = {"append": ok, "fsync": ok, "readback_match": ok, "chain": ok}
-        if not ok:
-            warnings.append(f"the record {prior['id']} no longer reads back intact; run `retained verify`")
-        if op:
-            warnings.append(f"client_op_id already used by {prior['id']}; nothing new was written")
-        return {"id": prior["id"], "seq": prior["seq"], "sha256": prior["sha256"], "durable": ok,
-                "checks": checks, "warnings": warnings, "deduplicated": True}
+    def checkpoint(self, label: str, summary: str | None = None, *, scope: str | None = None,
+                   fields: dict[str, Any] | None = None, client_op_id: str | None = None) -> dict[str, Any]:
+        """A checkpoint is a record of kind `checkpoint`: the label, then the summary."""
+        records.check_text(label, "label")
+        if "\n" in label.strip():
+            raise UsageError("label must be one line", hint="put the details in the summary")
+        text = label.strip() if not summary or not summary.strip() else f"{label.strip()}\n\n{summary.strip()}"
+        extra = dict(fields or {})
+        return self.write(text, kind="checkpoint", scope=scope, fields=extra, client_op_id=client_op_id)
 
     # -- forgetting (retained/forget.py) ------------------------------------------------------------
     def forget(self, ids: list[str], reason: str | None = None) -> dict[str, Any]:
@@ -349,29 +248,7 @@ class Store:
 
         return purge(self, ids, reason)
 
-    def checkpoint(self, label: str, summary: str | None = None, *, scope: str | None = None,
-                   fields: dict[str, Any] | None = None, client_op_id: str | None = None) -> dict[str, Any]:
-        """A checkpoint is a record of kind `checkpoint`: the label, then the summary."""
-        records.check_text(label, "label")
-        if "\n" in label.strip():
-            raise UsageError("label must be one line", hint="put the details in the summary")
-        text = label.strip() if not summary or not summary.strip() else f"{label.strip()}\n\n{summary.strip()}"
-        extra = dict(fields or {})
-        return self.write(text, kind="checkpoint", scope=scope, fields=extra, client_op_id=client_op_id)
-
-    # -- reading ------------------------------------------------------------------------------
-    @staticmethod
-    def _hit(row: dict[str, Any], score: float | None = None) -> dict[str, Any]:
-        hit = {"id": row["id"], "seq": row["seq"], "ts": row["ts"], "kind": row["kind"], "scope": row["scope"],
-               "text": row["text"]}
-        if score is not None:
-            hit["score"] = round(score, 6)
-        if row.get("supersedes"):
-            hit["supersedes"] = row["supersedes"]
-        if row.get("superseded_by"):
-            hit["superseded_by"] = row["superseded_by"]
-        return hit
-
+    # -- reading ------------------------------------------------------------------------------------
     def search(
         self,
         query: str,
@@ -391,8 +268,38 @@ class Store:
         Each match resolves to the current record of its supersede chain unless `include_superseded`;
         `as_of` answers as the store stood then.
         """
-        return self._search(query, scopes=scopes, kind=kind, k=k, max_tokens=max_tokens,
-                            include_superseded=include_superseded, as_of=as_of)[0]
+        return self.search_scored(query, scopes=scopes, kind=kind, k=k, max_tokens=max_tokens,
+                                  include_superseded=include_superseded, as_of=as_of)[0]
+
+    def search_scored(self, query: str, *, scopes: list[str] | None = None, kind: str | None = None,
+                      k: int = DEFAULT_K, max_tokens: int | None = None, include_superseded: bool = False,
+                      as_of: str | None = None, inline_embed: int | None = None,
+                      need_vectors: bool = False) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+        """search(), plus per hit id its cosine to the query (None without a vector) and its tier (how many
+        of the query's identifiers it holds verbatim): what recall's relevance bar needs. `inline_embed`:
+        how many new records this search may embed itself; `need_vectors`: search by words alone
+        rather than embed a store that has no vectors yet."""
+        from . import ranking
+
+        if not isinstance(query, str):
+            raise UsageError("query must be a string", hint="pass the words to look for")
+        k = check_int(k, "k", 1, MAX_K)
+        if max_tokens is not None:
+            max_tokens = check_int(max_tokens, "max_tokens", 1, 1_000_000)
+        if kind is not None:
+            kind = records.check_kind(kind)
+        as_of = parse_as_of(as_of)
+        warnings = self._refresh_read()
+        scopes = self.project_scopes(scopes)
+        terms = query_terms(query)
+        filters = {"scopes": scopes, "kind": kind, "as_of": as_of, "include_superseded": include_superseded}
+        semantic, qvec = ranking.meaning_query(self, query, INLINE_EMBED if inline_embed is None else inline_embed,
+                                               warnings, need_vectors)
+        if not terms and qvec is None:
+            return reads.no_words(semantic, warnings), {}
+        found = ranking.rank(self, query, terms, qvec, filters, k)
+        return reads.search_result(found, as_of=as_of, semantic=semantic, by_meaning=qvec is not None,
+                                   max_tokens=max_tokens, warnings=warnings)
 
     def semantic(self) -> Any:
         """This store's semantic tier (created on first use; nothing is loaded until it must be)."""
@@ -402,126 +309,29 @@ class Store:
             self._sem = Semantic(self.index)
         return self._sem
 
-    def _search(self, query: str, *, scopes: list[str] | None, kind: str | None, k: int, max_tokens: int | None,
-                include_superseded: bool, as_of: str | None, inline_embed: int | None = None,
-                need_vectors: bool = False) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-        """search(), plus per hit id its cosine to the query (None without a vector) and its tier (how many
-        of the query's identifiers it holds verbatim): what recall's relevance bar needs."""
-        from . import ranking
-
-        if not isinstance(query, str):
-            raise UsageError("query must be a string", hint="pass the words to look for")
-        k = _check_int(k, "k", 1, MAX_K)
-        if max_tokens is not None:
-            max_tokens = _check_int(max_tokens, "max_tokens", 1, 1_000_000)
-        if kind is not None:
-            kind = records.check_kind(kind)
-        as_of = parse_as_of(as_of)
-        warnings = self._fresh_read()
-        scopes = self.project_scopes(scopes)
-        terms = query_terms(query)
-        filters = {"scopes": scopes, "kind": kind, "as_of": as_of, "include_superseded": include_superseded}
-        semantic, qvec = ranking.meaning_query(self, query, INLINE_EMBED if inline_embed is None else inline_embed,
-                                               warnings, need_vectors)
-        if not terms and qvec is None:
-            warnings.append("the query holds no searchable words")
-            return ({"hits": [], "total_matched": 0, "total_exact": True, "returned": 0, "truncated": False,
-                     "match": "all", "semantic": semantic, "warnings": warnings}, {})
-        found = ranking.rank(self, query, terms, qvec, filters, k)
-        hits = []
-        cosines: dict[str, dict[str, Any]] = {}
-        for cand in found.hits:
-            hit = self._hit(cand.row, cand.score)
-            hit["match"] = cand.match
-            if as_of is not None and hit.get("superseded_by") and hit["superseded_by"] not in found.known_before:
-                del hit["superseded_by"]
-            hits.append(hit)
-            cosines[hit["id"]] = {"cosine": cand.cosine, "tier": cand.tier}
-        total = found.total
-        truncated = total > len(hits) or not found.exact
-        if found.mode == "any":
-            warnings.append("no record holds every word of the query; showing records that hold any of them"
-                            + (" or are close in meaning" if qvec is not None else ""))
-        if not found.exact:
-            warnings.append(f"at least {total} records match; counting stopped there (total_matched is a lower bound)")
-        if max_tokens is not None:
-            hits, cut = _fit_tokens(hits, max_tokens)
-            if cut:
-                truncated = True
-                warnings.append(f"max_tokens={max_tokens} left out {cut} hit(s) or part of one")
-        return ({"hits": hits, "total_matched": total, "total_exact": found.exact, "returned": len(hits),
-                 "truncated": truncated, "match": found.mode, "semantic": semantic, "warnings": warnings}, cosines)
-
     def get(self, ids: list[str] | None = None, *, limit: int = 20) -> dict[str, Any]:
         """Records exactly as they stand in the log (unknown fields included), read from the log itself."""
-        warnings = self._fresh_read()
-        out: list[dict[str, Any]] = []
+        warnings = self._refresh_read()
         missing: list[str] = []
         if ids is None:
-            limit = _check_int(limit, "limit", 1, MAX_LIST)
-            rows = self.index.query("SELECT id, offset, length, sha256 FROM records ORDER BY line DESC LIMIT ?", (limit,))
+            rows = self.index.newest_rows(check_int(limit, "limit", 1, MAX_LIST))
         else:
-            if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
-                raise UsageError("ids must be a list of record ids", hint='e.g. ["mem_01J..."]')
-            if len(ids) > MAX_LIST:
-                raise UsageError(f"at most {MAX_LIST} ids per call", hint="split the ids over several calls")
             rows = []
-            for rid in dict.fromkeys(ids):
+            for rid in reads.check_ids(ids):
                 row = self.index.by_id(rid)
                 if row is None:
                     missing.append(rid)
                 else:
                     rows.append(row)
-        damaged = 0
-        for row in rows:
-            raw = self.log.read_at(row["offset"], row["length"])
-            try:
-                rec = records.parse_line(raw[:-1])
-                if rec["sha256"] != row["sha256"]:
-                    raise records.BadLine("the log no longer holds the record the index points at")
-            except records.BadLine as bad:
-                missing.append(row["id"])
-                damaged += 1
-                warnings.append(f"{row['id']}: its line in the log is damaged ({bad.reason}); run `retained verify`")
-                continue
-            out.append(self._marked(rec, row))
+        out, damaged = reads.read_back(self.index, self.log, rows, warnings)
         counts = self.index.counts()
-        result = {"records": out, "missing": missing, "corrupt_lines": counts["corrupt"] + damaged,
-                  "chain_ok": counts["corrupt"] == 0 and counts["breaks"] == 0 and damaged == 0,
+        result = {"records": out, "missing": missing + damaged, "corrupt_lines": counts["corrupt"] + len(damaged),
+                  "chain_ok": counts["corrupt"] == 0 and counts["breaks"] == 0 and not damaged,
                   "warnings": warnings}
         if ids is None:  # browsing the newest: say how many were not returned
             result["total"] = counts["records"]
             result["truncated"] = counts["records"] > len(rows)
         return result
-
-    def _marked(self, rec: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
-        """The record as stored, plus what later records say about it: `superseded_by`, and
-        `retracted` {by, reason, ts} when a retraction (of it or of its chain's head) hides it."""
-        if row.get("superseded_by"):
-            rec["superseded_by"] = row["superseded_by"]
-        if row.get("tomb") or not row.get("hidden") or row["kind"] == records.FORGET_KIND:
-            return rec
-        via = None
-        by = row.get("retracted_by")
-        if by is None:
-            head = self.index.head_of(row["id"])
-            if head is None or not head.get("retracted_by"):
-                return rec
-            by, via = head["retracted_by"], head["id"]
-        mark: dict[str, Any] = {"by": by}
-        forget = self.index.by_id(by)
-        if forget is not None:
-            try:
-                frec = records.parse_line(self.log.read_at(forget["offset"], forget["length"])[:-1])
-                mark["ts"] = frec["ts"]
-                if isinstance(frec.get("reason"), str):
-                    mark["reason"] = frec["reason"]
-            except records.BadLine:
-                pass
-        if via is not None:
-            mark["via"] = via
-        rec["retracted"] = mark
-        return rec
 
     def list(
         self,
@@ -537,175 +347,42 @@ class Store:
         """Browse newest first. `total` counts every record the filters select; `returned` what came back.
         `as_of`: as the store stood then (records written by then, superseded only by records written by then).
         `max_tokens`: a budget for the records' text; records past it are left out (`truncated`)."""
-        limit = _check_int(limit, "limit", 1, MAX_LIST)
+        limit = check_int(limit, "limit", 1, MAX_LIST)
         if max_tokens is not None:
-            max_tokens = _check_int(max_tokens, "max_tokens", 1, 1_000_000)
+            max_tokens = check_int(max_tokens, "max_tokens", 1, 1_000_000)
         as_of = parse_as_of(as_of)
-        warnings = self._fresh_read()
+        warnings = self._refresh_read()
         scopes = self.project_scopes(scopes)
-        where, params = scope_clause(scopes, "scope")
-        where += " AND " + visible()
         if kind is not None:
-            where += " AND kind = ?"
-            params.append(records.check_kind(kind))
-        if as_of is not None:
-            clause, more = as_of_clause("", as_of, include_superseded)
-            where += clause
-            params += more
-        elif not include_superseded:
-            where += " AND superseded_by IS NULL"
-        total = self.index.query("SELECT COUNT(*) AS n FROM records WHERE 1=1" + where, params)[0]["n"]
-        page = where
-        page_params = list(params)
+            kind = records.check_kind(kind)
         if before_seq is not None:
-            before_seq = _check_int(before_seq, "before_seq", 1, 2**62)
-            page += " AND seq < ?"
-            page_params.append(before_seq)
-        rows = self.index.query(f"SELECT * FROM records WHERE 1=1{page} ORDER BY line DESC LIMIT ?",
-                                [*page_params, limit])
-        hits = [self._hit(row) for row in rows]
-        if as_of is not None:  # a correction written after as_of did not exist then
-            known = self.index.ts_of([h["superseded_by"] for h in hits if h.get("superseded_by")])
-            for h in hits:
-                if h.get("superseded_by") and known.get(h["superseded_by"], "~") > as_of:
-                    del h["superseded_by"]
-        returned_through = len(hits)
-        if before_seq is not None:
-            newer = self.index.query("SELECT COUNT(*) AS n FROM records WHERE 1=1" + where + " AND seq >= ?",
-                                     [*params, before_seq])[0]["n"]
-            returned_through += newer
-        cut = 0
-        if max_tokens is not None:
-            hits, cut = _fit_tokens(hits, max_tokens)
-            if cut:
-                warnings.append(f"max_tokens={max_tokens} left out {cut} record(s) or part of one; page on with "
-                                "before_seq")
-        returned_through -= cut
-        return {"records": hits, "total": total, "returned": len(hits),
-                "truncated": returned_through < total or bool(cut), "warnings": warnings}
+            before_seq = check_int(before_seq, "before_seq", 1, 2**62)
+        rows, total, newer = self.index.list_page(scopes=scopes, kind=kind, as_of=as_of,
+                                                  include_superseded=include_superseded, before_seq=before_seq,
+                                                  limit=limit)
+        return reads.list_result(self.index, rows, total, newer, as_of=as_of, max_tokens=max_tokens,
+                                 warnings=warnings)
 
     def scopes(self, project: str | None = None) -> dict[str, Any]:
         """Every scope with its current and total records and project key; `current_project` marks the
         scopes default reads of `project` take in (its own and other checkouts of the same repository)."""
-        warnings = self._fresh_read()
+        warnings = self._refresh_read()
         rows = self.index.scope_table()
         mine = set(self.project_scopes([project]) or []) if project else set()
         table = [{**r, "current_project": r["scope"] in mine} for r in rows]
         return {"records": [], "total": len(table), "returned": 0, "truncated": False, "warnings": warnings,
                 "scopes": table}
 
-    # -- integrity ------------------------------------------------------------------------------
+    # -- integrity ----------------------------------------------------------------------------------
     def verify(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """Recompute the whole chain (streaming, constant memory) and reconcile it with the index."""
-        warnings = self._fresh()
-        size = self.log.size()
-        chain = ChainState()
-        corrupt: list[dict[str, Any]] = []
-        breaks: list[dict[str, Any]] = []
-        first_break: dict[str, Any] | None = None
-        valid = 0
-        missing_from_index = 0
-        index_only = 0
-        tombstones: dict[tuple[Any, ...], Any] = {}
-        idx = self.index.iter_offsets()
-        pending = next(idx, None)
-        for n, line in enumerate(self.log.lines(), 1):
-            rec, problem = chain.feed(line)
-            if problem is not None:
-                item = problem.as_dict()
-                (corrupt if problem.kind == "corrupt" else breaks).append(item)
-                if first_break is None:
-                    first_break = {"seq": problem.seq, "line": problem.line, "reason": problem.reason}
-            while pending is not None and pending[0] < line.offset:
-                index_only += 1
-                pending = next(idx, None)
-            if rec is not None:
-                valid += 1
-                _vouch(rec, line, tombstones)
-                if pending is not None and pending[0] == line.offset:
-                    if pending[1] != rec["sha256"]:
-                        missing_from_index += 1
-                        index_only += 1
-                    pending = next(idx, None)
-                else:
-                    missing_from_index += 1
-            elif pending is not None and pending[0] == line.offset:
-                index_only += 1
-                pending = next(idx, None)
-            if progress is not None and n % 5000 == 0:
-                progress(line.end, size)
-        while pending is not None:
-            index_only += 1
-            pending = next(idx, None)
-        if progress is not None:
-            progress(size, size)
-        for (_rid, seq, _sha), line in tombstones.items():
-            item = {"line": line.number, "offset": line.offset, "seq": seq, "kind": "break",
-                    "reason": "tombstone that no purge record lists"}
-            breaks.append(item)
-            if first_break is None or line.number < first_break["line"]:
-                first_break = {"seq": seq, "line": line.number, "reason": item["reason"]}
-        torn = self.log.torn_tail()
-        chain_ok = not corrupt and not breaks
-        coverage = 1.0 if valid == 0 else round((valid - missing_from_index) / valid, 6)
-        quarantine = self._quarantine_report()
-        if quarantine["records"]:
-            warnings.append(f"quarantine/ holds {len(quarantine['records'])} whole record(s) the log no longer has "
-                            "(an acknowledged write cut off by damage?): " +
-                            ", ".join(f"{q['id']} in {q['file']}" for q in quarantine["records"][:5]))
-        intact = (chain_ok and torn is None and missing_from_index == 0 and index_only == 0
-                  and not quarantine["records"])
-        return {
-            "records": valid,
-            "chain_ok": chain_ok,
-            "corrupt_lines": corrupt[:100],
-            "corrupt_count": len(corrupt),
-            "chain_breaks": breaks[:100],
-            "torn_tail": None if torn is None else {"offset": torn[0], "bytes": torn[1]},
-            "missing_from_index": missing_from_index,
-            "index_only": index_only,
-            "coverage": coverage,
-            "intact": intact,
-            "first_break": first_break,
-            "last_seq": chain.seq,
-            "quarantine": quarantine,
-            "warnings": warnings,
-        }
+        from .verify import verify
 
-    def _quarantine_report(self) -> dict[str, Any]:
-        """What quarantine/ holds: torn fragments of unacknowledged writes, and (never to be reported as
-        intact) whole valid records that the log lacks, e.g. a last line whose newline was lost."""
-        from .log import QUARANTINE
-
-        files, size, found = 0, 0, []
-        try:
-            entries = sorted(p for p in (self.directory / QUARANTINE).iterdir() if p.is_file())
-        except OSError:
-            entries = []
-        for path in entries:
-            files += 1
-            try:
-                data = path.read_bytes()
-            except OSError:
-                continue
-            size += len(data)
-            try:
-                rec = records.parse_line(data.rstrip(b"\n"))
-            except records.BadLine:
-                continue
-            if records.is_tombstone(rec):
-                continue
-            try:
-                known = self.index.by_id(rec["id"])
-            except sqlite3.Error:
-                known = None
-            if known is None or known["sha256"] != rec["sha256"]:
-                found.append({"file": path.name, "id": rec["id"], "seq": rec["seq"]})
-        return {"files": files, "bytes": size, "records": found}
+        return verify(self.log, self.index, self.refresh(), progress)
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """Rebuild the index from the log."""
-        self._check_writable()
+        self.check_writable()
         lines = self.index.rebuild(progress)
         counts = self.index.counts()
         result = {"lines_read": lines, "records": counts["records"], "corrupt_lines": counts["corrupt"],
@@ -719,7 +396,7 @@ class Store:
 
         from .embed import Unavailable
 
-        self._fresh()
+        self.refresh()
         sem = self.semantic()
         reason = sem.off_reason()
         if reason:
@@ -732,84 +409,3 @@ class Store:
         took = _time.monotonic() - started
         return {"embedded": n, "semantic": "on", "embed_seconds": round(took, 3),
                 "embed_per_second": round(n / took, 1) if took > 0 and n else 0.0}
-
-
-def parse_as_of(value: Any) -> str | None:
-    """`as_of` (RFC 3339, or a date meaning the end of that day, UTC) as a UTC timestamp in the records'
-    own format, so it compares with their `ts` as text. None stays None."""
-    if value is None:
-        return None
-    from datetime import datetime, time, timezone
-
-    if not isinstance(value, str) or not value.strip():
-        raise UsageError("as_of must be an RFC 3339 time or a date", hint="e.g. 2026-11-30 or 2026-11-30T12:00:00Z")
-    text = value.strip()
-    try:
-        if len(text) == 10:
-            moment = datetime.combine(datetime.strptime(text, "%Y-%m-%d").date(), time.max, tzinfo=timezone.utc)
-        else:
-            iso = text[:-1] + "+00:00" if text[-1] in "Zz" else text
-            moment = datetime.fromisoformat(iso.replace("t", "T").replace(" ", "T", 1))
-            if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=timezone.utc)
-    except ValueError:
-        raise UsageError(f"as_of {value!r} is not an RFC 3339 time or a date",
-                         hint="e.g. 2026-11-30 or 2026-11-30T12:00:00Z") from None
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _snippet(text: str, width: int = 80) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
-def _vouch(rec: dict[str, Any], line: Any, tombstones: dict[tuple[Any, ...], Any]) -> None:
-    """Track tombstones until a later purge record lists them ({id, seq, sha256}); verify names the rest."""
-    if records.is_tombstone(rec):
-        tombstones[(rec["id"], rec["seq"], rec["sha256"])] = line
-    elif rec["kind"] == records.FORGET_KIND and rec.get("action") == "purge" and isinstance(rec.get("purged"), list):
-        for p in rec["purged"]:
-            if isinstance(p, dict):
-                tombstones.pop((p.get("id"), p.get("seq"), p.get("sha256")), None)
-
-
-def _check_int(value: Any, name: str, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise UsageError(f"{name} must be a whole number from {lo} to {hi}", hint=f"pass an integer, or omit {name} for the default")
-    if not lo <= value <= hi:
-        raise UsageError(f"{name} must be from {lo} to {hi} (got {value})", hint=f"pass an integer from {lo} to {hi}")
-    return value
-
-
-def _fit_tokens(hits: list[dict[str, Any]], budget: int) -> tuple[list[dict[str, Any]], int]:
-    """Keep hits, best first, while their text fits the budget; trim the first if it alone is too big."""
-    kept: list[dict[str, Any]] = []
-    used = 0
-    for i, hit in enumerate(hits):
-        cost = estimate_tokens(hit["text"]) + 12  # ids, scope and punctuation around the text
-        if used + cost <= budget:
-            kept.append(hit)
-            used += cost
-            continue
-        if not kept:
-            trimmed = dict(hit)
-            trimmed["text"] = trim_to_tokens(hit["text"], max(budget - 12, 1))
-            trimmed["text_truncated"] = True
-            return [trimmed], len(hits) - 1 + 1
-        return kept, len(hits) - i
-    return kept, 0
-
-
-def trim_to_tokens(text: str, budget: int, marker: str = " […trimmed]") -> str:
-    """The longest prefix of `text` (plus the marker) whose estimate fits `budget`."""
-    if estimate_tokens(text) <= budget:
-        return text
-    room = max(budget - estimate_tokens(marker), 0)
-    lo, hi = 0, len(text)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if estimate_tokens(text[:mid]) <= room:
-            lo = mid
-        else:
-            hi = mid - 1
-    return text[:lo].rstrip() + marker

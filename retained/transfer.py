@@ -44,7 +44,7 @@ def export_jsonl(store: Any, out: IO[bytes], *, scopes: list[str] | None,
                  include_history: bool = False) -> dict[str, Any]:
     """The log's lines, verbatim, for the chosen scopes. Retracted records and the forget records
     themselves only with `include_history`; purged ones as the tombstones the log holds."""
-    warnings = store._fresh()
+    warnings = store.refresh()
     hidden = _hidden(store)
     counts: Counter[str] = Counter()
     with open(store.log.path, "rb") if store.log.path.exists() else _Empty() as log:
@@ -107,7 +107,7 @@ def project_label(scope: str) -> str:
 
 def markdown_documents(store: Any, *, scopes: list[str] | None, include_history: bool = False) -> dict[str, str]:
     """scope → one Markdown document of its current memory grouped by kind (ids and dates on each item)."""
-    store._fresh()
+    store.refresh()
     hidden = _hidden(store)
     by_scope: dict[str, dict[str, list[dict[str, Any]]]] = {}
     history: dict[str, list[tuple[str, dict[str, Any]]]] = {}
@@ -281,33 +281,8 @@ def plan_jsonl(store: Any, path: Path, scope: str | None) -> tuple[list[Action],
     seen: set[str] = set()
     counts: Counter[str] = Counter()
     for n, raw in _jsonl_lines(path):
-        try:
-            rec = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
-            counts["unreadable"] += 1
-            continue
-        if not isinstance(rec, dict) or not isinstance(rec.get("id"), str) or not rec["id"].strip():
-            counts["unreadable"] += 1
-            continue
-        if "text" not in rec:
-            # A tombstone: what a purge left; nothing to bring back.
-            counts["tombstones"] += 1
-            continue
-        if rec.get("kind") == LIFECYCLE_KIND and rec.get("action") == "purge":
-            counts["purge_records"] += 1
-            continue
-        if "sha256" in rec and "seq" in rec and "prev" in rec:
-            try:
-                records.parse_line(raw)
-            except records.BadLine as bad:
-                notes.append(f"line {n}: not an intact record ({bad.reason}); skipped")
-                counts["damaged"] += 1
-                continue
-        try:
-            records.check_text(rec.get("text"))
-            records.check_kind(rec.get("kind", "note"))
-        except UsageError as e:
-            notes.append(f"line {n}: {e.message}; skipped")
+        rec = _importable(n, raw, counts, notes)
+        if rec is None:
             continue
         rid = rec["id"]
         target_scope = scope or (rec["scope"] if isinstance(rec.get("scope"), str) and rec["scope"] else records.GLOBAL_SCOPE)
@@ -330,6 +305,39 @@ def plan_jsonl(store: Any, path: Path, scope: str | None) -> tuple[list[Action],
     if counts["unreadable"]:
         notes.append(f"{counts['unreadable']} line(s) are not records; skipped")
     return actions, notes
+
+
+def _importable(n: int, raw: bytes, counts: Counter[str], notes: list[str]) -> dict[str, Any] | None:
+    """Line `n` of an export as a record to import, or None: not a record, a tombstone or a purge
+    record (counted), damaged or invalid (a note naming the line)."""
+    try:
+        rec = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        counts["unreadable"] += 1
+        return None
+    if not isinstance(rec, dict) or not isinstance(rec.get("id"), str) or not rec["id"].strip():
+        counts["unreadable"] += 1
+        return None
+    if "text" not in rec:
+        counts["tombstones"] += 1  # what a purge left; nothing to bring back
+        return None
+    if rec.get("kind") == LIFECYCLE_KIND and rec.get("action") == "purge":
+        counts["purge_records"] += 1
+        return None
+    if "sha256" in rec and "seq" in rec and "prev" in rec:
+        try:
+            records.parse_line(raw)
+        except records.BadLine as bad:
+            notes.append(f"line {n}: not an intact record ({bad.reason}); skipped")
+            counts["damaged"] += 1
+            return None
+    try:
+        records.check_text(rec.get("text"))
+        records.check_kind(rec.get("kind", "note"))
+    except UsageError as e:
+        notes.append(f"line {n}: {e.message}; skipped")
+        return None
+    return rec
 
 
 def plan_items(store: Any, items: list[native.Item], scope: str | None) -> list[Action]:
@@ -362,7 +370,7 @@ def plan(store: Any, *, path: str | None, source: str | None, scope: str | None,
                          hint=f"e.g. `retained import export.jsonl` or `retained import --from {sources[0]}`")
     if scope is not None:
         scope = records.check_scope(scope)
-    store._fresh()
+    store.refresh()
     notes: list[str] = []
     if source is not None:
         if source not in sources:
@@ -397,12 +405,13 @@ def _redacted(value: Any, found: Counter[str]) -> Any:
 
 def apply(store: Any, result: dict[str, Any]) -> dict[str, Any]:
     """Write the plan's additions: kept-id records re-appended and proven, others as ordinary writes."""
-    store._check_writable()
+    store.check_writable()
     receipts: list[dict[str, Any]] = []
     found: Counter[str] = Counter()
     kept = [a for a in result["actions"] if a.action == "add" and a.record is not None]
+    notes = list(result["notes"])
     if kept:
-        receipts += _append_kept(store, kept, result["source"], found)
+        receipts += _append_kept(store, kept, result["source"], found, notes)
     for a in result["actions"]:
         if a.action != "add" or a.item is None:
             continue
@@ -420,50 +429,44 @@ def apply(store: Any, result: dict[str, Any]) -> dict[str, Any]:
     if found:
         from . import redact
 
-        out["notes"] = list(out["notes"]) + [redact.describe(found)]
+        notes.append(redact.describe(found))
+    out["notes"] = notes
     return out
 
 
-def _append_kept(store: Any, actions: list[Action], source: str, found: Counter[str]) -> list[dict[str, Any]]:
+def _append_kept(store: Any, actions: list[Action], source: str, found: Counter[str],
+                 notes: list[str]) -> list[dict[str, Any]]:
     """Append records keeping their ids, in file order (so a supersede follows what it supersedes),
     each one sealed onto this chain and proven: written, fsynced, read back, linked."""
-    from .log import Tail
-
     receipts = []
     now = records.now_rfc3339()
-    lock = getattr(store, "_write_lock", None)
-    store.log.check_safe()
-    if lock is not None:
-        lock.acquire()
-    try:
-        with store.log.lock():
-            tail = store.log.tail()
-            for a in actions:
-                src = a.record
-                rec = {k: v for k, v in src.items() if k not in ("seq", "prev", "sha256")}
-                provenance: dict[str, Any] = {"from": source, "at": now}
-                for key in ("seq", "sha256"):
-                    if key in src:
-                        provenance[key] = src[key]
-                if isinstance(src.get("imported"), dict):
-                    provenance["prior"] = src["imported"]
-                rec["imported"] = provenance
-                rec["scope"] = a.scope
-                rec.setdefault("kind", "note")
-                rec.setdefault("ts", now)
-                for key in list(rec):
-                    if key not in ("id", "ts", "kind", "scope", "supersedes", "client_op_id", "imported"):
-                        rec[key] = _redacted(rec[key], found)
-                rec.update(seq=tail.seq + 1, prev=tail.sha256)
-                sealed = records.seal(rec)
-                res = store.log.append(sealed, tail)
-                durable = all(res["checks"].values())
-                receipts.append({"id": sealed["id"], "seq": sealed["seq"], "sha256": sealed["sha256"], "durable": durable,
-                                 "checks": res["checks"], "warnings": res["reasons"], "deduplicated": False})
-                if not res["checks"]["append"]:
-                    break
-                tail = Tail(sealed["seq"], sealed["sha256"], res["offset"] + len(res["line"]))
-    finally:
-        if lock is not None:
-            lock.release()
+    with store.appending() as app:
+        notes += app.warnings + app.index_notes  # a torn tail moved aside, an index repaired: said once
+        for a in actions:
+            receipt = app.append_record(_kept_record(a, source, now, found))
+            receipts.append(receipt)
+            if not receipt["checks"]["append"]:
+                break
     return receipts
+
+
+def _kept_record(a: Action, source: str, now: str, found: Counter[str]) -> dict[str, Any]:
+    """The record of an export as this store appends it: its id, kind, scope, links and unknown fields
+    kept, `imported` saying where it came from, everything else redacted (seq and prev are set on append)."""
+    src = a.record
+    assert src is not None
+    rec = {k: v for k, v in src.items() if k not in ("seq", "prev", "sha256")}
+    provenance: dict[str, Any] = {"from": source, "at": now}
+    for key in ("seq", "sha256"):
+        if key in src:
+            provenance[key] = src[key]
+    if isinstance(src.get("imported"), dict):
+        provenance["prior"] = src["imported"]
+    rec["imported"] = provenance
+    rec["scope"] = a.scope
+    rec.setdefault("kind", "note")
+    rec.setdefault("ts", now)
+    for key in list(rec):
+        if key not in ("id", "ts", "kind", "scope", "supersedes", "client_op_id", "imported"):
+            rec[key] = _redacted(rec[key], found)
+    return rec

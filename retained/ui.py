@@ -132,7 +132,7 @@ class Api:
 
     # reading
     def facets(self) -> dict[str, Any]:
-        warnings = self.store._fresh()
+        warnings = self.store.refresh()
         key = (self.store.log.size(), self.store.index.counts()["records"])
         if self._scopes is None or self._scopes[0] != key:  # the kinds in use cost a walk of an index
             self._scopes = (key, self.store.index.facets())
@@ -144,14 +144,14 @@ class Api:
 
     def kinds(self) -> dict[str, Any]:
         """Current records per kind: a scan at 100k, so asked for after the page is up, and cached."""
-        self.store._fresh()
+        self.store.refresh()
         key = (self.store.log.size(), self.store.index.counts()["records"])
         if self._facets is None or self._facets[0] != key:
             self._facets = (key, {"kinds": self.store.index.kind_counts()})
         return self._facets[1]
 
     def records(self, q: dict[str, str]) -> dict[str, Any]:
-        warnings = self.store._fresh()
+        warnings = self.store.refresh()
         limit = _int(q.get("limit"), PAGE, 1, 200)
         rows, total = self.store.index.browse(
             scopes=_scopes(q), kind=_kind(q), ts_from=_day(q.get("from")), ts_to=_day(q.get("to"), next_day=True),
@@ -185,7 +185,7 @@ class Api:
 
     def record(self, rid: str) -> dict[str, Any]:
         index = self.store.index
-        self.store._fresh()
+        self.store.refresh()
         row = index.by_id(rid)
         if row is None:
             raise NotFound(f"no record {rid!r} in this store", hint="it may have been imported elsewhere")

@@ -9,7 +9,7 @@ timeout and searches by itself when nobody answers: no server running, another r
 another embedder configuration, a server whose semantic tier is off, no unix sockets (Windows), or a
 store path too long for one.
 
-Only searches are served: what `recall` asks `Store._search` for, bounded. The hook's side uses the
+Only searches are served: what `recall` asks `Store.search_scored` for, bounded. The hook's side uses the
 standard library only.
 """
 
@@ -94,7 +94,7 @@ def ask(directory: Path, request: dict[str, Any], timeout: float = ASK_TIMEOUT_S
 
 
 def search(directory: Path, query: str, **kw: Any) -> tuple[dict[str, Any], dict[str, dict[str, Any]]] | None:
-    """(result, cosines) of `Store._search` run by a server of this store with meaning on, or None."""
+    """(result, cosines) of `Store.search_scored` run by a server of this store with meaning on, or None."""
     reply = ask(directory, {"op": "search", "query": query, **kw})
     if reply is None:
         return None
@@ -214,8 +214,8 @@ class Lender:
             return {"v": PROTOCOL, "error": "bad arguments"}
         kw["inline_embed"] = min(max(kw.get("inline_embed", 16), 0), 256)
         try:
-            result, cosines = self.store._search(req["query"], kind=None, max_tokens=None, include_superseded=False,
-                                                 as_of=None, **kw)
+            result, cosines = self.store.search_scored(req["query"], kind=None, max_tokens=None,
+                                                       include_superseded=False, as_of=None, **kw)
         except Exception as e:  # noqa: BLE001 - the hook searches by itself instead
             return {"v": PROTOCOL, "error": f"{type(e).__name__}: {e}"}
         return {"v": PROTOCOL, "result": result, "cosines": cosines}

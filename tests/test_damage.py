@@ -101,8 +101,8 @@ def test_a_damaged_full_text_table_is_rebuilt_in_place_and_the_read_says_so(stor
 
     monkeypatch.setenv("RETAINED_EMBED", "off")  # nothing but the repair touches the vectors here
     receipts = _fill(store, 4)
-    rows = store.index.query("SELECT line, sha256 FROM records ORDER BY line")
-    store.index.put_vectors("test-model", [(r["line"], r["sha256"], np.ones(8, dtype=np.float32)) for r in rows])
+    rows = store.index.vectors_pending("test-model", 100)  # (line, sha256, text) of every record
+    store.index.put_vectors("test-model", [(line, sha, np.ones(8, dtype=np.float32)) for line, sha, _ in rows])
     store.close()
     index = store_dir / "index.sqlite3"
     db = sqlite3.connect(index)
@@ -121,7 +121,7 @@ def test_a_damaged_full_text_table_is_rebuilt_in_place_and_the_read_says_so(stor
         assert fresh.purge([later["id"]], "damage test")["durable"]
         assert not any("damaged" in w for w in fresh.search("widgets")["warnings"])  # said once
         assert fresh.verify()["intact"] is True
-        kept = fresh.index.query("SELECT count(*) AS n FROM vectors WHERE model = 'test-model'")[0]["n"]
+        kept = fresh.index.vector_stats("test-model")[0]
     assert kept == 4 and index.stat().st_ino == inode
 
 

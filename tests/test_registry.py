@@ -121,7 +121,7 @@ NAME_ALLOWED = {
     ("retained/data/vocab.txt", "*"): "the embedding model's word list",
 }
 # Numbers equal to a host's cap that are retained's own (a batch size, a candidate count, a prompt cut).
-CAP_ALLOWED = {("retained/index.py", "_BATCH"), ("retained/ranking.py", "ALL_VECTORS"),
+CAP_ALLOWED = {("retained/index/catchup.py", "_BATCH"), ("retained/ranking.py", "ALL_VECTORS"),
                ("retained/recall.py", "PROMPT_CHARS")}
 
 

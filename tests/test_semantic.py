@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from retained import index as index_mod
+from retained.index import search as index_search
 from retained.records import now_rfc3339
 from retained.store import Store
 from tests.helpers.fake_ollama import FakeOllama
@@ -312,7 +312,7 @@ def test_total_matched_is_exact_or_marked_a_lower_bound(store, monkeypatch):
         store.write(f"common word number {i}")
     res = store.search("common", k=5)
     assert res["total_matched"] == 30 and res["total_exact"] is True and res["truncated"] is True
-    monkeypatch.setattr(index_mod, "RANK_CAP", 10)
+    monkeypatch.setattr(index_search, "RANK_CAP", 10)
     res = store.search("common", k=5)
     assert res["total_exact"] is False and res["total_matched"] >= 10 and res["truncated"] is True
     assert any("lower bound" in w for w in res["warnings"])

@@ -32,6 +32,17 @@ def _stems(text: str) -> set[str]:
     return {w[:5] for w in re.findall(r"\w+", text.lower()) if w not in STOPWORDS and len(w) > 2}
 
 
+def _lines_of(store) -> dict[str, int]:
+    """Record id -> its line (the key vectors are stored under), read from the index file itself."""
+    import sqlite3
+
+    db = sqlite3.connect(store.index.path)
+    try:
+        return dict(db.execute("SELECT id, line FROM records"))
+    finally:
+        db.close()
+
+
 def build(directory: Path, memories: list[dict], embed: str):
     os.environ["RETAINED_EMBED"] = embed
     from retained.store import Store
@@ -67,7 +78,7 @@ def main() -> int:
         lex_back = {v: k for k, v in lex_ids.items()}
         sem = store.semantic()
         lines, _, _ = sem.similarities(sem.query_vector("warm up"))
-        line_of = {r["id"]: r["line"] for r in store.index.query("SELECT id, line FROM records")}
+        line_of = _lines_of(store)
         mem_of_line = {line_of[ids[m]]: m for m in ids}
         recall_hits = recall_total = recall_other = 0
         none_cos, none_silent, answer_cos = [], 0, []

@@ -1,0 +1,98 @@
+"""The vectors table (the semantic tier): one embedding per record line and model, tagged with the
+record's sha256 so that a rewritten line never keeps the vector of its old text.
+
+Embedding runs in line order, so "pending" is every record after the last line this model embedded.
+`vid` only grows (AUTOINCREMENT): a reader that keeps vectors in memory loads just the new ones.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def pending_count(db: sqlite3.Connection, model: str) -> int:
+    """Records after the last one embedded by `model`."""
+    return int(db.execute("SELECT COUNT(*) FROM records WHERE line >"
+                          " (SELECT COALESCE(MAX(line), 0) FROM vectors WHERE model = ?)", (model,)).fetchone()[0])
+
+
+def missing_count(db: sqlite3.Connection, model: str) -> int:
+    """Records that have no vector of `model` (doctor's count; exact, one index probe a record)."""
+    return int(db.execute("SELECT COUNT(*) FROM records r WHERE NOT EXISTS"
+                          " (SELECT 1 FROM vectors v WHERE v.line = r.line AND v.model = ?)", (model,)).fetchone()[0])
+
+
+def pending(db: sqlite3.Connection, model: str, limit: int) -> list[tuple[int, str, str]]:
+    """(line, sha256, text) of the next `limit` records to embed, in line order."""
+    found = db.execute("SELECT line, sha256, text FROM records WHERE line >"
+                       " (SELECT COALESCE(MAX(line), 0) FROM vectors WHERE model = ?) ORDER BY line LIMIT ?",
+                       (model, limit))
+    return [(line, sha, text) for line, sha, text in found]
+
+
+def drop_others(db: sqlite3.Connection, model: str) -> int:
+    """Delete vectors of any other model; how many went."""
+    if db.execute("SELECT 1 FROM vectors WHERE model != ? LIMIT 1", (model,)).fetchone() is None:
+        return 0
+    return db.execute("DELETE FROM vectors WHERE model != ?", (model,)).rowcount
+
+
+def put(db: sqlite3.Connection, model: str, found: list[tuple[int, str, Any]]) -> None:
+    """Store (line, record sha256, vector) rows in one transaction; a row whose record changed
+    meanwhile (another sha256 on that line now) is skipped."""
+    from ..embed import to_blob
+
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for line, sha, vec in found:
+            db.execute("INSERT OR REPLACE INTO vectors (line, model, sha256, dim, vec)"
+                       " SELECT line, ?, sha256, ?, ? FROM records WHERE line = ? AND sha256 = ?",
+                       (model, len(vec), to_blob(vec), line, sha))
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+
+
+def has_any(db: sqlite3.Connection, model: str) -> bool:
+    return bool(db.execute("SELECT EXISTS (SELECT 1 FROM vectors WHERE model = ?)", (model,)).fetchone()[0])
+
+
+def span(db: sqlite3.Connection) -> tuple[int, int]:
+    """(lowest vid, highest vid): two rowid look-ups."""
+    lo, hi = db.execute("SELECT COALESCE((SELECT vid FROM vectors ORDER BY vid LIMIT 1), 0),"
+                        " COALESCE((SELECT vid FROM vectors ORDER BY vid DESC LIMIT 1), 0)").fetchone()
+    return int(lo), int(hi)
+
+
+def stats(db: sqlite3.Connection, model: str) -> tuple[int, int]:
+    """(count, largest vid) of this model's vectors."""
+    n, v = db.execute("SELECT COUNT(*), COALESCE(MAX(vid), 0) FROM vectors WHERE model = ?", (model,)).fetchone()
+    return int(n), int(v)
+
+
+def page(db: sqlite3.Connection, model: str, vid: int, limit: int) -> list[tuple[int, int, bytes, int]]:
+    """(vid, line, blob, dim) of up to `limit` vectors of `model` after `vid`, by vid."""
+    # `+model`: walk the table in vid order rather than the model index (which then needs a sort of
+    # every row): half the time of a cold read, one model's vectors being nearly all.
+    return db.execute("SELECT vid, line, vec, dim FROM vectors WHERE +model = ? AND vid > ?"
+                      " ORDER BY vid LIMIT ?", (model, vid, limit)).fetchall()
+
+
+def one_width(found: list[tuple[int, int, bytes, int]], vid: int) -> tuple[list[int], list[bytes], int, int]:
+    """(lines, blobs, dim, last vid) of the page's first run of one width (the reader starts afresh
+    where the width changes)."""
+    lines: list[int] = []
+    blobs: list[bytes] = []
+    dim = found[0][3] if found else 0
+    for v, line, vec, d in found:
+        if d != dim:
+            break
+        lines.append(line)
+        blobs.append(vec)
+        vid = v
+    return lines, blobs, dim, vid

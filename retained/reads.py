@@ -1,0 +1,236 @@
+"""Assembling what reads return: hits from index rows, records read back from the log with what later
+records say about them, and the limits every read enforces (whole numbers in range, a point in time,
+a token budget). The store decides what to read; this module shapes the answer.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .index import Index
+    from .log import Log
+    from .ranking import Found
+
+from . import records
+from .errors import UsageError
+from .tokens import estimate_tokens
+
+MAX_K = 100
+DEFAULT_K = 8
+MAX_LIST = 500
+
+
+def check_int(value: Any, name: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise UsageError(f"{name} must be a whole number from {lo} to {hi}", hint=f"pass an integer, or omit {name} for the default")
+    if not lo <= value <= hi:
+        raise UsageError(f"{name} must be from {lo} to {hi} (got {value})", hint=f"pass an integer from {lo} to {hi}")
+    return value
+
+
+def check_ids(ids: Any) -> list[str]:
+    """get's ids: a list of strings, at most MAX_LIST, repeats dropped."""
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise UsageError("ids must be a list of record ids", hint='e.g. ["mem_01J..."]')
+    if len(ids) > MAX_LIST:
+        raise UsageError(f"at most {MAX_LIST} ids per call", hint="split the ids over several calls")
+    return list(dict.fromkeys(ids))
+
+
+def parse_as_of(value: Any) -> str | None:
+    """`as_of` (RFC 3339, or a date meaning the end of that day, UTC) as a UTC timestamp in the records'
+    own format, so it compares with their `ts` as text. None stays None."""
+    if value is None:
+        return None
+    from datetime import datetime, time, timezone
+
+    if not isinstance(value, str) or not value.strip():
+        raise UsageError("as_of must be an RFC 3339 time or a date", hint="e.g. 2026-11-30 or 2026-11-30T12:00:00Z")
+    text = value.strip()
+    try:
+        if len(text) == 10:
+            moment = datetime.combine(datetime.strptime(text, "%Y-%m-%d").date(), time.max, tzinfo=timezone.utc)
+        else:
+            iso = text[:-1] + "+00:00" if text[-1] in "Zz" else text
+            moment = datetime.fromisoformat(iso.replace("t", "T").replace(" ", "T", 1))
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=timezone.utc)
+    except ValueError:
+        raise UsageError(f"as_of {value!r} is not an RFC 3339 time or a date",
+                         hint="e.g. 2026-11-30 or 2026-11-30T12:00:00Z") from None
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def rebuilt_note(reason: str, *, in_place: bool) -> str:
+    """What the first read after a repair of the index says: why, how, and that nothing was lost."""
+    how = ("from its records; nothing stored was lost (the vectors were kept)" if in_place else
+           "from the log; nothing stored was lost (with the semantic tier on, records are embedded again)")
+    return f"the index was damaged ({reason}) and was rebuilt {how}"
+
+
+def unreadable_note(n: int) -> str | None:
+    """'2 records could not be read …: run `retained verify`', or None when every line reads (I2)."""
+    if not n:
+        return None
+    return (f"{n} record{'s' if n != 1 else ''} could not be read (damaged line{'s' if n != 1 else ''} in the "
+            f"log) and {'are' if n != 1 else 'is'} left out: run `retained verify`")
+
+
+def hit(row: dict[str, Any], score: float | None = None) -> dict[str, Any]:
+    """One search or list hit from an index row."""
+    out = {"id": row["id"], "seq": row["seq"], "ts": row["ts"], "kind": row["kind"], "scope": row["scope"],
+           "text": row["text"]}
+    if score is not None:
+        out["score"] = round(score, 6)
+    if row.get("supersedes"):
+        out["supersedes"] = row["supersedes"]
+    if row.get("superseded_by"):
+        out["superseded_by"] = row["superseded_by"]
+    return out
+
+
+# -- search -----------------------------------------------------------------------------------------
+def no_words(semantic: str, warnings: list[str]) -> dict[str, Any]:
+    """The answer to a query that holds nothing to search for."""
+    warnings.append("the query holds no searchable words")
+    return {"hits": [], "total_matched": 0, "total_exact": True, "returned": 0, "truncated": False,
+            "match": "all", "semantic": semantic, "warnings": warnings}
+
+
+def search_result(found: Found, *, as_of: str | None, semantic: str, by_meaning: bool, max_tokens: int | None,
+                  warnings: list[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """search()'s answer from the ranked candidates, and per hit id its cosine and tier (for recall)."""
+    hits = []
+    cosines: dict[str, dict[str, Any]] = {}
+    for cand in found.hits:
+        one = hit(cand.row, cand.score)
+        one["match"] = cand.match
+        if as_of is not None and one.get("superseded_by") and one["superseded_by"] not in found.known_before:
+            del one["superseded_by"]
+        hits.append(one)
+        cosines[one["id"]] = {"cosine": cand.cosine, "tier": cand.tier}
+    total = found.total
+    truncated = total > len(hits) or not found.exact
+    if found.mode == "any":
+        warnings.append("no record holds every word of the query; showing records that hold any of them"
+                        + (" or are close in meaning" if by_meaning else ""))
+    if not found.exact:
+        warnings.append(f"at least {total} records match; counting stopped there (total_matched is a lower bound)")
+    if max_tokens is not None:
+        hits, cut = fit_tokens(hits, max_tokens)
+        if cut:
+            truncated = True
+            warnings.append(f"max_tokens={max_tokens} left out {cut} hit(s) or part of one")
+    return ({"hits": hits, "total_matched": total, "total_exact": found.exact, "returned": len(hits),
+             "truncated": truncated, "match": found.mode, "semantic": semantic, "warnings": warnings}, cosines)
+
+
+# -- list -------------------------------------------------------------------------------------------
+def list_result(index: Index, found: list[dict[str, Any]], total: int, newer: int, *, as_of: str | None,
+                max_tokens: int | None, warnings: list[str]) -> dict[str, Any]:
+    """list()'s answer from a page of rows; `newer` counts the records on the pages before this one."""
+    hits = [hit(row) for row in found]
+    if as_of is not None:  # a correction written after as_of did not exist then
+        known = index.ts_of([h["superseded_by"] for h in hits if h.get("superseded_by")])
+        for h in hits:
+            if h.get("superseded_by") and known.get(h["superseded_by"], "~") > as_of:
+                del h["superseded_by"]
+    returned_through = len(hits) + newer
+    cut = 0
+    if max_tokens is not None:
+        hits, cut = fit_tokens(hits, max_tokens)
+        if cut:
+            warnings.append(f"max_tokens={max_tokens} left out {cut} record(s) or part of one; page on with "
+                            "before_seq")
+    returned_through -= cut
+    return {"records": hits, "total": total, "returned": len(hits),
+            "truncated": returned_through < total or bool(cut), "warnings": warnings}
+
+
+# -- get --------------------------------------------------------------------------------------------
+def read_back(index: Index, log: Log, found: list[dict[str, Any]],
+              warnings: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The records of these index rows exactly as the log holds them, marked (see `marked`); and the
+    ids whose line no longer reads as the record the index points at (each named in `warnings`)."""
+    out: list[dict[str, Any]] = []
+    damaged: list[str] = []
+    for row in found:
+        raw = log.read_at(row["offset"], row["length"])
+        try:
+            rec = records.parse_line(raw[:-1])
+            if rec["sha256"] != row["sha256"]:
+                raise records.BadLine("the log no longer holds the record the index points at")
+        except records.BadLine as bad:
+            damaged.append(row["id"])
+            warnings.append(f"{row['id']}: its line in the log is damaged ({bad.reason}); run `retained verify`")
+            continue
+        out.append(marked(index, log, rec, row))
+    return out, damaged
+
+
+def marked(index: Index, log: Log, rec: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    """The record as stored, plus what later records say about it: `superseded_by`, and
+    `retracted` {by, reason, ts} when a retraction (of it or of its chain's head) hides it."""
+    if row.get("superseded_by"):
+        rec["superseded_by"] = row["superseded_by"]
+    if row.get("tomb") or not row.get("hidden") or row["kind"] == records.FORGET_KIND:
+        return rec
+    via = None
+    by = row.get("retracted_by")
+    if by is None:
+        head = index.head_of(row["id"])
+        if head is None or not head.get("retracted_by"):
+            return rec
+        by, via = head["retracted_by"], head["id"]
+    mark: dict[str, Any] = {"by": by}
+    forget = index.by_id(by)
+    if forget is not None:
+        try:
+            frec = records.parse_line(log.read_at(forget["offset"], forget["length"])[:-1])
+            mark["ts"] = frec["ts"]
+            if isinstance(frec.get("reason"), str):
+                mark["reason"] = frec["reason"]
+        except records.BadLine:
+            pass
+    if via is not None:
+        mark["via"] = via
+    rec["retracted"] = mark
+    return rec
+
+
+# -- token budgets ------------------------------------------------------------------------------------
+def fit_tokens(hits: list[dict[str, Any]], budget: int) -> tuple[list[dict[str, Any]], int]:
+    """Keep hits, best first, while their text fits the budget; trim the first if it alone is too big."""
+    kept: list[dict[str, Any]] = []
+    used = 0
+    for i, one in enumerate(hits):
+        cost = estimate_tokens(one["text"]) + 12  # ids, scope and punctuation around the text
+        if used + cost <= budget:
+            kept.append(one)
+            used += cost
+            continue
+        if not kept:
+            trimmed = dict(one)
+            trimmed["text"] = trim_to_tokens(one["text"], max(budget - 12, 1))
+            trimmed["text_truncated"] = True
+            return [trimmed], len(hits) - 1 + 1
+        return kept, len(hits) - i
+    return kept, 0
+
+
+def trim_to_tokens(text: str, budget: int, marker: str = " […trimmed]") -> str:
+    """The longest prefix of `text` (plus the marker) whose estimate fits `budget`."""
+    if estimate_tokens(text) <= budget:
+        return text
+    room = max(budget - estimate_tokens(marker), 0)
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if estimate_tokens(text[:mid]) <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo].rstrip() + marker

@@ -1,0 +1,178 @@
+"""What a write settles before it appends: its arguments, redaction, the scope the record goes to,
+and whether it repeats a current record (an exact duplicate is not written again; a near duplicate
+gets a warning naming the record it may replace).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections import Counter
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .appender import Appender
+    from .index import Index
+
+from . import records
+from .errors import NotFound, UsageError
+from .index import query_terms, quote_query
+
+
+def check_args(text: str, *, kind: str, scope: str | None, default_scope: str | None, source: str | None,
+               client_op_id: str | None, supersedes: str | None, fields: dict[str, Any] | None) -> dict[str, Any]:
+    """Refuse a malformed write with a clear error; returns the extra fields, checked."""
+    records.check_text(text)
+    records.check_kind(kind)
+    if scope is not None:
+        records.check_scope(scope)
+    if default_scope is not None:
+        records.check_scope(default_scope)
+    if source is not None:
+        records.check_text(source, "source")
+    if client_op_id is not None:
+        records.check_text(client_op_id, "client_op_id")
+    if supersedes is not None and (not isinstance(supersedes, str) or not supersedes.strip()):
+        raise UsageError("supersedes must be a record id", hint="find it with search or list")
+    if kind == records.FORGET_KIND:
+        raise UsageError("kind 'forget' is kept for retractions", hint="use memory_forget (or `retained forget`) to forget a record")
+    return records.check_fields(fields)
+
+
+def redaction_enabled() -> bool:
+    return os.environ.get("RETAINED_REDACT", "on").strip().lower() not in ("off", "0", "false", "no")
+
+
+def redacted(text: str, source: str | None,
+             extra: dict[str, Any]) -> tuple[str, str | None, dict[str, Any], Counter[str]]:
+    """The write's text, source and fields with secrets replaced (unless RETAINED_REDACT is off), and
+    what was found."""
+    found: Counter[str] = Counter()
+    if redaction_enabled():
+        from . import redact  # compiled patterns: paid by writes only, not by the hook path
+
+        text = redact.redact_value(text, found)
+        if source is not None:
+            source = redact.redact_value(source, found)
+        extra = redact.redact_value(extra, found)
+    return text, source, extra, found
+
+
+def redaction_note(found: Counter[str]) -> list[str]:
+    if not found:
+        return []
+    from . import redact
+
+    return [redact.describe(found)]
+
+
+def settle(index: Index, app: Appender, text: str, kind: str, *, scope: str | None, default_scope: str | None,
+           supersedes: str | None, client_op_id: str | None,
+           warnings: list[str]) -> tuple[str | None, dict[str, Any] | None]:
+    """Under the append lock: (the scope the record goes to, the receipt of the record that already
+    holds this write, or None to append it). A repeated client_op_id, or an exact duplicate of a
+    current record, is answered with the existing record's receipt. Adds warnings (a new scope, near
+    duplicates) to `warnings`."""
+    fresh = not app.index_notes  # duplicates are looked up among the current records
+    prior = index.by_op(client_op_id) if client_op_id is not None else None
+    if prior is not None:
+        receipt = app.existing(prior, warnings)
+        receipt["warnings"].append(f"client_op_id already used by {prior['id']}; nothing new was written")
+        return scope, receipt
+    scope = target_scope(index, scope, default_scope, supersedes, index_fresh=fresh, warnings=warnings)
+    if supersedes is None and fresh:
+        same, near = duplicates(index, text, kind, scope or records.GLOBAL_SCOPE)
+        if same is not None:
+            receipt = app.existing(same, warnings)
+            receipt["warnings"].append(
+                f"an identical {kind} is already stored as {same['id']} (seq {same['seq']}); nothing new was "
+                "written (to correct it, write with supersedes)")
+            return scope, receipt
+        warnings += near
+    return scope, None
+
+
+def target_scope(index: Index, scope: str | None, default_scope: str | None, supersedes: str | None, *,
+                 index_fresh: bool, warnings: list[str]) -> str | None:
+    """The scope the record goes to: a correction keeps its target's unless told otherwise, any other
+    write goes to `default_scope`. A scope no read will see by default gets a warning."""
+    if supersedes is not None:
+        target = correctable(index, supersedes)
+        return target["scope"] if scope is None else scope
+    if scope is None:
+        return default_scope
+    if scope not in (records.GLOBAL_SCOPE, default_scope) and index_fresh:
+        warnings += _unknown_scope(index, scope, default_scope)
+    return scope
+
+
+def correctable(index: Index, supersedes: str) -> dict[str, Any]:
+    """The record a correction names, refused unless it is the current record of its chain."""
+    target = index.by_id(supersedes)
+    if target is None:
+        raise NotFound(f"supersedes names {supersedes!r}, which is not a record in this store",
+                       hint="copy the id from `search` or `list`")
+    if target["tomb"]:
+        raise UsageError(f"{supersedes} was purged; there is nothing left to correct", hint="write a new record instead")
+    head = index.head_of(supersedes) or target
+    if head["id"] != supersedes:
+        raise UsageError(f"{supersedes} was already corrected by {head['id']}, the current record; nothing was written",
+                         hint=f"read {head['id']} first; if it still needs correcting, supersede {head['id']}")
+    return target
+
+
+def _unknown_scope(index: Index, scope: str, default_scope: str | None) -> list[str]:
+    try:
+        if index.has_scope(scope):
+            return []
+    except sqlite3.Error:
+        return []
+    here = f"the current project ({default_scope}) plus global" if default_scope else "every scope"
+    return [f"scope {scope!r} is new: it is neither global, the current project nor a scope that holds "
+            f"records, so default reads ({here}) will not see this record; read it with scope={scope!r} "
+            "(see `retained scopes`)"]
+
+
+def duplicates(index: Index, text: str, kind: str, scope: str) -> tuple[dict[str, Any] | None, list[str]]:
+    """(the current record of this kind and scope with the same normalised text, or None; warnings
+    for near duplicates). The index is derived: a write never fails for its sake."""
+    try:
+        same = index.duplicate_of(text, kind, scope)
+        return same, [] if same is not None else _near_duplicates(index, text, scope)
+    except sqlite3.Error as e:
+        return None, [f"duplicates not checked: the index is unusable ({e}); run `retained reindex`"]
+
+
+def _near_duplicates(index: Index, text: str, scope: str) -> list[str]:
+    """A warning per current record in the scope whose text closely matches this one."""
+    words = sorted(set(query_terms(text)), key=lambda w: (-len(w), w))[:8]
+    if len(words) < 3:
+        return []
+    mine = records.near_form(text)
+    seen: dict[str, dict[str, Any]] = {}
+    for half in (words[0::2], words[1::2]):
+        for row in index.similar_candidates(quote_query(half), scope, 20):
+            seen.setdefault(row["id"], row)
+    out = []
+    for row in seen.values():
+        if records.closeness(mine, records.near_form(row["text"])) is not None:
+            out.append(f"this closely matches {row['id']} ({row['kind']}, {row['ts'][:10]}): "
+                       f"\"{_snippet(row['text'])}\"; if it replaces that record, write it with "
+                       f"supersedes={row['id']} instead")
+        if len(out) == 3:
+            break
+    return out
+
+
+def fields_of(extra: dict[str, Any], **named: str | None) -> dict[str, Any]:
+    """The record's fields: the extra ones, then each named one that is set."""
+    record = dict(extra)
+    record.update({key: value for key, value in named.items() if value is not None})
+    return record
+
+
+def _snippet(text: str, width: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
