@@ -423,7 +423,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from .paths import store_dir
-    from .server import serve
+    from .transport import serve
 
     return serve(store_dir(args.dir))
 
