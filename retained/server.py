@@ -3,8 +3,11 @@
 `build_server` is all of it: each tool's method becomes an SDK tool whose schemas the SDK generates,
 cut to what an agent reads (`compact_schema`); a failure becomes a one-line tool error worded for a
 model (`for_model`, `argument_error`), and a result's text is compact lines (retained/replies.py).
-The SDK is imported only inside these functions; how the server is run over stdio (the guard, the
-early replies, SIGTERM, warm-up) is `retained/transport.py`.
+With `stdio_guard`, the only module that imports `mcp`, and only inside functions; how the server
+runs over stdio (the guard, the early replies, SIGTERM, warm-up) is `retained/transport.py`.
+
+handshake.json's key covers the definitions in retained/tools.py, not the code here: after a change
+to how a schema is made or cut, capture it again (tests/test_server.py fails until then).
 """
 
 import json
