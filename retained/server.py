@@ -235,7 +235,8 @@ def _for_pydantic(kind: Any) -> Any:
 
     pydantic refuses a `typing.TypedDict` there (it needs `__orig_bases__`), and the SDK rebuilds only
     the outermost; retained/results.py keeps to `typing` so that the CLI and the early replies need
-    nothing more. typing_extensions is pydantic's own dependency, loaded with it. Delete with 3.11.
+    nothing more. typing_extensions is declared for those versions (and pydantic has loaded it by
+    then). Delete with 3.11.
     """
     if sys.version_info >= (3, 12):
         return kind
