@@ -102,13 +102,22 @@ def _parse(raw: bytes) -> tuple[str, dict[str, Any]] | dict[str, Any]:
         return _error(None, -32700, "Parse error: the line is not valid UTF-8")
     try:
         msg = json.loads(text)
-    except ValueError as e:
+    except json.JSONDecodeError as e:
         return _error(None, -32700, f"Parse error: not JSON ({e.msg} at column {e.colno})")
+    except ValueError:  # well-formed, but an integer longer than Python converts (4,300 digits by default)
+        return _error(_ends_id(raw), -32700, "Parse error: a number has too many digits to read; send it as a string")
+    except RecursionError:
+        return _error(_ends_id(raw), -32700, "Parse error: nested too deeply to read; send flatter JSON")
     if isinstance(msg, list):
         return _error(None, -32600, "Invalid Request: batches are not supported; send one message per line")
     if not isinstance(msg, dict):
         return _error(None, -32600, "Invalid Request: a JSON-RPC message must be a JSON object")
     return text, msg
+
+
+def _ends_id(raw: bytes) -> Any:
+    """The id of a line that is JSON but cannot be read whole, from its ends (as for an oversized line)."""
+    return oversized_line_id(raw[:_PEEK], raw[-_PEEK:])
 
 
 def _usable_id(msg_id: Any) -> bool:

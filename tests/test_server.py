@@ -202,6 +202,9 @@ BAD_LINES = [
     + b"y" * (10 * 1024 * 1024) + b'"}}}',
     b'{"method":"tools/call","params":{"name":"memory_write","arguments":{"text":"'
     + b"z" * (10 * 1024 * 1024) + b'"}},"jsonrpc":"2.0","id":89}',
+    # Well-formed JSON that Python's parser cannot read whole: answered under the id at its start.
+    b'{"jsonrpc":"2.0","id":88,"method":"ping","params":{"n":' + b"7" * 5000 + b"}}",
+    b'{"jsonrpc":"2.0","id":87,"method":"ping","params":{"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}}",
 ]
 
 
@@ -222,6 +225,8 @@ def test_bad_lines_get_errors_and_the_server_keeps_serving(store_dir):
             assert "error" in reply, reply
         for msg_id in (90, 89):  # 10 MiB requests: refused by size, answered under their own id
             assert srv.wait_for(msg_id)["error"]["code"] == -32600
+        for msg_id in (88, 87):  # a 5,000-digit number, 100,000 nested lists: parse errors, not a crash
+            assert srv.wait_for(msg_id)["error"]["code"] == -32700
         wrong_type = srv.wait_for(98)["result"]  # k="many": a tool error the model can read, not a hang
         assert wrong_type["isError"] is True and "k" in wrong_type["content"][0]["text"]
         odd_query = srv.wait_for(99)["result"]  # NUL and FTS syntax in a query are plain text: a search
