@@ -13,6 +13,7 @@ Nothing here imports the SDK or pydantic, so `retained serve` computes that key 
 """
 
 import types
+from collections.abc import Callable
 from typing import (
     Annotated,
     Any,
@@ -250,7 +251,7 @@ class Parameter(NamedTuple):
     default: Any
 
 
-def parameters(fn: Any) -> list[Parameter]:
+def parameters(fn: Callable[..., Any]) -> list[Parameter]:
     """A tool method's parameters in order, from its `Annotated[type, Param]` annotations and defaults.
 
     Read from `__annotations__` (in parameter order, `self` has none) rather than through `inspect`,

@@ -639,6 +639,18 @@ def test_a_changed_tool_description_makes_the_snapshot_stale(monkeypatch):
     assert transport.early_snapshot(PROJECT) is None
 
 
+def test_the_result_types_and_the_snapshot_key_need_no_sdk():
+    """retained/results.py is for the CLI and the page too, and the key is computed before the SDK loads."""
+    import sys
+
+    script = ("import json, sys, retained.results, retained.transport as t; served = t.early_snapshot('/p') is not None; "
+              "print(json.dumps([served, sorted(m for m in sys.modules if m.split('.')[0] in "
+              "('mcp', 'mcp_types', 'pydantic', 'typing_extensions', 'anyio'))]))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [True, []]
+
+
 # Edits to a copy of the package: (file, text, replacement, whether what tools/list says changes).
 PACKAGE_EDITS = {
     "transport-constant": ("transport.py", "EARLY_WINDOW_S = 0.3 ", "EARLY_WINDOW_S = 0.25 ", False),
