@@ -10,17 +10,29 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # the hook path imports no more than it runs
-    from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, cast
 
 from . import __version__
 from .errors import RetainedError, UsageError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # for annotations only: argparse alone costs the hook path more than the brief
     import argparse
+    from typing import Any
+
+    from .results import (
+        ForgetReceipt,
+        GetResult,
+        Hit,
+        ListResult,
+        PurgeReceipt,
+        SearchHit,
+        SearchResult,
+        VerifyResult,
+        WriteReceipt,
+    )
+
+    _AddCommand = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -81,7 +93,7 @@ def _parse_fields(pairs: list[str] | None) -> dict[str, Any] | None:
     return fields
 
 
-def _warn_all(result: dict[str, Any] | list[str]) -> None:
+def _warn_all(result: Mapping[str, Any] | list[str]) -> None:
     for w in result if isinstance(result, list) else result.get("warnings", []):
         _err(f"warning: {w}")
 
@@ -91,13 +103,13 @@ def _oneline(text: str, width: int = 160) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-def _show_hits(hits: list[dict[str, Any]]) -> None:
+def _show_hits(hits: Sequence[Hit]) -> None:
     for h in hits:
         meta = [h["kind"], h["scope"], h["ts"][:19].replace("T", " ")]
         if "score" in h:
             meta.append(f"score {h['score']:.3f}")
-        if "match" in h:
-            meta.append(f"by {h['match']}")
+        if "match" in h:  # a search hit
+            meta.append(f"by {cast('SearchHit', h)['match']}")
         if h.get("superseded_by"):
             meta.append(f"superseded by {h['superseded_by']}")
         _out(f"{h['id']}  seq {h['seq']}  " + "  ".join(meta))
@@ -120,10 +132,10 @@ def cmd_write(args: argparse.Namespace) -> int:
                              default_scope=default_write_scope(_project()),
                              source=args.source, supersedes=args.supersedes, client_op_id=args.client_op_id,
                              fields=_parse_fields(args.field))
-    return _report_write(args, result)
+    return _report_write(args, cast("WriteReceipt", result))
 
 
-def _report_write(args: argparse.Namespace, result: dict[str, Any]) -> int:
+def _report_write(args: argparse.Namespace, result: WriteReceipt) -> int:
     if args.json:
         _print_json(result)
     else:
@@ -141,16 +153,16 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
     with _store(args) as store:
         scope = write_scope(args.scope, _project()) or default_write_scope(_project())
         result = store.checkpoint(args.label, args.summary, scope=scope)
-    return _report_write(args, result)
+    return _report_write(args, cast("WriteReceipt", result))
 
 
 def cmd_search(args: argparse.Namespace) -> int:
     from .project import read_scopes
 
     with _store(args) as store:
-        result = store.search(args.query, scopes=read_scopes(args.scope, _project()), kind=args.kind, k=args.k,
-                              max_tokens=args.max_tokens, include_superseded=args.include_superseded,
-                              as_of=args.as_of)
+        result = cast("SearchResult", store.search(
+            args.query, scopes=read_scopes(args.scope, _project()), kind=args.kind, k=args.k,
+            max_tokens=args.max_tokens, include_superseded=args.include_superseded, as_of=args.as_of))
     if args.json:
         _print_json(result)
     else:
@@ -171,7 +183,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_get(args: argparse.Namespace) -> int:
     with _store(args) as store:
-        result = store.get(args.ids)
+        result = cast("GetResult", store.get(args.ids))
     if args.json:
         _print_json(result)
     else:
@@ -189,9 +201,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     from .project import read_scopes
 
     with _store(args) as store:
-        result = store.list(scopes=read_scopes(args.scope, _project()), kind=args.kind, limit=args.limit,
-                            before_seq=args.before_seq, include_superseded=args.include_superseded,
-                            as_of=args.as_of)
+        result = cast("ListResult", store.list(
+            scopes=read_scopes(args.scope, _project()), kind=args.kind, limit=args.limit, before_seq=args.before_seq,
+            include_superseded=args.include_superseded, as_of=args.as_of))
     if args.json:
         _print_json(result)
     else:
@@ -214,17 +226,18 @@ def cmd_forget(args: argparse.Namespace) -> int:
         if sys.stdin.readline().strip().lower() not in ("y", "yes"):
             _err("nothing was purged")
             return EXIT_FAIL
+    result: ForgetReceipt | PurgeReceipt
     with _store(args) as store:
         if args.purge:
-            result = store.purge(args.ids, args.reason)
-        elif args.undo:
-            result = store.unforget(args.ids, args.reason)
+            purged = cast("PurgeReceipt", store.purge(args.ids, args.reason))
+            result, done = purged, [p["id"] for p in purged["purged"]]
         else:
-            result = store.forget(args.ids, args.reason)
+            undone = store.unforget(args.ids, args.reason) if args.undo else store.forget(args.ids, args.reason)
+            retracted = cast("ForgetReceipt", undone)
+            result, done = retracted, retracted["targets"]
     if args.json:
         _print_json(result)
     else:
-        done = [p["id"] for p in result["purged"]] if args.purge else result["targets"]
         verb = {"purge": "purged", "undo": "brought back", "retract": "retracted"}[result["action"]]
         if result["deduplicated"]:
             _out(f"already retracted by {result['id']} (seq {result['seq']}); nothing new was written")
@@ -301,7 +314,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     with _store(args) as store:
-        result = store.verify(progress=_progress("verify"))
+        result = cast("VerifyResult", store.verify(progress=_progress("verify")))
     if args.json:
         _print_json(result)
     else:
@@ -388,15 +401,20 @@ def _brief_as_of(store: Any, project: str | None, args: argparse.Namespace) -> d
 
 
 def cmd_hook(args: argparse.Namespace) -> int:
+    return _run_hook(args.event, args.host, args.dir, args.budget)
+
+
+def _run_hook(event: str, host: str | None, dir_arg: str | None, budget: int) -> int:
+    """`retained hook EVENT` parsed either way (`_fast_hook` or argparse): it always exits 0."""
     from .hook import run
     from .paths import store_dir
 
     try:
-        directory = store_dir(args.dir)
+        directory = store_dir(dir_arg)
     except Exception as e:  # noqa: BLE001 - fail open, even when no store can be named
         _err(f"retained hook: skipped ({e})")
         return EXIT_OK
-    return run(args.event, args.host, directory, args.budget)
+    return run(event, host, directory, budget)
 
 
 def cmd_install(args: argparse.Namespace, uninstalling: bool = False) -> int:
@@ -427,7 +445,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from .paths import store_dir
-    from .server import serve
+    from .transport import serve
 
     return serve(store_dir(args.dir))
 
@@ -469,11 +487,10 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from .transfer import apply, plan
-
     from .installers.hosts import NativeMemories
     from .paths import store_dir
     from .store import Store
+    from .transfer import apply, plan
 
     directory = store_dir(args.dir)
     what = {"path": args.path, "source": getattr(args, "from_source", None), "scope": args.scope,
@@ -524,6 +541,7 @@ def _positive(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The whole command line: `retained [--dir DIR] [--json] COMMAND ...`, a sub-parser per command."""
     import argparse  # not at module level: the hook path never needs it
 
     class _Parser(argparse.ArgumentParser):
@@ -549,10 +567,23 @@ def build_parser() -> argparse.ArgumentParser:
         p.set_defaults(func=func)
         return p
 
+    # In this order in `retained --help`.
+    for commands in (_record_commands, _store_commands, _host_commands, _transfer_commands, _hook_command):
+        commands(add)
+    return parser
+
+
+_SCOPE_HELP = "scope (default: the current git project, else global)"
+_READ_SCOPE_HELP = "one scope, or '*' for all (default: this project + global)"
+_AS_OF_HELP = "as the memory stood then: RFC 3339 time or a date (end of day, UTC)"
+
+
+def _record_commands(add: _AddCommand) -> None:
+    """write, checkpoint, search, get, list, forget: records in and out."""
     p = add("write", cmd_write, "append one record to the log, proven before it is acknowledged")
     p.add_argument("text", help="what to remember; - reads it from stdin (UTF-8, kept byte for byte)")
     p.add_argument("--kind", default="note", help="record kind (default: note), e.g. decision, fact")
-    p.add_argument("--scope", help="scope (default: the current git project, else global)")
+    p.add_argument("--scope", help=_SCOPE_HELP)
     p.add_argument("--source", help="where this came from (file, URL, ticket)")
     p.add_argument("--supersedes", metavar="ID", help="id of the record this one corrects")
     p.add_argument("--client-op-id", metavar="X", help="idempotency key: a repeat returns the first receipt")
@@ -561,27 +592,27 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("checkpoint", cmd_checkpoint, "record where the work stands (kind checkpoint)")
     p.add_argument("label", help="one line: what this checkpoint is")
     p.add_argument("--summary", help="state of the work, decisions, next steps")
-    p.add_argument("--scope", help="scope (default: the current git project, else global)")
+    p.add_argument("--scope", help=_SCOPE_HELP)
 
     p = add("search", cmd_search, "search by words and meaning, best first; says how much it did not return")
     p.add_argument("query")
-    p.add_argument("--scope", help="one scope, or '*' for all (default: this project + global)")
+    p.add_argument("--scope", help=_READ_SCOPE_HELP)
     p.add_argument("--kind", help="only records of this kind")
     p.add_argument("-k", type=_positive, default=8, help="hits to return (default 8, max 100)")
     p.add_argument("--max-tokens", type=_positive, help="trim the hits to this token budget")
     p.add_argument("--include-superseded", action="store_true", help="show corrected records too")
-    p.add_argument("--as-of", metavar="TIME", help="as the memory stood then: RFC 3339 time or a date (end of day, UTC)")
+    p.add_argument("--as-of", metavar="TIME", help=_AS_OF_HELP)
 
     p = add("get", cmd_get, "records by id, verbatim from the log")
     p.add_argument("ids", nargs="+", metavar="ID")
 
     p = add("list", cmd_list, "browse records newest first")
-    p.add_argument("--scope", help="one scope, or '*' for all (default: this project + global)")
+    p.add_argument("--scope", help=_READ_SCOPE_HELP)
     p.add_argument("--kind", help="only records of this kind")
     p.add_argument("--limit", type=_positive, default=20, help="records to return (default 20, max 500)")
     p.add_argument("--before-seq", type=_positive, metavar="N", help="page: only records older than seq N")
     p.add_argument("--include-superseded", action="store_true", help="show corrected records too")
-    p.add_argument("--as-of", metavar="TIME", help="as the memory stood then: RFC 3339 time or a date (end of day, UTC)")
+    p.add_argument("--as-of", metavar="TIME", help=_AS_OF_HELP)
 
     p = add("forget", cmd_forget, "retract records (reversible), bring them back (--undo) or purge their bytes (--purge)")
     p.add_argument("ids", nargs="+", metavar="ID")
@@ -591,6 +622,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="remove the records' bytes from every file of the store, for good (the chain still verifies)")
     p.add_argument("--yes", action="store_true", help="purge without asking (it asks only on a terminal)")
 
+
+def _store_commands(add: _AddCommand) -> None:
+    """scopes, maintain, verify, reindex, serve, brief: the store as a whole."""
     add("scopes", cmd_scopes, "list the scopes with their record counts and project keys (* = this project)")
 
     p = add("maintain", cmd_maintain, "report duplicates, long chains, retracted and old records per scope (writes nothing)")
@@ -603,10 +637,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("brief", cmd_brief, "the budgeted digest of this project's memory that sessions start with")
     p.add_argument("--budget", type=_positive, default=800, help="token budget (default 800)")
-    p.add_argument("--scope", help="one scope, or '*' for all (default: this project + global)")
-    p.add_argument("--as-of", metavar="TIME", help="as the memory stood then: RFC 3339 time or a date (end of day, UTC)")
+    p.add_argument("--scope", help=_READ_SCOPE_HELP)
+    p.add_argument("--as-of", metavar="TIME", help=_AS_OF_HELP)
 
-    from .hook import EVENTS
+
+def _host_commands(add: _AddCommand) -> None:
+    """install, uninstall, doctor: retained wired into agent hosts."""
     from .installers.hosts import names as host_names
 
     hosts_help = f"{', '.join(host_names())}; repeat for several (default: every host found)"
@@ -630,6 +666,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scope", choices=["user", "project"], default="user",
                    help="check the user config (default) or the current project's files")
 
+
+def _transfer_commands(add: _AddCommand) -> None:
+    """ui, export, import: the memory seen, written out and brought in."""
+    from .installers.hosts import memory_sources as sources
+
     p = add("ui", cmd_ui, "a local web page to see, search, correct and forget memories (127.0.0.1, token)")
     p.add_argument("--no-open", action="store_true", help="print the address instead of opening a browser")
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
@@ -640,8 +681,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--include-history", action="store_true", help="also retracted records and forget records")
     p.add_argument("-o", "--output", metavar="PATH", help="file (jsonl), folder or .md file (markdown); default stdout")
 
-    from .installers.hosts import memory_sources as sources
-
     p = add("import", cmd_import, "bring memory in (dry run unless --apply): a retained export, a host's instruction "
             "file, a memory folder, or a host's own memory")
     p.add_argument("path", nargs="?", metavar="PATH", help="an export (.jsonl), an instruction file or a memory folder")
@@ -650,12 +689,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scope", help="file every imported record under this scope")
     p.add_argument("--apply", action="store_true", help="write; without it nothing is written")
 
+
+def _hook_command(add: _AddCommand) -> None:
+    """hook: what hosts run (parsed without argparse when it can be: `_fast_hook`)."""
+    from .hook import EVENTS
+    from .installers.hosts import names as host_names
+
     p = add("hook", cmd_hook, "what agent hosts run at session start, prompt, compaction and stop (always exits 0)")
     p.add_argument("event", choices=list(EVENTS))
     p.add_argument("--host", choices=host_names(),
                    help="the calling host (default: worked out from the input and the environment)")
     p.add_argument("--budget", type=_positive, default=800, help="brief token budget (default 800)")
-    return parser
 
 
 def _fast_hook(argv: list[str]) -> int | None:
@@ -690,15 +734,7 @@ def _fast_hook(argv: list[str]) -> int | None:
     budget = opts.get("--budget", "800")
     if not budget.isdigit() or int(budget) < 1:
         return None
-    from .hook import run
-    from .paths import store_dir
-
-    try:
-        directory = store_dir(opts.get("--dir"))
-    except Exception as e:  # noqa: BLE001 - fail open, even when no store can be named
-        _err(f"retained hook: skipped ({e})")
-        return EXIT_OK
-    return run(event, host, directory, int(budget))
+    return _run_hook(event, host, opts.get("--dir"), int(budget))
 
 
 # Whether the command line asked for --json: then errors are a JSON object on stdout as well.

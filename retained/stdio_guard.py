@@ -76,63 +76,93 @@ def check_line(raw: bytes, validate: Any = None, tools: Collection[str] = ()) ->
     """
     if not raw.strip():
         return None, None
+    parsed = _parse(raw)
+    if not isinstance(parsed, tuple):
+        return None, parsed  # the error that answers an unreadable line
+    text, msg = parsed
+    msg_id = msg.get("id")
+    if msg_id is not None and not _usable_id(msg_id):
+        return None, _error(None, -32600, "Invalid Request: id must be a string or an integer")
+    if msg.get("jsonrpc") == "2.0" and "method" not in msg and msg_id is not None and ("result" in msg or "error" in msg):
+        return text, None  # the client's answer to a server request
+    problem = _envelope_problem(msg) or _params_problem(msg, tools) or _sdk_problem(text, validate)
+    if problem is None:
+        return text, None
+    if msg_id is None and "method" in msg:
+        log.warning("dropped a malformed notification: %s", problem[1])
+        return None, None  # a notification: nobody waits for an answer
+    return None, _error(msg_id, *problem)
+
+
+def _parse(raw: bytes) -> tuple[str, dict[str, Any]] | dict[str, Any]:
+    """The line as text and a JSON object, or the error that answers it."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        return None, _error(None, -32700, "Parse error: the line is not valid UTF-8")
+        return _error(None, -32700, "Parse error: the line is not valid UTF-8")
     try:
         msg = json.loads(text)
-    except ValueError as e:
-        return None, _error(None, -32700, f"Parse error: not JSON ({e.msg} at column {e.colno})")
+    except json.JSONDecodeError as e:
+        return _error(None, -32700, f"Parse error: not JSON ({e.msg} at column {e.colno})")
+    except ValueError:  # well-formed, but an integer longer than Python converts (4,300 digits by default)
+        return _error(_ends_id(raw), -32700, "Parse error: a number has too many digits to read; send it as a string")
+    except RecursionError:
+        return _error(_ends_id(raw), -32700, "Parse error: nested too deeply to read; send flatter JSON")
     if isinstance(msg, list):
-        return None, _error(None, -32600, "Invalid Request: batches are not supported; send one message per line")
+        return _error(None, -32600, "Invalid Request: batches are not supported; send one message per line")
     if not isinstance(msg, dict):
-        return None, _error(None, -32600, "Invalid Request: a JSON-RPC message must be a JSON object")
-    msg_id = msg.get("id")
-    has_id = "id" in msg and msg_id is not None
-    id_ok = isinstance(msg_id, str) or (isinstance(msg_id, int) and not isinstance(msg_id, bool))
-    reply_id = msg_id if id_ok else None
+        return _error(None, -32600, "Invalid Request: a JSON-RPC message must be a JSON object")
+    return text, msg
 
-    def bad(code: int, message: str) -> tuple[None, dict[str, Any] | None]:
-        if not has_id and "method" in msg:
-            log.warning("dropped a malformed notification: %s", message)
-            return None, None  # a notification: nobody waits for an answer
-        return None, _error(reply_id, code, message)
 
-    if has_id and not id_ok:
-        return None, _error(None, -32600, "Invalid Request: id must be a string or an integer")
+def _ends_id(raw: bytes) -> Any:
+    """The id of a line that is JSON but cannot be read whole, from its ends (as for an oversized line)."""
+    return oversized_line_id(raw[:_PEEK], raw[-_PEEK:])
+
+
+def _usable_id(msg_id: Any) -> bool:
+    return isinstance(msg_id, str) or (isinstance(msg_id, int) and not isinstance(msg_id, bool))
+
+
+def _envelope_problem(msg: dict[str, Any]) -> tuple[int, str] | None:
     if msg.get("jsonrpc") != "2.0":
-        return bad(-32600, 'Invalid Request: "jsonrpc" must be "2.0"')
+        return -32600, 'Invalid Request: "jsonrpc" must be "2.0"'
     if "method" not in msg:
-        if id_ok and ("result" in msg or "error" in msg):
-            return text, None  # the client's answer to a server request
-        return bad(-32600, "Invalid Request: no method")
-    method = msg["method"]
-    if not isinstance(method, str) or not method:
-        return bad(-32600, "Invalid Request: method must be a non-empty string")
+        return -32600, "Invalid Request: no method"
+    if not isinstance(msg["method"], str) or not msg["method"]:
+        return -32600, "Invalid Request: method must be a non-empty string"
+    return None
+
+
+def _params_problem(msg: dict[str, Any], tools: Collection[str]) -> tuple[int, str] | None:
     if _has_lone_surrogate(msg):
-        return bad(-32602, "Invalid params: a string holds a lone surrogate escape (e.g. \\ud800) and is not "
-                           "valid Unicode; send well-formed text")
+        return -32602, ("Invalid params: a string holds a lone surrogate escape (e.g. \\ud800) and is not valid "
+                        "Unicode; send well-formed text")
     params = msg.get("params")
     if "params" in msg and not isinstance(params, dict):
-        return bad(-32602, "Invalid params: params must be a JSON object")
-    if method == "tools/call":
-        p = params or {}
-        name = p.get("name")
-        if not isinstance(name, str):
-            return bad(-32602, "Invalid params: tools/call needs params.name, a string")
-        if tools and name not in tools:
-            return bad(-32602, f"Unknown tool: {name[:100]!r}; the tools are {', '.join(tools)}")
-        args = p.get("arguments")
-        if args is not None and not isinstance(args, dict):
-            return bad(-32602, f"Invalid params: arguments of {name} must be a JSON object")
-    if validate is not None:
-        try:
-            validate(text)
-        except Exception as e:  # noqa: BLE001 - whatever the SDK rejects, answer it instead of hanging
-            first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            return bad(-32600, f"Invalid Request: {first[:300]}")
-    return text, None
+        return -32602, "Invalid params: params must be a JSON object"
+    if msg["method"] != "tools/call":
+        return None
+    name = (params or {}).get("name")
+    if not isinstance(name, str):
+        return -32602, "Invalid params: tools/call needs params.name, a string"
+    if tools and name not in tools:
+        return -32602, f"Unknown tool: {name[:100]!r}; the tools are {', '.join(tools)}"
+    args = (params or {}).get("arguments")
+    if args is not None and not isinstance(args, dict):
+        return -32602, f"Invalid params: arguments of {name} must be a JSON object"
+    return None
+
+
+def _sdk_problem(text: str, validate: Any) -> tuple[int, str] | None:
+    if validate is None:
+        return None
+    try:
+        validate(text)
+    except Exception as e:  # noqa: BLE001 - whatever the SDK rejects, answer it instead of hanging
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return -32600, f"Invalid Request: {first[:300]}"
+    return None
 
 
 class WireOut:

@@ -186,11 +186,11 @@ def test_the_verifier_in_format_md_passes_after_purges_and_catches_a_forged_tomb
 
 
 def test_purge_is_not_offered_over_mcp():
-    from retained.server import DESCRIPTIONS
+    from retained.tools import TOOLS
 
     assert "purge" not in json.dumps(json.loads((ROOT / "tests" / "data" / "tools_list.json").read_text())
                                      [-1]["inputSchema"])
-    assert "only a person can purge" in DESCRIPTIONS["memory_forget"]
+    assert "only a person can purge" in next(t.description for t in TOOLS if t.name == "memory_forget")
 
 
 # -- the CLI ----------------------------------------------------------------------------------------

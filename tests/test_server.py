@@ -15,7 +15,8 @@ import pytest
 mcp = pytest.importorskip("mcp")
 from mcp import Client  # noqa: E402
 
-from retained.server import TOOL_NAMES, build_server, compute_instructions  # noqa: E402
+from retained.server import build_server, compute_instructions  # noqa: E402
+from retained.tools import TOOL_NAMES  # noqa: E402
 from retained.store import Store  # noqa: E402
 from tests.conftest import require_npm_bin  # noqa: E402
 from tests.mcp_wire import WireServer  # noqa: E402
@@ -201,6 +202,9 @@ BAD_LINES = [
     + b"y" * (10 * 1024 * 1024) + b'"}}}',
     b'{"method":"tools/call","params":{"name":"memory_write","arguments":{"text":"'
     + b"z" * (10 * 1024 * 1024) + b'"}},"jsonrpc":"2.0","id":89}',
+    # Well-formed JSON that Python's parser cannot read whole: answered under the id at its start.
+    b'{"jsonrpc":"2.0","id":88,"method":"ping","params":{"n":' + b"7" * 5000 + b"}}",
+    b'{"jsonrpc":"2.0","id":87,"method":"ping","params":{"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}}",
 ]
 
 
@@ -221,6 +225,8 @@ def test_bad_lines_get_errors_and_the_server_keeps_serving(store_dir):
             assert "error" in reply, reply
         for msg_id in (90, 89):  # 10 MiB requests: refused by size, answered under their own id
             assert srv.wait_for(msg_id)["error"]["code"] == -32600
+        for msg_id in (88, 87):  # a 5,000-digit number, 100,000 nested lists: parse errors, not a crash
+            assert srv.wait_for(msg_id)["error"]["code"] == -32700
         wrong_type = srv.wait_for(98)["result"]  # k="many": a tool error the model can read, not a hang
         assert wrong_type["isError"] is True and "k" in wrong_type["content"][0]["text"]
         odd_query = srv.wait_for(99)["result"]  # NUL and FTS syntax in a query are plain text: a search
@@ -534,11 +540,11 @@ def test_every_host_opening_gets_exactly_the_sdks_replies_once(tmp_path, store_d
 
 def _early_frames(lines: list[dict], project: str | None) -> list[dict]:
     """What EarlyReplies writes for `lines` with no SDK at all (nothing else is running)."""
-    from retained.server import early_snapshot
+    from retained.transport import early_snapshot
     from retained.stdio_guard import EarlyReplies, WireOut
 
     snapshot = early_snapshot(project)
-    assert snapshot is not None, ("retained/handshake.json is stale (server.py or the SDK changed): "
+    assert snapshot is not None, ("retained/handshake.json is stale (a tool or the SDK changed): "
                                   "RETAINED_UPDATE_SNAPSHOT=1 pytest tests/test_server.py -k snapshot")
     read_fd, write_fd = os.pipe()
     try:
@@ -582,7 +588,7 @@ def test_odd_openings_are_left_to_the_sdk(lines):
 
 def test_handshake_snapshot_is_what_the_sdk_answers(tmp_path):
     """retained/handshake.json must be the SDK's own replies: RETAINED_UPDATE_SNAPSHOT=1 regenerates it."""
-    from retained.server import HANDSHAKE_SNAPSHOT
+    from retained.transport import HANDSHAKE_SNAPSHOT
     from tests.handshake_capture import capture, dumps
 
     project = tmp_path / "proj"
@@ -611,15 +617,80 @@ def test_every_tool_asks_to_be_loaded_and_carries_search_words(tmp_path, host):
 
 
 def test_a_stale_handshake_snapshot_is_never_served(tmp_path, monkeypatch):
-    from retained import server as srv_mod
+    from retained import transport
 
-    data = json.loads(srv_mod.HANDSHAKE_SNAPSHOT.read_text(encoding="utf-8"))
-    assert srv_mod.early_snapshot(PROJECT) is not None
-    for key, other in (("server.py", "0" * 64), ("mcp", "9.9.9"), ("pydantic", "0.1")):
+    data = json.loads(transport.HANDSHAKE_SNAPSHOT.read_text(encoding="utf-8"))
+    assert transport.early_snapshot(PROJECT) is not None
+    for key, other in (("tools", "0" * 64), ("mcp", "9.9.9"), ("pydantic", "0.1")):
         stale = tmp_path / f"{key}.json"
         stale.write_text(json.dumps({**data, "made_with": {**data["made_with"], key: other}}))
-        monkeypatch.setattr(srv_mod, "HANDSHAKE_SNAPSHOT", stale)
-        assert srv_mod.early_snapshot(PROJECT) is None, key
+        monkeypatch.setattr(transport, "HANDSHAKE_SNAPSHOT", stale)
+        assert transport.early_snapshot(PROJECT) is None, key
+
+
+def test_a_changed_tool_description_makes_the_snapshot_stale(monkeypatch):
+    from retained import tools, transport
+
+    before = transport.made_with()
+    assert transport.early_snapshot(PROJECT) is not None
+    reworded = tools.TOOLS[1]._replace(description=tools.TOOLS[1].description.replace("best first", "best last"))
+    monkeypatch.setattr(tools, "TOOLS", (tools.TOOLS[0], reworded, *tools.TOOLS[2:]))
+    assert transport.made_with()["tools"] != before["tools"]
+    assert transport.early_snapshot(PROJECT) is None
+
+
+def test_the_result_types_and_the_snapshot_key_need_no_sdk():
+    """retained/results.py is for the CLI and the page too, and the key is computed before the SDK loads."""
+    import sys
+
+    script = ("import json, sys, retained.results, retained.transport as t; served = t.early_snapshot('/p') is not None; "
+              "print(json.dumps([served, sorted(m for m in sys.modules if m.split('.')[0] in "
+              "('mcp', 'mcp_types', 'pydantic', 'typing_extensions', 'anyio'))]))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [True, []]
+
+
+# Edits to a copy of the package: (file, text, replacement, whether what tools/list says changes).
+PACKAGE_EDITS = {
+    "transport-constant": ("transport.py", "EARLY_WINDOW_S = 0.3 ", "EARLY_WINDOW_S = 0.25 ", False),
+    "transport-code": ("transport.py", 'log.info("no early replies: ', 'log.warning("no early replies here: ', False),
+    "guard-limit": ("stdio_guard.py", "MAX_LINE_BYTES = 8 * 1024 * 1024", "MAX_LINE_BYTES = 4 * 1024 * 1024", False),
+    "server-comment": ("server.py", "# the tightest cut", "# the tightest cut (edited)", False),
+    "tool-title": ("tools.py", '"Search memory"', '"Search the memory"', True),
+    "parameter-description": ("tools.py", '"Most hits to return."', '"Most hits to send back."', True),
+    "parameter-bound": ("tools.py", '"Most records to return.", ge=1', '"Most records to return.", ge=2', True),
+    "search-hint": ("tools.py", '"verify memory integrity', '"check memory integrity', True),
+    "result-key": ("results.py", "    semantic: str\n", "    semantic: str\n    elapsed_ms: int\n", True),
+}
+
+
+@pytest.mark.parametrize("edit", sorted(PACKAGE_EDITS))
+def test_the_snapshot_key_follows_the_tool_definitions_not_the_code(tmp_path, edit):
+    """handshake.json stays served after an edit to transport code, and goes stale after an edit to a tool."""
+    import shutil
+    import sys
+
+    from retained import transport
+
+    name, old, new, changes = PACKAGE_EDITS[edit]
+    root = Path(__file__).resolve().parents[1]
+    copy = tmp_path / "retained"
+    keep = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(root / "retained", copy, ignore=keep)
+    for folder in ("installers", "hooks", "templates"):  # mapped into the package when installed
+        shutil.copytree(root / folder, copy / folder, ignore=keep)
+    text = (copy / name).read_text(encoding="utf-8")
+    assert text.count(old) == 1, (name, old)
+    (copy / name).write_text(text.replace(old, new), encoding="utf-8")
+    script = ("import json, retained, retained.transport as t; "
+              "print(json.dumps([retained.__file__, t.made_with(), t.early_snapshot('/p') is not None]))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    where, key, served = json.loads(done.stdout)
+    assert Path(where).parent == copy
+    assert (key != transport.made_with()) is changes and served is not changes, key
 
 
 def _valid(schema: dict):

@@ -1,0 +1,214 @@
+"""How `retained serve` runs: stdio, the early replies, SIGTERM and warm-up, in front of the MCP SDK.
+
+The order of start-up is the point. The protocol's fds are claimed, the store is opened and stdin is
+read *before* the SDK is imported (about half a second, python-sdk#1508 / #3220), so the requests a
+host opens with are answered at once from `retained/handshake.json` (`stdio_guard.EarlyReplies`)
+while it loads. Nothing on that path imports the SDK, pydantic or anything only a tool call needs:
+the snapshot's key (`made_with`) is computed from the tool definitions as data (retained/tools.py),
+not from the SDK or from any file's bytes, so an edit to this module cannot make the snapshot stale.
+
+What this module leans on that is not public, each to go when a public way exists:
+- `MCPServer._lowlevel_server`: `MCPServer.run_stdio_async` claims fds 0 and 1 itself and takes no
+  streams (python-sdk#2343, which would pass them through, was closed unmerged; mcp 2.3 has none),
+  so the guarded streams are handed to the low-level server directly (`_run_sdk`).
+- on SIGTERM, `Store.wait_idle` lets a write under way finish (`_exit_on_sigterm`); `_UnusableStore`
+  stands in for a store that cannot be opened.
+"""
+
+import hashlib
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from . import stdio_guard
+from .errors import RetainedError
+from .installers import hosts as registry  # host facts: the session variables
+from .project import project_scope
+from .server import GUIDANCE, build_server, compute_instructions
+from .stdio_guard import EarlyReplies, GuardedIn, WireOut
+from .store import Store
+from .tools import TOOL_NAMES, definitions, here_phrase
+
+log = logging.getLogger("retained.server")
+
+# -- the SDK's replies to the opening requests, precomputed ----------------------------------------
+HANDSHAKE_SNAPSHOT = Path(__file__).with_name("handshake.json")
+EARLY_WINDOW_S = 0.3  # longest the SDK's import waits for the opening to be answered
+PROJECT_MARK = "<project>"  # the server's project, in handshake.json
+
+
+def made_with() -> dict[str, str | None]:
+    """What handshake.json's replies depend on: the tool definitions, and the SDK's and pydantic's versions.
+
+    A change to a tool (a description, a parameter, a result's keys, a hint) or to the server's name
+    or version changes the digest, so a stale snapshot is never served; code is not part of it.
+    """
+    data = json.dumps(definitions(), ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return {"tools": hashlib.sha256(data.encode("utf-8")).hexdigest(), **stdio_guard.sdk_versions()}
+
+
+def early_snapshot(project: str | None) -> dict[str, Any] | None:
+    """The SDK's replies to the opening requests for this project, or None when they may be stale.
+
+    tests/test_server.py captures them from the SDK over real stdio into retained/handshake.json and
+    fails when they differ from what the SDK answers (RETAINED_UPDATE_SNAPSHOT=1 rewrites the file).
+    """
+    try:
+        data = json.loads(HANDSHAKE_SNAPSHOT.read_text(encoding="utf-8"))
+        current = made_with()
+    except (OSError, ValueError, TypeError) as e:
+        log.warning("no early replies: %s", e)
+        return None
+    if not isinstance(data, dict) or data.get("made_with") != current:
+        return None
+    return replace_in_strings(data["replies"], here_phrase(PROJECT_MARK), here_phrase(project))
+
+
+def replace_in_strings(value: Any, old: str, new: str) -> Any:
+    """`value` (JSON data) with `old` replaced by `new` in every string."""
+    if isinstance(value, str):
+        return value.replace(old, new)
+    if isinstance(value, dict):
+        return {k: replace_in_strings(v, old, new) for k, v in value.items()}
+    if isinstance(value, list):
+        return [replace_in_strings(v, old, new) for v in value]
+    return value
+
+
+def _early_replies(out: WireOut, project: str | None, instructions: Any) -> EarlyReplies | None:
+    if os.environ.get("RETAINED_EARLY_INITIALIZE", "on").strip().lower() in ("off", "0", "false", "no"):
+        return None
+    snapshot = early_snapshot(project)
+    if snapshot is None:
+        log.info("no early replies: retained/handshake.json was made with other tools or another SDK version")
+        return None
+    return EarlyReplies(out, snapshot, instructions, TOOL_NAMES)
+
+
+# -- the store, whatever state it is in ---------------------------------------------------------------
+class _UnusableStore:
+    """Stands in for a store that cannot be opened: every operation raises the same clear error."""
+
+    def __init__(self, error: RetainedError) -> None:
+        self._error = error
+        self.reason = error.message
+
+    def close(self) -> None:
+        pass
+
+    def wait_idle(self, timeout: float) -> bool:
+        return True  # nothing can be written to a store that never opened
+
+    def __getattr__(self, name: str) -> Any:
+        def fail(*args: Any, **kw: Any) -> Any:
+            raise self._error
+
+        return fail
+
+
+def _open_store(directory: Path) -> Any:
+    try:
+        return Store(directory)
+    except RetainedError as e:
+        # Serve anyway: every tool answers with the reason, which the agent (and the user) can read,
+        # instead of a server that "failed to connect" with the reason lost in a log.
+        log.error("store unusable: %s", e)
+        return _UnusableStore(e)
+
+
+def _exit_on_sigterm(store: Any) -> None:
+    def _on_sigterm(signum: int, frame: Any) -> None:
+        # Let an append that is under way finish, so nothing is left half-written, then leave at once
+        # (a normal exit would wait for the stdin reader thread, which cannot be interrupted).
+        store.wait_idle(10)
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+class _Instructions:
+    """The server's instructions (guidance and a brief), computed on a thread while the SDK imports.
+
+    Start-up then stays within one import's time.
+    """
+
+    def __init__(self, store: Any, project: str | None) -> None:
+        self._text: str | None = None
+        self._worker = threading.Thread(target=self._compute, args=(store, project), daemon=True)
+        self._worker.start()
+
+    def _compute(self, store: Any, project: str | None) -> None:
+        if isinstance(store, _UnusableStore):  # say why in the instructions, where the model reads it
+            self._text = f"{GUIDANCE}\n\nThe memory store cannot be used now: {store.reason}"
+            return
+        try:
+            self._text = compute_instructions(store, project)
+        except Exception as e:  # noqa: BLE001 - the server must start even when the brief cannot be made
+            log.warning("no brief in the instructions: %s", e)
+
+    def made(self) -> str | None:
+        """The instructions once made (waiting up to 5 s), or None without a brief."""
+        self._worker.join(timeout=5)
+        return self._text
+
+    def text(self) -> str:
+        return self.made() or GUIDANCE
+
+
+# -- serving ----------------------------------------------------------------------------------------
+def serve(directory: Path) -> int:
+    """Run the server on stdin/stdout until EOF or SIGTERM."""
+    logging.basicConfig(stream=sys.stderr, level=os.environ.get("RETAINED_LOG_LEVEL", "WARNING"),
+                        format="retained: %(levelname)s %(message)s")
+    wire_in, wire_out = stdio_guard.claim_stdio()
+    store = _open_store(directory)
+    project = project_scope(project_vars=registry.project_vars())
+    session_id = registry.session_id(os.environ)
+    instructions = _Instructions(store, project)
+    _exit_on_sigterm(store)
+
+    out = WireOut(wire_out)
+    lent: list[Any] = []
+
+    def _warm() -> None:  # after the handshake: the model warms up, and the prompt hook may borrow it
+        from . import warm  # imported only then: the opening replies do not wait for it
+
+        lent.append(warm.after_handshake(store))
+
+    out.on_tools_listed = _warm
+    guarded = GuardedIn(wire_in, out, tools=TOOL_NAMES)
+    early = _early_replies(out, project, instructions.text)
+    guarded.read_ahead(early)  # the SDK gets every line; `early` may answer some while it imports
+    if early is not None:
+        # The import holds the GIL for most of half a second: let the opening be answered first.
+        early.done.wait(EARLY_WINDOW_S)
+
+    server = build_server(store, project, instructions.made(), session_id)  # imports the SDK
+    guarded.validate = stdio_guard.sdk_validator()
+    try:
+        _run_sdk(server, guarded, out)
+    finally:
+        for lender in lent:
+            if lender is not None:
+                lender.stop()
+        store.close()
+    return 0
+
+
+def _run_sdk(server: Any, guarded: GuardedIn, out: WireOut) -> None:
+    """Serve the guarded streams with the SDK until stdin ends (or Ctrl-C)."""
+    import anyio
+
+    async def main() -> None:
+        # Private: run_stdio_async takes no streams of ours (python-sdk#2343), so run its low-level server.
+        await stdio_guard.serve_sdk(server._lowlevel_server, guarded, out)  # noqa: SLF001
+
+    try:
+        anyio.run(main)
+    except KeyboardInterrupt:
+        pass
