@@ -436,12 +436,10 @@ class Store:
             if as_of is not None and hit.get("superseded_by") and hit["superseded_by"] not in found.known_before:
                 del hit["superseded_by"]
             hits.append(hit)
-            cosines[hit["id"]] = {"cosine": cand.cosine, "tier": cand.tier}
+            cosines[hit["id"]] = {"cosine": cand.cosine, "tier": cand.tier, "lead": cand.lead}
         total = found.total
         truncated = total > len(hits) or not found.exact
-        if found.mode == "any":
-            warnings.append("no record holds every word of the query; showing records that hold any of them"
-                            + (" or are close in meaning" if qvec is not None else ""))
+        warnings += ranking.match_notes(found, qvec is not None)
         if not found.exact:
             warnings.append(f"at least {total} records match; counting stopped there (total_matched is a lower bound)")
         if max_tokens is not None:
