@@ -520,9 +520,17 @@ class Semantic:
         self._bg_stop = False
         self._runtime_checked = False
         self._prefetch: threading.Thread | None = None
+        self.deferred: str | None = None  # see defer()
 
     # -- state ---------------------------------------------------------------------------------
+    def defer(self, reason: str) -> None:
+        """Answer without meaning in this process, saying why: a one-shot search that would rather
+        answer by words now than load the model (nothing is imported or loaded after this)."""
+        self.deferred = reason
+
     def off_reason(self) -> str | None:
+        if self.deferred:
+            return self.deferred
         if self.embedder is None:
             return self.reason
         if not self._runtime_checked:  # a model file is no use if numpy or onnxruntime cannot import
