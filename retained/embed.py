@@ -50,6 +50,7 @@ EXACT_MAX = 20_000
 APPROX_CANDIDATES = 2048  # the approximate stage rescores at least this many (and at most APPROX_MAX)
 APPROX_MAX = 16_384
 PAGE = 50_000  # vectors read from the index at a time when the cache is (re)built
+QUERY_CACHE = 128  # query vectors kept per store (1.5 KB each)
 CHUNK = 4096  # int8 rows converted to float32 at a time by a search (1.5 MB: stays in cache)
 
 
@@ -521,6 +522,8 @@ class Semantic:
         self._runtime_checked = False
         self._prefetch: threading.Thread | None = None
         self.deferred: str | None = None  # see defer()
+        self._queries: dict[tuple[str, str], Any] = {}  # query vectors, oldest first (see query_vector)
+        self._queries_lock = threading.Lock()
 
     # -- state ---------------------------------------------------------------------------------
     def defer(self, reason: str) -> None:
@@ -696,7 +699,18 @@ class Semantic:
         return None if self._vecs is None else self._vecs.codes
 
     def query_vector(self, text: str) -> Any:
-        return self._embed([text])[0]
+        """The query's vector; the last QUERY_CACHE are kept (an agent repeats a search, the prompt hook's
+        server sees the same prompt again), keyed by the model too."""
+        assert self.embedder is not None
+        key = (self.embedder.key, text)
+        vec = self._queries.get(key)
+        if vec is None:
+            vec = self._embed([text])[0]
+            with self._queries_lock:
+                if len(self._queries) >= QUERY_CACHE:
+                    self._queries.pop(next(iter(self._queries)))
+                self._queries[key] = vec
+        return vec
 
     def similarities(self, qvec: Any) -> tuple[Any, Any, bool]:
         """(lines, cosine, approximate) of the embedded records, lines ascending (see `Vectors`)."""

@@ -43,7 +43,6 @@ SHORT_RECORD_FLOOR = 0.45  # ... for a record of one or two words
 # answers' cosines ran from 0.13 to 0.81 (median 0.45) and unrelated prompts' best from 0.1 to 0.35.
 MEANING_ZERO = 0.1
 MEANING_FULL = 0.7
-ALL_VECTORS = 2000  # up to this many vectors, every one is a meaning candidate (the research's recipe)
 MEANING_CANDIDATES = 256
 LEXICAL_CANDIDATES = 100
 IDENTIFIER_CANDIDATES = 50
@@ -229,7 +228,7 @@ def meaning_floor(terms: list[str], text: str) -> float:
     A one-word query's vector is a weak guide (a brand name is near unrelated sentences: '1Password'
     to 'Branch names follow...' is 0.25), and a record of a word or two is near any short query ('xxxx'
     to 'hello' is 0.30, 'foo' to 'hi' 0.40): both need more than MEANING_FLOOR."""
-    if len(text.split()) <= 2:
+    if len(text) < 64 and len(text.split()) <= 2:
         return SHORT_RECORD_FLOOR
     return ONE_WORD_FLOOR if len(terms) < 2 else MEANING_FLOOR
 
@@ -244,23 +243,25 @@ def _meaning(store: Any, qvec: Any, terms: list[str], filters: dict[str, Any], c
     n = len(lines)
     if not n:
         return True
-    m = n if n <= ALL_VECTORS else min(n, MEANING_CANDIDATES)
+    # Only records above the floor can be found by meaning, and the scores are absolute: the rows of
+    # the best MEANING_CANDIDATES above it are enough (reading a row for every vector was most of a
+    # search's time at 1k records). Filters that leave too few widen the look.
+    m = min(n, MEANING_CANDIDATES)
     best: dict[int, tuple[dict[str, Any], float]] = {}
     while True:
         top = np.argpartition(-sims, m - 1)[:m] if m < n else np.arange(n)
+        cut = float(sims[top].min())
+        top = top[sims[top] >= MEANING_FLOOR]
         by_line = {int(lines[i]): float(sims[i]) for i in top}
         best = {}
-        for row in store.index.rows_for_lines(list(by_line), **filters):
+        for row in store.index.rows_for_lines(list(by_line), **filters) if by_line else []:
             cos = by_line[row["mline"]]
             key = row["line"]
             if key not in best or cos > best[key][1]:
                 best[key] = (row, cos)
-        if m >= n or len(best) >= MEANING_CANDIDATES // 2:
+        if m >= n or cut < MEANING_FLOOR or len(best) >= MEANING_CANDIDATES // 2:
             break
         m = min(n, m * 4)
-    if not best:
-        return True
-    cut = float(sims[top].min()) if m < n else -1.0
     exact = not approximate and (m >= n or cut < MEANING_FLOOR)  # every record above the floor was looked at
     first, second = _two_best(cos for _, cos in best.values())
     for key, (row, cos) in best.items():
