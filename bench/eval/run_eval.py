@@ -32,7 +32,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+# RETAINED_EVAL_TREE: evaluate another checkout's retained (a same-run baseline) with these sets.
+sys.path.insert(0, os.environ.get("RETAINED_EVAL_TREE") or str(ROOT))
 
 HERE = Path(__file__).parent
 SETS = (HERE / "team.json", HERE / "platform.json")
