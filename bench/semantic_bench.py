@@ -138,9 +138,8 @@ def search_at(base: Path, n: int, runs: int, semantic_sizes: set[int]) -> dict[s
             res = s.search(COMMON)
             out["semantic_on"], out["semantic_common_total"] = res["semantic"], res["total_matched"]
             vecs = s.semantic()._vecs
-            out["cache_mb"] = sum(a.nbytes for a in (vecs.lines, vecs.mat32, vecs.q8, vecs.scale, vecs.codes)
-                                  if a is not None) / 1e6
-            out["cache_kind"] = "float32, exact" if vecs.mat32 is not None else "int8 + sign bits, approximate"
+            out["cache_mb"] = vecs.nbytes / 1e6
+            out["cache_kind"] = "int8, exact" if vecs.codes is None else "int8 + sign bits, approximate"
     shutil.rmtree(d, ignore_errors=True)
     return out
 

@@ -160,9 +160,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     from .project import read_scopes
 
     with _store(args) as store:
-        result = cast("SearchResult", store.search(
-            args.query, scopes=read_scopes(args.scope, _project()), kind=args.kind, k=args.k,
-            max_tokens=args.max_tokens, include_superseded=args.include_superseded, as_of=args.as_of))
+        kw = {"scopes": read_scopes(args.scope, _project()), "kind": args.kind, "k": args.k,
+              "max_tokens": args.max_tokens, "include_superseded": args.include_superseded, "as_of": args.as_of}
+        result = cast("SearchResult", _search_fast(store, args.query, kw, wait_for_meaning=args.meaning))
     if args.json:
         _print_json(result)
     else:
@@ -179,6 +179,26 @@ def cmd_search(args: argparse.Namespace) -> int:
         _show_hits(result["hits"])
         _warn_all([w for w in result["warnings"] if not w.startswith("no record holds every word")])
     return EXIT_OK if result["hits"] else EXIT_FAIL
+
+
+def _search_fast(store: Any, query: str, kw: dict[str, Any], wait_for_meaning: bool) -> dict[str, Any]:
+    """A running `retained serve` of the store searches with its loaded model; without one, the answer
+    comes by words at once (loading the model here would take most of half a second) unless the
+    caller waits for meaning."""
+    from .embed import mode
+
+    if mode() == "off" or wait_for_meaning:
+        return store.search(query, **kw)
+    from . import warm
+
+    served = warm.search(store.directory, query, **kw)
+    if served is not None:
+        return served[0]
+    store.semantic().defer("model loading")
+    result = store.search(query, **kw)
+    result["warnings"].append("meaning was not used: no `retained serve` of this store has the model loaded; "
+                              "pass --meaning to load it here (about half a second)")
+    return result
 
 
 def cmd_get(args: argparse.Namespace) -> int:
@@ -602,6 +622,8 @@ def _record_commands(add: _AddCommand) -> None:
     p.add_argument("--max-tokens", type=_positive, help="trim the hits to this token budget")
     p.add_argument("--include-superseded", action="store_true", help="show corrected records too")
     p.add_argument("--as-of", metavar="TIME", help=_AS_OF_HELP)
+    p.add_argument("--meaning", action="store_true",
+                   help="load the model here when no running server lends it (slower; default: words at once)")
 
     p = add("get", cmd_get, "records by id, verbatim from the log")
     p.add_argument("ids", nargs="+", metavar="ID")

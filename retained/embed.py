@@ -38,16 +38,20 @@ LOCAL_DIM = 384
 DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
 DEFAULT_OLLAMA_MODEL = "all-minilm"
 BATCH = 32
+BATCH_TOKENS = 1024  # padded tokens per model run (32 rows of 200 tokens took 100 MB more than 4 of 256)
+MODEL_IDLE_S = 600.0  # a server drops the model after this long without embedding (RETAINED_EMBED_IDLE_S)
 RETRY_AFTER_S = 30.0  # a down embedder is not asked again for this long (each try would cost a timeout)
 DIGEST_TTL_S = 60.0  # how long an Ollama model's digest is trusted before /api/tags is asked again
-# Up to this many vectors a search computes every cosine from float32 rows; past it, int8 rows and
-# sign bits (see `Vectors`). Measured at 100k on 2 cores under a load of 5 (bench/semantic_bench.py):
+# Up to this many vectors a search computes every cosine; past it, sign bits pick the rows whose
+# cosines are computed (see `Vectors`). Measured at 100k on 2 cores under a load of 5 (bench/semantic_bench.py):
 # the float32 product took 20-26 ms a search, the sign bits plus int8 rescoring 1.7-2.5 ms, and the
 # cache shrank from 231 MB (float16 + float32) to 44 MB. At 20k the float32 product is ~4 ms, exact.
 EXACT_MAX = 20_000
 APPROX_CANDIDATES = 2048  # the approximate stage rescores at least this many (and at most APPROX_MAX)
 APPROX_MAX = 16_384
 PAGE = 50_000  # vectors read from the index at a time when the cache is (re)built
+QUERY_CACHE = 128  # query vectors kept per store (1.5 KB each)
+CHUNK = 4096  # int8 rows converted to float32 at a time by a search (1.5 MB: stays in cache)
 
 
 class Unavailable(Exception):
@@ -134,6 +138,7 @@ class LocalEmbedder(Embedder):
         self._session: Any = None
         self._tok: Any = None
         self._lock = threading.Lock()
+        self._used = 0.0  # when a text was last embedded (monotonic)
         self.quick_start = False  # see Semantic.quick_start
 
     def model_path(self) -> Path:
@@ -179,21 +184,38 @@ class LocalEmbedder(Embedder):
         threads = int(self._threads) if self._threads.isdigit() and int(self._threads) > 0 else min(2, os.cpu_count() or 1)
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
+        # No arena: each run allocates what it needs and gives it back. An arena keeps its largest size
+        # for the life of the process: one background batch of long records grew it by 400 MB.
+        opts.enable_cpu_mem_arena = False
         if self.quick_start:
-            # The model keeps its weights as int8 with a Cast and a Mul each. Optimising folds those into
-            # float32 weights once (~250 ms of session creation); unoptimised, each run redoes them
-            # (~30-100 ms a run instead of ~7). One run or two: not optimising is ~100 ms sooner.
+            # The prompt hook embeds once and exits: an unoptimised graph is ready ~20-100 ms sooner, and
+            # on the integer graph (retained/onnxgraph.py) a run costs about the same either way.
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         # No busy-waiting between runs: spinning runtime threads would take the cores from the search
         # (numpy) and from the host the agent runs in.
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
         try:
-            session = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+            session = _session(ort, data, opts)
         except Exception as e:  # noqa: BLE001 - any runtime failure means the tier is off, with the reason
             raise Unavailable(f"onnxruntime could not load the model: {e}") from None
         self._tok = WordPiece.load()
         self._session = session
+        del data
+        release_heap()  # the file's bytes and the load's buffers are freed: give the pages back
+
+    def release_if_idle(self, idle_s: float) -> bool:
+        """Drop the model when no text was embedded for `idle_s` seconds (the next search loads it
+        again, ~0.1-0.2 s); True if it was dropped."""
+        with self._lock:
+            if self._session is None or idle_s <= 0 or time.monotonic() - self._used < idle_s:
+                return False
+            self._session = None
+        import gc
+
+        gc.collect()
+        release_heap()
+        return True
 
     def runtime(self) -> None:
         onnxruntime_module()
@@ -204,12 +226,12 @@ class LocalEmbedder(Embedder):
             if self._session is None:
                 self._load()
             tok, session = self._tok, self._session
+            self._used = time.monotonic()
         encoded = [tok.encode(t) for t in texts]
         out = np.zeros((len(texts), LOCAL_DIM), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))  # pad per batch, little padding
-        for start in range(0, len(order), BATCH):
-            idx = order[start:start + BATCH]
-            width = max(len(encoded[i]) for i in idx)
+        for idx in _batches(order, [len(e) for e in encoded]):
+            width = len(encoded[idx[-1]])
             ids = np.zeros((len(idx), width), dtype=np.int64)
             mask = np.zeros((len(idx), width), dtype=np.int64)
             for row, i in enumerate(idx):
@@ -220,7 +242,86 @@ class LocalEmbedder(Embedder):
             m = mask[:, :, None].astype(np.float32)
             pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
             out[idx] = pooled
+        if len(texts) > 1:
+            release_heap()  # a batch's activations are freed, but the C heap keeps them unless asked
         return _normalise(np, out)
+
+
+def _batches(order: list[int], lengths: list[int]) -> list[list[int]]:
+    """`order` (indices by ascending length) cut into runs of at most BATCH texts and BATCH_TOKENS
+    padded tokens: long records go a few at a time, so a batch's activations stay small."""
+    out: list[list[int]] = []
+    cur: list[int] = []
+    for i in order:
+        if cur and (len(cur) == BATCH or (len(cur) + 1) * lengths[i] > BATCH_TOKENS):
+            out.append(cur)
+            cur = []
+        cur.append(i)
+    if cur:
+        out.append(cur)
+    return out
+
+
+def _session(ort: Any, data: bytes, opts: Any) -> Any:
+    """An inference session of the verified model bytes, computing on the int8 weights when the
+    graph allows (retained/onnxgraph.py), else on the file as it stands."""
+    from .onnxgraph import integer_model
+
+    try:
+        chunks: list[bytes | memoryview] = integer_model(data)
+    except ValueError:
+        chunks = [data]
+    try:
+        return _session_of(ort, chunks, opts)
+    except Exception:  # noqa: BLE001 - a runtime without an operator the rewrite uses: the file as it is
+        if len(chunks) == 1:
+            raise
+        return _session_of(ort, [data], opts)
+
+
+def _session_of(ort: Any, chunks: list[bytes | memoryview], opts: Any) -> Any:
+    providers = ["CPUExecutionProvider"]
+    # From a path, onnxruntime keeps no copy of the serialised model (22 MB less than from bytes). The
+    # path is a memory file only this process holds (Linux), so nothing can change the checked bytes
+    # before they are loaded; elsewhere the bytes are passed as they are.
+    memfd = getattr(os, "memfd_create", None)
+    fd = None
+    if memfd is not None and os.path.isdir("/proc/self/fd"):
+        try:
+            fd = memfd("retained-model", getattr(os, "MFD_CLOEXEC", 0))
+        except OSError:
+            fd = None
+    if fd is None:
+        return ort.InferenceSession(b"".join(chunks), opts, providers=providers)
+    try:
+        for chunk in chunks:
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fd, view):]
+        return ort.InferenceSession(f"/proc/self/fd/{fd}", opts, providers=providers)
+    finally:
+        os.close(fd)
+
+
+def release_heap() -> None:
+    """Give freed C heap back to the system (glibc keeps it otherwise: after one batch of long
+    records, 100 MB stayed resident). Does nothing where there is no malloc_trim."""
+    global _TRIM
+    if _TRIM is None:
+        _TRIM = False
+        try:
+            import ctypes
+            import sys
+
+            if sys.platform.startswith("linux"):
+                _TRIM = ctypes.CDLL(None).malloc_trim
+        except (OSError, AttributeError):
+            _TRIM = False
+    if _TRIM:
+        _TRIM(0)
+
+
+_TRIM: Any = None
 
 
 def _stamp(path: Path) -> list[Any]:
@@ -400,8 +501,8 @@ def embedder(env: dict[str, str] | None = None) -> Embedder | None:
 class Semantic:
     """The semantic tier of one store: embeds what the index holds, answers nearest-by-meaning.
 
-    Keeps the vectors of the current model in memory (float32, rows L2-normalised) and adds new ones
-    as they appear, so a search costs one matrix-vector product, not a read of every vector.
+    Keeps the vectors of the current model in memory (`Vectors`: int8 rows, L2-normalised) and adds
+    new ones as they appear, so a search costs one matrix-vector product, not a read of every vector.
     """
 
     def __init__(self, index: Any, env: dict[str, str] | None = None) -> None:
@@ -419,9 +520,19 @@ class Semantic:
         self._bg_stop = False
         self._runtime_checked = False
         self._prefetch: threading.Thread | None = None
+        self.deferred: str | None = None  # see defer()
+        self._queries: dict[tuple[str, str], Any] = {}  # query vectors, oldest first (see query_vector)
+        self._queries_lock = threading.Lock()
 
     # -- state ---------------------------------------------------------------------------------
+    def defer(self, reason: str) -> None:
+        """Answer without meaning in this process, saying why: a one-shot search that would rather
+        answer by words now than load the model (nothing is imported or loaded after this)."""
+        self.deferred = reason
+
     def off_reason(self) -> str | None:
+        if self.deferred:
+            return self.deferred
         if self.embedder is None:
             return self.reason
         if not self._runtime_checked:  # a model file is no use if numpy or onnxruntime cannot import
@@ -499,8 +610,9 @@ class Semantic:
         self._bg.start()
 
     def _background(self) -> None:
+        idle = self.idle_s()
         while not self._bg_stop:
-            self._bg_wake.wait(timeout=60)
+            self._bg_wake.wait(timeout=min(60.0, idle / 2) if idle > 0 else 60.0)
             self._bg_wake.clear()
             if self._bg_stop:
                 return
@@ -508,10 +620,21 @@ class Semantic:
                 self.index.catch_up()
                 while not self._bg_stop and self.catch_up(limit=BATCH * 4):
                     time.sleep(0.01)  # let a search take the index lock between batches
+                if isinstance(self.embedder, LocalEmbedder):
+                    self.embedder.release_if_idle(idle)
             except Unavailable:
                 pass
             except Exception:  # noqa: BLE001 - a background helper never takes the process down
                 pass
+
+    def idle_s(self) -> float:
+        """Seconds without embedding after which a long-running process drops the model (0: never)."""
+        raw = self.env.get("RETAINED_EMBED_IDLE_S", "").strip()
+        try:
+            value = float(raw) if raw else MODEL_IDLE_S
+        except ValueError:
+            value = MODEL_IDLE_S
+        return value if value >= 0 and value == value else MODEL_IDLE_S
 
     def stop(self) -> None:
         """End the background thread and wait for its batch: a runtime thread still inside
@@ -575,7 +698,18 @@ class Semantic:
         return None if self._vecs is None else self._vecs.codes
 
     def query_vector(self, text: str) -> Any:
-        return self._embed([text])[0]
+        """The query's vector; the last QUERY_CACHE are kept (an agent repeats a search, the prompt hook's
+        server sees the same prompt again), keyed by the model too."""
+        assert self.embedder is not None
+        key = (self.embedder.key, text)
+        vec = self._queries.get(key)
+        if vec is None:
+            vec = self._embed([text])[0]
+            with self._queries_lock:
+                if len(self._queries) >= QUERY_CACHE:
+                    self._queries.pop(next(iter(self._queries)))
+                self._queries[key] = vec
+        return vec
 
     def similarities(self, qvec: Any) -> tuple[Any, Any, bool]:
         """(lines, cosine, approximate) of the embedded records, lines ascending (see `Vectors`)."""
@@ -585,13 +719,14 @@ class Semantic:
 class Vectors:
     """One model's vectors in memory, rows in line order, kept as what a search needs.
 
-    Up to EXACT_MAX vectors: float32 rows, and a search computes every cosine exactly (one matrix-vector
-    product). Past that, memory bandwidth dominates (100k float32 rows are 154 MB to stream per search),
-    so rows are kept as int8 with a scale each (4x smaller) plus their sign bits (32x smaller): the
-    Hamming distance of the sign bits picks the nearest 1% (at least APPROX_CANDIDATES, at most
-    APPROX_MAX), whose cosines are computed from the int8 rows. On 17,470 real MiniLM vectors of
-    English sentences (Python docstrings), the nearest 1% by sign bits held 99.4% of the true top 10
-    (2%: 99.9%), and int8 cosines differed from float32 by at most 0.0023. `approximate` then says so.
+    Rows are int8 with a scale each (row ~ q8 * scale): 4x smaller than float32, cosines within 0.0023
+    of float32's (measured on 17,470 real MiniLM vectors), and multiplied a few thousand rows at a
+    time no slower than float32 (10k rows: 0.7 ms against 1.0; 100k: 7 ms against 16). Up to
+    EXACT_MAX rows every cosine is computed. Past it, memory bandwidth dominates, so the rows' sign
+    bits (32x smaller than float32) are kept too: the Hamming distance of the sign bits picks the
+    nearest 1% (at least APPROX_CANDIDATES, at most APPROX_MAX), whose cosines are then computed. On
+    the same vectors the nearest 1% by sign bits held 99.4% of the true top 10 (2%: 99.9%);
+    `approximate` then says so.
     """
 
     def __init__(self) -> None:
@@ -599,13 +734,16 @@ class Vectors:
 
         self.lines = np.zeros(0, dtype=np.int64)
         self.dim = 0
-        self.mat32: Any = None   # exact: (n, dim) float32
-        self.q8: Any = None      # approximate: (n, dim) int8 ...
+        self.q8: Any = None      # (n, dim) int8 ...
         self.scale: Any = None   # ... times (n,) float32
-        self.codes: Any = None   # ... and (words, n) uint64 sign bits, one contiguous row per word
+        self.codes: Any = None   # past EXACT_MAX: (words, n) uint64 sign bits, one contiguous row per word
 
     def __len__(self) -> int:
         return len(self.lines)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.lines, self.q8, self.scale, self.codes) if a is not None)
 
     def add_from(self, index: Any, key: str, after_vid: int) -> bool:
         """Read this model's vectors with vid > after_vid, in pages; False when they cannot be added
@@ -627,36 +765,22 @@ class Vectors:
         import numpy as np
 
         self.dim = rows.shape[1]
-        n = len(self.lines) + len(lines)
-        if self.mat32 is not None or (self.q8 is None and n <= EXACT_MAX):
-            if n <= EXACT_MAX:
-                self.mat32 = rows if self.mat32 is None else np.concatenate([self.mat32, rows])
-                self._put_lines(lines)
-                return
-            rows, self.mat32 = np.concatenate([self.mat32, rows]), None  # grown past exact: convert all
-            lines = np.concatenate([self.lines, lines])
-            self.lines = np.zeros(0, dtype=np.int64)
         q8, scale = _quantise(np, rows)
-        codes = _sign_bits(np, rows)
         if self.q8 is None:
-            self.q8, self.scale, self.codes = q8, scale, codes
+            self.q8, self.scale = q8, scale
         else:
             self.q8 = np.concatenate([self.q8, q8])
             self.scale = np.concatenate([self.scale, scale])
-            self.codes = np.concatenate([self.codes, codes], axis=1)
-        self._put_lines(lines)
-
-    def _put_lines(self, lines: Any) -> None:
-        import numpy as np
-
+        if self.codes is not None:
+            self.codes = np.concatenate([self.codes, _sign_bits(np, q8)], axis=1)
+        elif len(self.q8) > EXACT_MAX:
+            self.codes = _sign_bits(np, self.q8)  # grown past the exact size: sign bits of every row
         self.lines = lines if not len(self.lines) else np.concatenate([self.lines, lines])
         if len(self.lines) > 1 and not bool(np.all(self.lines[1:] > self.lines[:-1])):
             order = np.argsort(self.lines, kind="stable")  # searchsorted needs lines in order
-            self.lines = self.lines[order]
-            if self.mat32 is not None:
-                self.mat32 = self.mat32[order]
-            else:
-                self.q8, self.scale, self.codes = self.q8[order], self.scale[order], self.codes[:, order]
+            self.lines, self.q8, self.scale = self.lines[order], self.q8[order], self.scale[order]
+            if self.codes is not None:
+                self.codes = self.codes[:, order]
 
     def similarities(self, qvec: Any) -> tuple[Any, Any, bool]:
         import numpy as np
@@ -664,9 +788,10 @@ class Vectors:
         n = len(self.lines)
         if not n or self.dim != qvec.shape[0]:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32), False
-        if self.mat32 is not None:
-            return self.lines, self.mat32 @ qvec, False
-        qcode = _sign_bits(np, qvec[None, :])[:, 0]
+        q = np.asarray(qvec, dtype=np.float32)
+        if self.codes is None:
+            return self.lines, self._cosines(self.q8, self.scale, q), False
+        qcode = _sign_bits(np, q[None, :])[:, 0]
         count = getattr(np, "bitwise_count", None)
         dist = np.zeros(n, dtype=np.int32)  # argpartition is several times faster on int32 than uint16
         for word, qword in zip(self.codes, qcode, strict=True):
@@ -675,7 +800,17 @@ class Vectors:
         c = min(n, max(APPROX_CANDIDATES, min(n // 100, APPROX_MAX)))
         pick = np.argpartition(dist, c - 1)[:c] if c < n else np.arange(n)
         pick.sort()
-        return self.lines[pick], (self.q8[pick].astype(np.float32) @ qvec) * self.scale[pick], True
+        return self.lines[pick], self._cosines(self.q8[pick], self.scale[pick], q), True
+
+    @staticmethod
+    def _cosines(q8: Any, scale: Any, q: Any) -> Any:
+        """q8 * scale @ q, converting CHUNK rows to float32 at a time (no full-size float copy)."""
+        import numpy as np
+
+        out = np.empty(len(q8), dtype=np.float32)
+        for start in range(0, len(q8), CHUNK):
+            out[start:start + CHUNK] = q8[start:start + CHUNK].astype(np.float32) @ q
+        return out * scale
 
 
 def _quantise(np: Any, rows: Any) -> tuple[Any, Any]:

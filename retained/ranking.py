@@ -1,10 +1,18 @@
-"""Search ranking: words (FTS5 bm25), meaning (cosine), exact identifiers, blended into one order.
+"""Search ranking: words (FTS5 bm25), meaning (cosine), exact identifiers, blended into one score.
 
-The recipe (see the semantic tier's research notes): each candidate list is min-max scaled to 0..1
-over its own candidates, then score = 0.8·meaning + 0.2·words (a record missing from a list scores 0
-there). Plain rank fusion (RRF) is not used: it gives a list full of noise words an equal vote. Records
-holding an identifier, path, error code or version of the query verbatim rank first whatever their
-blend (each such token adds 1 to the score, so scores still fall with rank).
+A hit's `score` is in 0..1 and means the same for every query, so that a weak best hit looks weak:
+* closeness in meaning: the cosine mapped onto 0..1 (0 at MEANING_ZERO, 1 at MEANING_FULL or above);
+* words: half the share of the query's words the record holds, half how well bm25 ranks it among the
+  records that hold any of them (0 when it holds none);
+* blend = 0.8 * meaning + 0.2 * words (words weigh half that when no record holds every word: the
+  any-word list is mostly noise words such as 'what' and 'do'); with the semantic tier off, words alone;
+* when the query names identifiers, paths, error codes or versions, score = (share of them the record
+  holds verbatim + blend) / 2: a record holding them ranks above every record that does not.
+Hits are ordered by score, so scores fall with rank. Plain rank fusion (RRF) is not used: it gives a
+list full of noise words an equal vote (see the semantic tier's research notes).
+
+A record counts as found by meaning only from a floor (`meaning_floor`): the nearest record of an
+unrelated query is still somewhere, and showing it "by meaning" would waste the reader's time.
 
 Work stays bounded as the store grows: at most RANK_CAP full-text matches are ranked (the newest),
 the meaning side looks at the best few hundred vectors after one matrix-vector product, and the
@@ -29,12 +37,18 @@ ANY_WORD_FACTOR = 0.5
 # Cosine from which a record counts as found by meaning. The lowest correct answer the research saw
 # scored 0.23, so the floor sits below it; it separates 'found' from 'the nearest of nothing'.
 MEANING_FLOOR = 0.2
-ALL_VECTORS = 2000  # up to this many vectors, every one is a meaning candidate (the research's recipe)
+ONE_WORD_FLOOR = 0.3       # ... for a query of one word (see `meaning_floor`)
+SHORT_RECORD_FLOOR = 0.45  # ... for a record of one or two words
+# Closeness in meaning is 0 up to MEANING_ZERO and 1 from MEANING_FULL. On both evals in bench/eval the
+# answers' cosines ran from 0.13 to 0.81 (median 0.45) and unrelated prompts' best from 0.1 to 0.35.
+MEANING_ZERO = 0.1
+MEANING_FULL = 0.7
 MEANING_CANDIDATES = 256
 LEXICAL_CANDIDATES = 100
 IDENTIFIER_CANDIDATES = 50
 
 _TOKEN = r"[^\s\"'`()\[\]{}<>,;!?]+"
+_WORD = r"\w+"
 _CAMEL = r"[a-z][A-Z]|[A-Z]{2,}"
 
 
@@ -45,7 +59,10 @@ def identifiers(query: str) -> list[str]:
         tok = tok.strip(".:-/#@*")
         if len(tok) < 2 or not any(c.isalnum() for c in tok):
             continue
-        if any(c.isdigit() for c in tok) or any(c in tok for c in "_./:-#@\\") or re.search(_CAMEL, tok):
+        # An acronym (UI, CSS, HTTP) is a word, not an identifier: held verbatim by 'ui-kit' or
+        # 'src/lib/ui', it put those first for 'when will the old back-office UI go away'.
+        acronym = tok.isalpha() and tok.isupper()
+        if any(c.isdigit() for c in tok) or any(c in tok for c in "_./:-#@\\") or (re.search(_CAMEL, tok) and not acronym):
             out[tok] = None
     return list(out)[:8]
 
@@ -55,13 +72,14 @@ def _exact_patterns(idents: list[str]) -> list[re.Pattern[str]]:
 
 
 class Candidate:
-    __slots__ = ("row", "bm25", "cosine", "meaning", "tier", "score", "match")
+    __slots__ = ("row", "bm25", "cosine", "meaning", "tier", "score", "match", "lead")
 
     def __init__(self, row: dict[str, Any], bm25: float | None = None) -> None:
         self.row = row
         self.bm25 = bm25            # FTS5 rank: lower is better; None = not matched by words
         self.cosine: float | None = None  # None = no vector (semantic off, or not embedded yet)
-        self.meaning = False        # cosine cleared MEANING_FLOOR
+        self.meaning = False        # cosine cleared its floor (`meaning_floor`)
+        self.lead: float | None = None  # cosine minus the best other record's (or MEANING_FLOOR)
         self.tier = 0               # identifiers of the query this record holds verbatim
         self.score = 0.0
         self.match = "words"
@@ -132,10 +150,8 @@ def rank(store: Any, query: str, terms: list[str], qvec: Any, filters: dict[str,
                     cands[row["line"]] = Candidate(row)
                     total += 1  # holds the identifier but not every word of the query
 
-    lo = hi = None
     if qvec is not None:
-        lo, hi, meaning_exact = _meaning(store, qvec, filters, cands)
-        exact = exact and meaning_exact
+        exact = _meaning(store, qvec, terms, filters, cands) and exact
         # Records found by meaning only: do they hold the words too (beyond the lexical top list)?
         missing = [line for line, c in cands.items() if c.bm25 is None]
         if missing and match is not None:
@@ -145,22 +161,7 @@ def rank(store: Any, query: str, terms: list[str], qvec: Any, filters: dict[str,
         total += sum(1 for c in cands.values() if c.meaning and c.bm25 is None and c.tier == 0
                      and not any(p.search(c.row["text"]) for p in patterns))
 
-    strengths = [-c.bm25 for c in cands.values() if c.bm25 is not None]
-    smin, smax = (min(strengths), max(strengths)) if strengths else (0.0, 0.0)
-    for c in cands.values():
-        lex = 0.0 if c.bm25 is None else (1.0 if smax == smin else (-c.bm25 - smin) / (smax - smin))
-        if qvec is None:
-            blend = lex
-        else:
-            m = 0.0
-            if c.cosine is not None and lo is not None and hi is not None:
-                m = 1.0 if hi == lo else min(max((c.cosine - lo) / (hi - lo), 0.0), 1.0)
-            w = (1 - MEANING_WEIGHT) * (ANY_WORD_FACTOR if mode == "any" else 1.0)
-            blend = (1 - w) * m + w * lex
-        c.tier = sum(1 for p in patterns if p.search(c.row["text"]))
-        c.score = c.tier + blend
-        words = c.bm25 is not None or c.tier > 0
-        c.match = "both" if words and c.meaning else "meaning" if c.meaning else "words"
+    _score(list(cands.values()), terms, patterns, qvec is not None, mode)
     ordered = sorted(cands.values(), key=lambda c: (-c.score, -c.row["seq"]))[:k]
     found = Found(ordered, max(total, len(ordered)), exact, mode)
     if filters.get("as_of") is not None:
@@ -169,38 +170,103 @@ def rank(store: Any, query: str, terms: list[str], qvec: Any, filters: dict[str,
     return found
 
 
-def _meaning(store: Any, qvec: Any, filters: dict[str, Any], cands: dict[int, Candidate]) -> tuple[Any, Any, bool]:
-    """Add meaning candidates and every candidate's cosine; (min, max) of the meaning list, exactness."""
+def match_notes(found: Found, semantic: bool) -> list[str]:
+    """What the reply says about how it matched, and that nothing did when no hit is worth reading."""
+    meaning = " or are close in meaning" if semantic else ""
+    if not found.hits:
+        return ["no record holds the words of the query" + (" or is close to it in meaning" if semantic else "")
+                + "; try other words, or scope '*'"]
+    if found.mode == "any":
+        return [f"no record holds every word of the query; showing records that hold any of them{meaning}"]
+    return []
+
+
+def closeness(cosine: float | None) -> float:
+    """A cosine as closeness in meaning, 0..1: 0 at MEANING_ZERO or below, 1 at MEANING_FULL or above."""
+    if cosine is None:
+        return 0.0
+    return min(max((cosine - MEANING_ZERO) / (MEANING_FULL - MEANING_ZERO), 0.0), 1.0)
+
+
+def words_held(terms: list[str], text: str) -> int:
+    """How many of the query's words the text holds (by prefix stem: 'migrate' holds for 'migrations')."""
+    words = {w.lower() for w in re.findall(_WORD, text)}
+    stems = {_stem(w) for w in words}
+    return sum(1 for t in terms if t in words or _stem(t) in stems or (len(t) >= 4 and any(w.startswith(t) for w in words)))
+
+
+def word_share(terms: list[str], text: str) -> float:
+    return words_held(terms, text) / len(terms) if terms else 0.0
+
+
+def _stem(word: str) -> str:
+    """A crude prefix stem, enough to tell 'migrate' and 'migrations' are one word."""
+    return word[: max(4, len(word) - 3)] if len(word) > 4 else word
+
+
+def _score(cands: list[Candidate], terms: list[str], patterns: list[re.Pattern[str]], semantic: bool,
+           mode: str) -> None:
+    """Every candidate's score, 0..1 and the same for any query: see the module docstring."""
+    strengths = [-c.bm25 for c in cands if c.bm25 is not None]
+    smin, smax = (min(strengths), max(strengths)) if strengths else (0.0, 0.0)
+    w = 1.0 if not semantic else (1 - MEANING_WEIGHT) * (ANY_WORD_FACTOR if mode == "any" else 1.0)
+    for c in cands:
+        words = 0.0
+        if c.bm25 is not None:  # half how much of the query it holds, half how well bm25 ranks it
+            rel = 1.0 if smax == smin else (-c.bm25 - smin) / (smax - smin)
+            words = 0.5 * (1.0 if mode == "all" else word_share(terms, c.row["text"])) + 0.5 * rel
+        blend = (1 - w) * closeness(c.cosine) + w * words
+        c.tier = sum(1 for p in patterns if p.search(c.row["text"]))
+        c.score = blend if not patterns else (c.tier / len(patterns) + blend) / 2
+        held = c.bm25 is not None or c.tier > 0
+        c.match = "both" if held and c.meaning else "meaning" if c.meaning else "words"
+
+
+def meaning_floor(terms: list[str], text: str) -> float:
+    """The cosine from which a record counts as found by meaning for this query.
+
+    A one-word query's vector is a weak guide (a brand name is near unrelated sentences: '1Password'
+    to 'Branch names follow...' is 0.25), and a record of a word or two is near any short query ('xxxx'
+    to 'hello' is 0.30, 'foo' to 'hi' 0.40): both need more than MEANING_FLOOR."""
+    if len(text) < 64 and len(text.split()) <= 2:
+        return SHORT_RECORD_FLOOR
+    return ONE_WORD_FLOOR if len(terms) < 2 else MEANING_FLOOR
+
+
+def _meaning(store: Any, qvec: Any, terms: list[str], filters: dict[str, Any], cands: dict[int, Candidate]) -> bool:
+    """Add meaning candidates and every candidate's cosine and lead; True when every record that could
+    clear the floor was looked at."""
     import numpy as np
 
     sem = store.semantic()
     lines, sims, approximate = sem.similarities(qvec)
     n = len(lines)
     if not n:
-        return None, None, True
-    m = n if n <= ALL_VECTORS else min(n, MEANING_CANDIDATES)
+        return True
+    # Only records above the floor can be found by meaning, and the scores are absolute: the rows of
+    # the best MEANING_CANDIDATES above it are enough (reading a row for every vector was most of a
+    # search's time at 1k records). Filters that leave too few widen the look.
+    m = min(n, MEANING_CANDIDATES)
     best: dict[int, tuple[dict[str, Any], float]] = {}
     while True:
         top = np.argpartition(-sims, m - 1)[:m] if m < n else np.arange(n)
+        cut = float(sims[top].min())
+        top = top[sims[top] >= MEANING_FLOOR]
         by_line = {int(lines[i]): float(sims[i]) for i in top}
         best = {}
-        for row in store.index.rows_for_lines(list(by_line), **filters):
+        for row in store.index.rows_for_lines(list(by_line), **filters) if by_line else []:
             cos = by_line[row["mline"]]
             key = row["line"]
             if key not in best or cos > best[key][1]:
                 best[key] = (row, cos)
-        if m >= n or len(best) >= MEANING_CANDIDATES // 2:
+        if m >= n or cut < MEANING_FLOOR or len(best) >= MEANING_CANDIDATES // 2:
             break
         m = min(n, m * 4)
-    if not best:
-        return None, None, True
-    cut = float(sims[top].min()) if m < n else -1.0
     exact = not approximate and (m >= n or cut < MEANING_FLOOR)  # every record above the floor was looked at
-    values = [cos for _, cos in best.values()]
-    lo, hi = min(values), max(values)
+    first, second = _two_best(cos for _, cos in best.values())
     for key, (row, cos) in best.items():
         c = cands.get(key)
-        if cos >= MEANING_FLOOR:
+        if cos >= meaning_floor(terms, row["text"]):
             if c is None:
                 c = cands[key] = Candidate(row)
             c.meaning = True
@@ -213,4 +279,17 @@ def _meaning(store: Any, qvec: Any, filters: dict[str, Any], cands: dict[int, Ca
         for key, p in zip(rest, pos, strict=True):
             if p < n and int(lines[p]) == key:
                 cands[key].cosine = float(sims[p])
-    return lo, hi, exact
+    for c in cands.values():  # how far each stands above the closest other record in the scope
+        if c.cosine is not None:
+            c.lead = c.cosine - max(second if c.cosine >= first else first, MEANING_FLOOR)
+    return exact
+
+
+def _two_best(values: Any) -> tuple[float, float]:
+    first = second = -1.0
+    for v in values:
+        if v > first:
+            first, second = v, first
+        elif v > second:
+            second = v
+    return first, second

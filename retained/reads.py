@@ -111,12 +111,12 @@ def search_result(found: Found, *, as_of: str | None, semantic: str, by_meaning:
         if as_of is not None and one.get("superseded_by") and one["superseded_by"] not in found.known_before:
             del one["superseded_by"]
         hits.append(one)
-        cosines[one["id"]] = {"cosine": cand.cosine, "tier": cand.tier}
+        cosines[one["id"]] = {"cosine": cand.cosine, "tier": cand.tier, "lead": cand.lead}
     total = found.total
     truncated = total > len(hits) or not found.exact
-    if found.mode == "any":
-        warnings.append("no record holds every word of the query; showing records that hold any of them"
-                        + (" or are close in meaning" if by_meaning else ""))
+    from . import ranking
+
+    warnings += ranking.match_notes(found, by_meaning)
     if not found.exact:
         warnings.append(f"at least {total} records match; counting stopped there (total_matched is a lower bound)")
     if max_tokens is not None:

@@ -210,8 +210,9 @@ TOOLS = (
             "only the index. With semantic 'on', records saying the "
             "same in other words are found too (match: words, meaning or both). Exact identifiers, paths, error "
             "codes and versions rank first. Examples: 'deploy staging', 'which tool holds our passwords?', "
-            "'E4012'. Nothing useful? Retry with other words, or scope '*'. score: higher is better, within one "
-            "reply. To browse recent records use memory_list; whole records by id, memory_get. " + DATA_NOTE),
+            "'E4012'. Nothing useful? Retry with other words, or scope '*'. score: 0-1, the same scale for every "
+            "query (a weak best hit scores low). To browse recent records use memory_list; whole records by id, "
+            "memory_get. " + DATA_NOTE),
     ToolDef("memory_get", "Get memories by id", READS, "read memory records by id full text",
             "Read whole records by id as stored (extra fields included), marked superseded_by or retracted "
             "{by, reason} when a later record corrected or retracted them: when a hit is trimmed or you need its "

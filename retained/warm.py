@@ -9,8 +9,8 @@ timeout and searches by itself when nobody answers: no server running, another r
 another embedder configuration, a server whose semantic tier is off, no unix sockets (Windows), or a
 store path too long for one.
 
-Only searches are served: what `recall` asks `Store.search_scored` for, bounded. The hook's side uses the
-standard library only.
+Only searches are served: what `recall` and the CLI's `search` ask `Store.search_scored` for, bounded.
+The asking side uses the standard library only.
 """
 
 from __future__ import annotations
@@ -94,7 +94,8 @@ def ask(directory: Path, request: dict[str, Any], timeout: float = ASK_TIMEOUT_S
 
 
 def search(directory: Path, query: str, **kw: Any) -> tuple[dict[str, Any], dict[str, dict[str, Any]]] | None:
-    """(result, cosines) of `Store.search_scored` run by a server of this store with meaning on, or None."""
+    """(result, cosines) of `Store.search_scored` run by a server of this store with meaning on, or None.
+    `kw`: scopes, k, kind, max_tokens, include_superseded, as_of, inline_embed, need_vectors."""
     reply = ask(directory, {"op": "search", "query": query, **kw})
     if reply is None:
         return None
@@ -105,7 +106,10 @@ def search(directory: Path, query: str, **kw: Any) -> tuple[dict[str, Any], dict
 
 
 # -- the server's side ----------------------------------------------------------------------------
-_SEARCH_ARGS = {"scopes": (list, type(None)), "k": int, "inline_embed": int, "need_vectors": bool}
+_SEARCH_ARGS = {"scopes": (list, type(None)), "k": int, "inline_embed": int, "need_vectors": bool,
+                "kind": (str, type(None)), "max_tokens": (int, type(None)), "include_superseded": bool,
+                "as_of": (str, type(None))}
+_DEFAULTS = {"kind": None, "max_tokens": None, "include_superseded": False, "as_of": None}
 
 
 class Lender:
@@ -213,9 +217,9 @@ class Lender:
         if kw.get("scopes") is not None and not all(isinstance(s, str) for s in kw["scopes"]):
             return {"v": PROTOCOL, "error": "bad arguments"}
         kw["inline_embed"] = min(max(kw.get("inline_embed", 16), 0), 256)
+        kw = {**_DEFAULTS, "k": 8, **kw}
         try:
-            result, cosines = self.store.search_scored(req["query"], kind=None, max_tokens=None,
-                                                       include_superseded=False, as_of=None, **kw)
+            result, cosines = self.store.search_scored(req["query"], **kw)
         except Exception as e:  # noqa: BLE001 - the hook searches by itself instead
             return {"v": PROTOCOL, "error": f"{type(e).__name__}: {e}"}
         return {"v": PROTOCOL, "result": result, "cosines": cosines}

@@ -119,7 +119,7 @@ def test_model_present_but_its_runtime_unimportable_answers_lexically_and_hooks_
     assert semantic.startswith(f"off: {broken} cannot be imported (") and "is broken in this install" in semantic
     assert matches == ["words"]
     assert reindexed == semantic
-    cli = subprocess.run([sys.executable, "-m", "retained", "search", "database migrations", "--scope", "*"],
+    cli = subprocess.run([sys.executable, "-m", "retained", "search", "--meaning", "database migrations", "--scope", "*"],
                          env=env, capture_output=True, text=True, timeout=60)
     assert cli.returncode == 0, cli.stderr
     assert "make migrate" in cli.stdout and f"semantic off: {broken} cannot be imported" in cli.stdout
@@ -524,7 +524,7 @@ def test_a_search_by_meaning_writes_nothing_outside_the_store_and_retaineds_cach
     env = dict(os.environ, RETAINED_DIR=str(store_dir))
     run = [sys.executable, "-m", "retained"]
     subprocess.run([*run, "write", "secrets live in 1Password"], env=env, check=True, capture_output=True)
-    out = subprocess.run([*run, "search", "which tool holds our passwords?", "--json"], env=env, check=True,
+    out = subprocess.run([*run, "search", "--meaning", "which tool holds our passwords?", "--json"], env=env, check=True,
                          capture_output=True, text=True)
     assert json.loads(out.stdout)["semantic"] == "on"
     written = sorted(str(p.relative_to(isolate_home)) for p in isolate_home.rglob("*") if p.is_file())

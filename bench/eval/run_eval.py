@@ -1,13 +1,24 @@
-"""Retrieval eval: hit@1 / hit@3 per question kind for lexical, semantic (meaning only) and the blend.
+"""Retrieval and recall eval: hit@1 / hit@3 per question kind for words, meaning and the blend, and
+the prompt hook's recall on answerable and unrelated prompts, per split.
 
-    python bench/eval/run_eval.py [--set bench/eval/team.json] [--json]
+    python bench/eval/run_eval.py [--set bench/eval/team.json ...] [--json]
 
-The set (team.json) was written for retained: memories of a software team in two projects plus global
-facts, and questions that share words with their memory (lexical), share none (paraphrase), name an
-identifier, depend on the scope, or have no answer. A scope question sees only its scope's memories;
-the others see every scope. For the no-answer questions it reports the top cosine and whether the
-prompt hook's recall stayed silent; for the answerable ones, whether recall would inject the answer.
-Tune only on this set; an independent held-out set is run from the outside.
+Two sets, both written for retained (without --set, both run):
+* team.json: memories of a software team in two projects plus global facts, and questions that share
+  words with their memory (lexical), share none (paraphrase), name an identifier, depend on the
+  scope, or have no answer. The semantic tier was tuned on it: all of it counts as `dev`.
+* platform.json (issue 18): another team's memories, some corrected by a later record (supersedes),
+  questions of the same kinds plus "what did we decide about X" (decision), and prompts as users
+  type them to an agent, answerable (short, paraphrased) or unrelated. Every question and prompt has
+  a split: `dev` was used for tuning, `heldout` never was, and both are reported.
+
+A scope question sees only its scope's memories; the others see every scope. A recall prompt is
+asked in its project (plus global). Figures:
+* hit@1 / hit@3 per kind and split; the obsolete-decision rate (ODR): answerable questions whose top
+  three hold a record that a later record corrected;
+* recall on answerable prompts (the answer is among the injected records), wrong injections (only
+  other records injected) and abstention on unrelated prompts (nothing injected).
+An independent held-out set is run from the outside.
 """
 
 from __future__ import annotations
@@ -21,9 +32,12 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+# RETAINED_EVAL_TREE: evaluate another checkout's retained (a same-run baseline) with these sets.
+sys.path.insert(0, os.environ.get("RETAINED_EVAL_TREE") or str(ROOT))
 
-KINDS = ("lexical", "paraphrase", "identifier", "scope")
+HERE = Path(__file__).parent
+SETS = (HERE / "team.json", HERE / "platform.json")
+METHODS = ("lexical", "semantic", "blend")
 
 
 def _stems(text: str) -> set[str]:
@@ -32,97 +46,158 @@ def _stems(text: str) -> set[str]:
     return {w[:5] for w in re.findall(r"\w+", text.lower()) if w not in STOPWORDS and len(w) > 2}
 
 
-def _lines_of(store) -> dict[str, int]:
-    """Record id -> its line (the key vectors are stored under), read from the index file itself."""
-    import sqlite3
-
-    db = sqlite3.connect(store.index.path)
-    try:
-        return dict(db.execute("SELECT id, line FROM records"))
-    finally:
-        db.close()
-
-
 def build(directory: Path, memories: list[dict], embed: str):
+    """A store holding the memories (corrections written after the records they correct)."""
     os.environ["RETAINED_EMBED"] = embed
     from retained.store import Store
 
     store = Store(directory)
-    ids = {}
-    for m in memories:
-        ids[m["id"]] = store.write(m["text"], scope=m["scope"])["id"]
+    ids: dict[str, str] = {}
+    for m in sorted(memories, key=lambda m: "supersedes" in m):
+        kw = {"scope": m["scope"]}
+        if "supersedes" in m:
+            kw["supersedes"] = ids[m["supersedes"]]
+        ids[m["id"]] = store.write(m["text"], **kw)["id"]
     store.embed_all()
     return store, ids
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--set", default=str(Path(__file__).with_name("team.json")))
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args()
-    data = json.loads(Path(args.set).read_text())
-    memories, questions = data["memories"], data["questions"]
-    by_id = {m["id"]: m for m in memories}
-    overlap = [q["q"] for q in questions if q["kind"] == "paraphrase" and _stems(q["q"]) & _stems(by_id[q["answer"]]["text"])]
+class Eval:
+    def __init__(self, data: dict, tmp: Path) -> None:
+        self.memories, self.questions = data["memories"], data["questions"]
+        self.prompts = data.get("prompts", [])
+        self.by_id = {m["id"]: m for m in self.memories}
+        self.obsolete = {m["supersedes"] for m in self.memories if "supersedes" in m}
+        self.lex_store, lex_ids = build(tmp / "lexical", self.memories, "off")
+        self.store, self.ids = build(tmp / "semantic", self.memories, "local")
+        self.back = {v: k for k, v in self.ids.items()}
+        self.lex_back = {v: k for k, v in lex_ids.items()}
+        line_of = {r["id"]: r["line"] for r in self.store.index.query("SELECT id, line FROM records")}
+        self.mem_of_line = {line_of[self.ids[m]]: m for m in self.ids}
 
-    import numpy as np
+    def close(self) -> None:
+        self.lex_store.close()
+        self.store.close()
 
-    from retained.recall import recall
+    def ranked(self, q: dict) -> dict[str, list[str]]:
+        import numpy as np
 
-    results: dict[str, dict[str, list[int]]] = {}
-    extra: dict[str, object] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        lex_store, lex_ids = build(Path(tmp) / "lexical", memories, "off")
-        store, ids = build(Path(tmp) / "semantic", memories, "local")
-        back = {v: k for k, v in ids.items()}
-        lex_back = {v: k for k, v in lex_ids.items()}
-        sem = store.semantic()
-        lines, _, _ = sem.similarities(sem.query_vector("warm up"))
-        line_of = _lines_of(store)
-        mem_of_line = {line_of[ids[m]]: m for m in ids}
-        recall_hits = recall_total = recall_other = 0
-        none_cos, none_silent, answer_cos = [], 0, []
-        for q in questions:
-            scopes = [q["scope"]] if q["kind"] == "scope" else None
-            ranked: dict[str, list[str]] = {}
-            ranked["lexical"] = [lex_back[h["id"]] for h in lex_store.search(q["q"], scopes=scopes, k=3)["hits"]]
-            ranked["blend"] = [back[h["id"]] for h in store.search(q["q"], scopes=scopes, k=3)["hits"]]
-            lines, sims, _ = sem.similarities(sem.query_vector(q["q"]))
-            order = [mem_of_line[int(lines[i])] for i in np.argsort(-sims)]
-            ranked["semantic"] = [m for m in order if scopes is None or by_id[m]["scope"] in scopes][:3]
-            got = recall(store, q["q"], project=q.get("scope"), shown=set())
+        scopes = [q["scope"]] if q["kind"] == "scope" else None
+        sem = self.store.semantic()
+        lines, sims, _ = sem.similarities(sem.query_vector(q["q"]))
+        order = [self.mem_of_line[int(lines[i])] for i in np.argsort(-sims)]
+        current = [m for m in order if m not in self.obsolete]
+        return {"lexical": [self.lex_back[h["id"]] for h in self.lex_store.search(q["q"], scopes=scopes, k=3)["hits"]],
+                "semantic": [m for m in current if scopes is None or self.by_id[m]["scope"] in scopes][:3],
+                "blend": [self.back[h["id"]] for h in self.store.search(q["q"], scopes=scopes, k=3)["hits"]]}
+
+    def retrieval(self) -> dict:
+        from retained.recall import recall
+
+        cells: dict[str, dict[str, dict[str, list[int]]]] = {}
+        odr = [0, 0]
+        rec = {"answer": 0, "other": 0, "of": 0, "silent_on_none": 0, "none": 0}
+        for q in self.questions:
+            split = q.get("split", "dev")
+            got = recall(self.store, q["q"], project=q.get("scope"), shown=set())
             if q["kind"] == "none":
-                none_cos.append(round(float(sims.max()), 3))
-                none_silent += got is None
+                rec["none"] += 1
+                rec["silent_on_none"] += got is None
                 continue
-            recall_total += 1
-            answer_cos.append(round(float(sims[[i for i in range(len(lines)) if mem_of_line[int(lines[i])] == q["answer"]][0]]), 3))
-            recall_hits += bool(got and ids[q["answer"]] in got["ids"])
-            recall_other += bool(got and ids[q["answer"]] not in got["ids"])
+            rec["of"] += 1
+            rec["answer"] += bool(got and self.ids[q["answer"]] in got["ids"])
+            rec["other"] += bool(got and self.ids[q["answer"]] not in got["ids"])
+            ranked = self.ranked(q)
+            odr[0] += any(m in self.obsolete for m in ranked["blend"])
+            odr[1] += 1
             for method, top in ranked.items():
-                cell = results.setdefault(method, {}).setdefault(q["kind"], [0, 0, 0])
-                cell[0] += bool(top[:1] == [q["answer"]])
+                cell = cells.setdefault(method, {}).setdefault(split, {}).setdefault(q["kind"], [0, 0, 0])
+                cell[0] += top[:1] == [q["answer"]]
                 cell[1] += q["answer"] in top[:3]
                 cell[2] += 1
-        extra = {"no_answer_top_cosine": none_cos, "answer_cosine_lowest": sorted(answer_cos)[:8], "recall_silent_on_no_answer": f"{none_silent}/{len(none_cos)}",
-                 "recall_injects_the_answer": f"{recall_hits}/{recall_total}",
-                 "recall_injects_only_other_records": f"{recall_other}/{recall_total}",
-                 "paraphrases_sharing_a_word": overlap}
-        lex_store.close()
-        store.close()
+        return {"results": cells, "odr": odr, "question_recall": rec}
+
+    def prompt_recall(self) -> dict:
+        from retained.recall import recall
+
+        out: dict[str, dict[str, int]] = {}
+        misses: list[str] = []
+        for p in self.prompts:
+            cell = out.setdefault(p["split"], {"answered": 0, "answerable": 0, "wrong": 0, "silent": 0,
+                                               "unrelated": 0, "obsolete": 0})
+            got = recall(self.store, p["prompt"], project=p["project"], shown=set())
+            injected = [self.back[i] for i in (got or {}).get("ids", [])]
+            cell["obsolete"] += any(m in self.obsolete for m in injected)
+            if p["answer"] is None:
+                cell["unrelated"] += 1
+                cell["silent"] += got is None
+                if got is not None:
+                    misses.append(f"{p['split']}: {p['prompt']!r} injected {injected}")
+            else:
+                cell["answerable"] += 1
+                cell["answered"] += p["answer"] in injected
+                cell["wrong"] += bool(injected) and p["answer"] not in injected
+                if p["answer"] not in injected:
+                    misses.append(f"{p['split']}: {p['prompt']!r} wanted {p['answer']}, injected {injected}")
+        return {"prompts": out, "prompt_misses": misses}
+
+
+def run_set(path: Path) -> dict:
+    data = json.loads(path.read_text())
+    by_id = {m["id"]: m for m in data["memories"]}
+    with tempfile.TemporaryDirectory() as tmp:
+        ev = Eval(data, Path(tmp))
+        try:
+            out = {"set": path.name, "memories": len(data["memories"]), "questions": len(data["questions"]),
+                   **ev.retrieval(), **ev.prompt_recall()}
+        finally:
+            ev.close()
+    out["paraphrases_sharing_a_word"] = [q["q"] for q in data["questions"] if q["kind"] == "paraphrase"
+                                         and _stems(q["q"]) & _stems(by_id[q["answer"]]["text"])]
+    return out
+
+
+def _frac(a: int, b: int) -> str:
+    return f"{a}/{b} = {a / b:.2f}" if b else "-"
+
+
+def show(r: dict) -> None:
+    print(f"\n{r['set']}: {r['memories']} memories, {r['questions']} questions")
+    kinds = sorted({k for m in r["results"].values() for s in m.values() for k in s},
+                   key=lambda k: ("lexical", "paraphrase", "identifier", "scope", "decision").index(k))
+    for split in sorted({s for m in r["results"].values() for s in m}):
+        print(f"  split {split}: cells are hit@1/hit@3 of n")
+        print(f"  {'method':<10}" + "".join(f"{k:>14}" for k in (*kinds, "overall")))
+        for method in METHODS:
+            row = r["results"][method].get(split, {})
+            tot = [sum(row.get(k, [0, 0, 0])[i] for k in kinds) for i in range(3)]
+            cells = [f"{row[k][0]}/{row[k][1]} of {row[k][2]}" if k in row else "-" for k in kinds]
+            print(f"  {method:<10}" + "".join(f"{c:>14}" for c in [*cells, f"{tot[0]}/{tot[1]} of {tot[2]}"])
+                  + f"   hit@1 {tot[0] / max(tot[2], 1):.2f} hit@3 {tot[1] / max(tot[2], 1):.2f}")
+    print(f"  obsolete-decision rate (blend top 3): {r['odr'][0]}/{r['odr'][1]}")
+    qr = r["question_recall"]
+    print(f"  recall on the questions: answer injected {_frac(qr['answer'], qr['of'])}, only others "
+          f"{qr['other']}/{qr['of']}, silent on no-answer {qr['silent_on_none']}/{qr['none']}")
+    for split, c in sorted(r["prompts"].items()):
+        print(f"  prompt recall, split {split}: recall {_frac(c['answered'], c['answerable'])} (wrong only "
+              f"{c['wrong']}), abstention {_frac(c['silent'], c['unrelated'])}, obsolete injected {c['obsolete']}")
+    for m in r["prompt_misses"]:
+        print(f"    miss {m}")
+    if r["paraphrases_sharing_a_word"]:
+        print(f"  paraphrases sharing a word with their answer: {r['paraphrases_sharing_a_word']}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--set", action="append", help="an eval file (repeatable; default: every set here)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    results = [run_set(Path(p)) for p in (args.set or SETS)]
     if args.json:
-        print(json.dumps({"results": results, **extra}, indent=2))
+        print(json.dumps({"sets": results}, indent=2))
         return 0
-    print(f"retrieval eval: {len(memories)} memories, {len(questions)} questions ({Path(args.set).name})")
-    print(f"{'method':<10}" + "".join(f"{k:>16}" for k in (*KINDS, "overall")))
-    for method in ("lexical", "semantic", "blend"):
-        row = results[method]
-        tot = [sum(row[k][i] for k in KINDS) for i in range(3)]
-        cells = [f"{row[k][0]}/{row[k][1]} of {row[k][2]}" for k in KINDS] + [f"{tot[0]}/{tot[1]} of {tot[2]}"]
-        print(f"{method:<10}" + "".join(f"{c:>16}" for c in cells))
-    print("cells are hit@1/hit@3 of n")
-    for key, value in extra.items():
-        print(f"{key}: {value}")
+    for r in results:
+        show(r)
     return 0
 
 

@@ -1,0 +1,97 @@
+"""The local model computes on its int8 weights: the same vectors (within quantisation), vectors that do
+not depend on their batch, an unknown graph loaded as it is, and a model dropped after idle.
+
+These run the real packaged model with the real onnxruntime; resident memory itself is measured by
+bench/memory_bench.py (a figure of a process, not something a unit test can hold steady).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from retained import embed, onnxgraph
+
+TEXTS = [
+    "Run the test suite with `make check` before pushing; CI runs the same target.",
+    "Database is PostgreSQL 16 with pgvector for the embeddings.",
+    "how do we run the tests?",
+    "Deploys to production go out on Tuesdays after the release review; no deploys on Fridays.",
+    "ünïcødé, emoji 🎉 and CJK 数据库 in one line",
+    "word " * 300,
+]
+
+
+def _float_session(data: bytes):
+    ort = embed.onnxruntime_module()
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+
+
+def _embed_with(session, texts: list[str]) -> np.ndarray:
+    from retained.wordpiece import WordPiece
+
+    tok = WordPiece.load()
+    out = []
+    for t in texts:
+        ids = np.array([tok.encode(t)], dtype=np.int64)
+        hidden = session.run(["last_hidden_state"], {"input_ids": ids, "attention_mask": np.ones_like(ids),
+                                                     "token_type_ids": np.zeros_like(ids)})[0]
+        v = hidden.mean(axis=1)[0]
+        out.append(v / np.linalg.norm(v))
+    return np.array(out)
+
+
+def test_the_integer_graph_gives_the_float_graphs_vectors_within_quantisation():
+    emb = embed.LocalEmbedder()
+    data = emb.verified_bytes()
+    reference = _embed_with(_float_session(data), TEXTS)
+    mine = emb.embed(TEXTS)
+    cos = (mine * reference).sum(axis=1)
+    assert cos.min() > 0.99, cos
+    # It really is the integer graph that ran: the file's float graph would give the same vectors.
+    assert cos.max() < 0.99999
+
+
+def test_a_texts_vector_does_not_depend_on_the_texts_batched_with_it():
+    emb = embed.LocalEmbedder()
+    alone = np.array([emb.embed([t])[0] for t in TEXTS])
+    together = emb.embed(TEXTS)
+    assert np.abs(alone - together).max() < 1e-4
+
+
+def test_long_records_are_embedded_a_few_at_a_time():
+    lengths = [3] * 40 + [256] * 9
+    batches = embed._batches(list(range(len(lengths))), lengths)
+    assert all(len(b) <= embed.BATCH for b in batches)
+    assert all(len(b) * max(lengths[i] for i in b) <= embed.BATCH_TOKENS for b in batches)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+
+
+@pytest.mark.parametrize("blob", [b"", b"\x08\x07", b"not an onnx file at all", b"\x3a\x05\x0a\x03abc"])
+def test_a_graph_the_rewrite_does_not_know_is_refused_not_guessed(blob):
+    with pytest.raises(ValueError):
+        onnxgraph.integer_model(blob)
+
+
+def test_a_model_the_rewrite_refuses_is_loaded_as_the_file_stands(monkeypatch):
+    def refuse(data):
+        raise ValueError("unknown graph")
+
+    monkeypatch.setattr(onnxgraph, "integer_model", refuse)
+    emb = embed.LocalEmbedder()
+    reference = _embed_with(_float_session(emb.verified_bytes()), TEXTS[:2])
+    assert np.abs(emb.embed(TEXTS[:2]) - reference).max() < 1e-4
+
+
+def test_an_idle_model_is_dropped_and_loaded_again_by_the_next_search(monkeypatch):
+    emb = embed.LocalEmbedder()
+    first = emb.embed(["how do we run the tests?"])
+    assert emb.release_if_idle(3600) is False  # just used
+    assert emb.release_if_idle(0) is False     # 0 means never
+    monkeypatch.setattr(embed.time, "monotonic", lambda: 1e12)
+    assert emb.release_if_idle(60) is True and emb._session is None
+    monkeypatch.undo()
+    again = emb.embed(["how do we run the tests?"])
+    assert emb._session is not None and np.abs(first - again).max() < 1e-5

@@ -1,0 +1,84 @@
+"""What counts as found by meaning: scores that mean one thing (0..1), no unrelated record "by meaning",
+a reply that says when nothing is close, and prompt recall that understands short paraphrased prompts
+while staying silent on unrelated ones. Real model, real store."""
+
+from __future__ import annotations
+
+from retained.recall import recall
+
+PROJECT = "/src/api"
+TEAM = [
+    ("tests", "Run the test suite with `make check`; it starts the docker services the integration tests need."),
+    ("db", "Database is PostgreSQL 16 with pgvector for the embedding columns."),
+    ("branch", "Branch names follow type/ticket-short-description, for example feat/PLAT-123-rate-limits."),
+    ("secrets", "Secrets live in 1Password, vault 'platform'; never commit .env files."),
+    ("deploy", "Deploys to production go out on Tuesdays after the release review; no deploys on Fridays."),
+    ("errors", "API errors are returned as RFC 7807 problem+json bodies; never return a bare string."),
+    ("jobs", "Background jobs run on Dramatiq with RabbitMQ as the broker."),
+    ("error", "Error ERR_QUOTA_429 means the tenant exceeded its monthly quota; it is not retried."),
+]
+
+
+def _seed(store) -> dict[str, str]:
+    return {name: store.write(text, scope=PROJECT)["id"] for name, text in TEAM}
+
+
+def test_scores_stay_between_0_and_1_and_fall_with_rank_even_for_identifiers(store):
+    ids = _seed(store)
+    for query in ("ERR_QUOTA_429", "what does ERR_QUOTA_429 mean for the tenant quota", "which broker runs jobs?",
+                  "feat/PLAT-123-rate-limits"):
+        res = store.search(query, scopes=[PROJECT])
+        scores = [h["score"] for h in res["hits"]]
+        assert scores and all(0 <= s <= 1 for s in scores), (query, scores)
+        assert scores == sorted(scores, reverse=True)
+    assert store.search("ERR_QUOTA_429", scopes=[PROJECT])["hits"][0]["id"] == ids["error"]
+
+
+def test_a_weak_best_hit_scores_low_instead_of_near_one(store):
+    _seed(store)
+    strong = store.search("which message broker do background jobs use?", scopes=[PROJECT])["hits"][0]["score"]
+    # Holds one word of it ('release') and means something else: a weak hit, scored as one.
+    weak = store.search("who brings the cake to the release party?", scopes=[PROJECT])["hits"]
+    assert strong >= 0.5
+    assert weak and all(h["score"] < 0.35 for h in weak), weak
+
+
+def test_gibberish_finds_no_short_record_by_meaning_and_the_reply_says_nothing_is_close(store):
+    for text in ("hello", "hi", "Deploys go out on Tuesdays.", "Run the test suite with make check."):
+        store.write(text)
+    res = store.search("xxxx")
+    assert res["hits"] == [] and res["total_matched"] == 0
+    assert any("close to it in meaning" in w for w in res["warnings"])
+    assert not any("showing records" in w for w in res["warnings"])
+
+
+def test_a_purged_name_brings_back_no_unrelated_record_by_meaning(store):
+    ids = _seed(store)
+    assert store.search("1Password", scopes=[PROJECT])["hits"][0]["id"] == ids["secrets"]
+    store.purge([ids["secrets"]], reason="rotated")
+    res = store.search("1Password", scopes=[PROJECT])
+    assert [h["text"][:20] for h in res["hits"]] == [], res["hits"]
+    assert res["total_matched"] == 0
+
+
+def test_an_empty_any_word_result_does_not_claim_to_show_records(store):
+    _seed(store)
+    res = store.search("zzyzx quux", scopes=[PROJECT])
+    assert res["hits"] == []
+    assert not any("showing records" in w for w in res["warnings"])
+    assert any("no record holds the words" in w for w in res["warnings"])
+
+
+def test_recall_injects_the_answer_to_a_short_paraphrased_prompt(store):
+    ids = _seed(store)
+    for prompt, want in (("how do we run the tests?", "tests"), ("which database do we use for vectors?", "db"),
+                         ("what should I name my branch?", "branch")):
+        got = recall(store, prompt, project=PROJECT, shown=set())
+        assert got is not None and ids[want] in got["ids"], (prompt, got)
+
+
+def test_recall_stays_silent_on_unrelated_prompts(store):
+    _seed(store)
+    for prompt in ("rename this variable", "thanks!", "explain this function", "make it faster", "ok, continue",
+                   "sort this list by date", "write a haiku about autumn", "how do I center a div?"):
+        assert recall(store, prompt, project=PROJECT, shown=set()) is None, prompt
