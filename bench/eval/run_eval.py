@@ -72,8 +72,8 @@ class Eval:
         self.store, self.ids = build(tmp / "semantic", self.memories, "local")
         self.back = {v: k for k, v in self.ids.items()}
         self.lex_back = {v: k for k, v in lex_ids.items()}
-        line_of = {r["id"]: r["line"] for r in self.store.index.query("SELECT id, line FROM records")}
-        self.mem_of_line = {line_of[self.ids[m]]: m for m in self.ids}
+        # the line each memory's vector is stored under
+        self.mem_of_line = {self.store.index.by_id(rid)["line"]: m for m, rid in self.ids.items()}
 
     def close(self) -> None:
         self.lex_store.close()
