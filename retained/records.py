@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the hook path imports no more than it runs
     from typing import Any
 
+from . import safejson
 from .errors import UsageError
 
 GENESIS = "0" * 64
@@ -37,6 +38,10 @@ _KIND = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 MAX_TEXT_BYTES = 16 * 1024 * 1024
+#: A longer line is a corrupt line, not read into a record. No write makes one: text and source are
+#: bound to MAX_TEXT_BYTES each and fields to MAX_FIELDS_BYTES, and escaping at most sextuples a character.
+MAX_LINE_BYTES = 256 * 1024 * 1024
+MAX_FIELDS_BYTES = MAX_TEXT_BYTES
 MAX_SCOPE_CHARS = 512
 GLOBAL_SCOPE = "global"
 
@@ -83,12 +88,13 @@ def parse_line(line: bytes) -> dict[str, Any]:
     Checks the record's own hash and the types of the core fields; the chain link (`prev`)
     is the caller's business because it needs the previous record.
     """
+    # Bounded: one line nested a few thousand levels deep (anyone can append one) must be a corrupt
+    # line that is skipped and counted, not a RecursionError that stops every command.
     try:
-        record = json.loads(line.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise BadLine("not UTF-8") from None
-    except ValueError:
-        raise BadLine("not JSON") from None
+        record = safejson.loads(line, max_bytes=MAX_LINE_BYTES)
+    except safejson.JSONError as e:
+        raise BadLine("not UTF-8" if e.msg.startswith("not UTF-8") else
+                      e.msg if e.msg.startswith(("nested", "larger")) else "not JSON") from None
     if not isinstance(record, dict):
         raise BadLine("not a JSON object")
     if "text" not in record and "forgotten" in record:
@@ -273,9 +279,16 @@ def check_fields(fields: dict[str, Any] | None) -> dict[str, Any]:
                 hint=f"reserved names: {', '.join(sorted(RESERVED_KEYS))}; pick another name",
             )
     try:
-        canonical_json(fields)
+        # The log's reader refuses lines nested too deep or too long (parse_line): refuse them here,
+        # before they are written, rather than acknowledge a line that then reads as corrupt.
+        safejson.check_depth(fields, safejson.MAX_DEPTH - 1, "fields")
+        size = len(canonical_json(fields))
+    except safejson.JSONError as e:
+        raise UsageError(e.msg, hint="store a flatter value") from None
     except (TypeError, ValueError) as e:
         raise UsageError(f"fields are not JSON-serialisable: {e}", hint="use strings, numbers, booleans, null, lists and objects") from None
     except UnicodeEncodeError:
         raise UsageError("fields contain a lone surrogate and are not valid Unicode", hint="send well-formed UTF-8 text") from None
+    if size > MAX_FIELDS_BYTES:
+        raise UsageError(f"fields are larger than {MAX_FIELDS_BYTES // (1024 * 1024)} MiB", hint="store a summary")
     return fields
