@@ -97,6 +97,10 @@ def parse_line(line: bytes) -> dict[str, Any]:
                       e.msg if e.msg.startswith(("nested", "larger")) else "not JSON") from None
     if not isinstance(record, dict):
         raise BadLine("not a JSON object")
+    # JSON may spell a lone surrogate (\ud800), which no UTF-8 can hold: hashing or indexing such a
+    # record would fail in every reader. A surrogate pair (an emoji) is fine and never matches here.
+    if _SURROGATE_ESCAPE.search(line) and _has_lone_surrogate(record):
+        raise BadLine("holds a lone surrogate escape (not valid Unicode)", record)
     if "text" not in record and "forgotten" in record:
         return _parse_tombstone(record)
     for key in CORE_KEYS:
@@ -113,6 +117,26 @@ def parse_line(line: bytes) -> dict[str, Any]:
     if compute_sha256(record) != record["sha256"]:
         raise BadLine("sha256 does not match the record's content", record)
     return record
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(v, dict):
+            stack.extend(v)
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
 
 
 def is_tombstone(record: dict[str, Any]) -> bool:
@@ -282,13 +306,19 @@ def check_fields(fields: dict[str, Any] | None) -> dict[str, Any]:
         # The log's reader refuses lines nested too deep or too long (parse_line): refuse them here,
         # before they are written, rather than acknowledge a line that then reads as corrupt.
         safejson.check_depth(fields, safejson.MAX_DEPTH - 1, "fields")
-        size = len(canonical_json(fields))
+        # NaN and Infinity have no JSON spelling: Python would write them, and every other reader
+        # of the log (FORMAT.md) would find a line it cannot parse.
+        size = len(json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                              allow_nan=False).encode("utf-8"))
     except safejson.JSONError as e:
         raise UsageError(e.msg, hint="store a flatter value") from None
-    except (TypeError, ValueError) as e:
-        raise UsageError(f"fields are not JSON-serialisable: {e}", hint="use strings, numbers, booleans, null, lists and objects") from None
     except UnicodeEncodeError:
         raise UsageError("fields contain a lone surrogate and are not valid Unicode", hint="send well-formed UTF-8 text") from None
+    except (TypeError, ValueError) as e:
+        if "Out of range float" in str(e):
+            raise UsageError("fields hold NaN or Infinity, which JSON cannot represent",
+                             hint="store the number as a string, or null") from None
+        raise UsageError(f"fields are not JSON-serialisable: {e}", hint="use strings, numbers, booleans, null, lists and objects") from None
     if size > MAX_FIELDS_BYTES:
         raise UsageError(f"fields are larger than {MAX_FIELDS_BYTES // (1024 * 1024)} MiB", hint="store a summary")
     return fields
