@@ -31,7 +31,7 @@ def _write(text: str, *extra: str, **kw) -> dict:
     return cli_json("write", text, *extra, **kw)
 
 
-# -- item 1: one hostile line must not disable the store --------------------------------------------------
+# -- item 1: one hostile line must not disable the store (the depth the issue names, and the rest of its class) --------------------------------------------------
 DEEP = {
     "arrays 5,000 deep": b"[" * 5000 + b"]" * 5000,
     "objects 5,000 deep": b'{"a":' * 5000 + b"1" + b"}" * 5000,
@@ -41,6 +41,9 @@ DEEP = {
                                               b'"f":' + b"[" * 3000 + b"]" * 3000 + b"}"),
     "300 deep (past the bound, within the parser's reach)": b'{"a":' + b"[" * 300 + b"]" * 300 + b"}",
     "an integer of 5,000 digits": b'{"seq":' + b"9" * 5000 + b"}",
+    "a record-shaped line holding a lone surrogate escape": (b'{"id":"mem_s","kind":"note","prev":"' + b"0" * 64
+                                                             + b'","seq":2,"sha256":"' + b"1" * 64
+                                                             + b'","text":"\\ud800","ts":"2026-01-01T00:00:00Z"}'),
 }
 
 
