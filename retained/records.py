@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the hook path imports no more than it runs
     from typing import Any
 
+from . import safejson
 from .errors import UsageError
 
 GENESIS = "0" * 64
@@ -37,6 +38,10 @@ _KIND = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 MAX_TEXT_BYTES = 16 * 1024 * 1024
+#: A longer line is a corrupt line, not read into a record. No write makes one: text and source are
+#: bound to MAX_TEXT_BYTES each and fields to MAX_FIELDS_BYTES, and escaping at most sextuples a character.
+MAX_LINE_BYTES = 256 * 1024 * 1024
+MAX_FIELDS_BYTES = MAX_TEXT_BYTES
 MAX_SCOPE_CHARS = 512
 GLOBAL_SCOPE = "global"
 
@@ -83,14 +88,19 @@ def parse_line(line: bytes) -> dict[str, Any]:
     Checks the record's own hash and the types of the core fields; the chain link (`prev`)
     is the caller's business because it needs the previous record.
     """
+    # Bounded: one line nested a few thousand levels deep (anyone can append one) must be a corrupt
+    # line that is skipped and counted, not a RecursionError that stops every command.
     try:
-        record = json.loads(line.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise BadLine("not UTF-8") from None
-    except ValueError:
-        raise BadLine("not JSON") from None
+        record = safejson.loads(line, max_bytes=MAX_LINE_BYTES)
+    except safejson.JSONError as e:
+        raise BadLine("not UTF-8" if e.msg.startswith("not UTF-8") else
+                      e.msg if e.msg.startswith(("nested", "larger")) else "not JSON") from None
     if not isinstance(record, dict):
         raise BadLine("not a JSON object")
+    # JSON may spell a lone surrogate (\ud800), which no UTF-8 can hold: hashing or indexing such a
+    # record would fail in every reader. A surrogate pair (an emoji) is fine and never matches here.
+    if _SURROGATE_ESCAPE.search(line) and _has_lone_surrogate(record):
+        raise BadLine("holds a lone surrogate escape (not valid Unicode)", record)
     if "text" not in record and "forgotten" in record:
         return _parse_tombstone(record)
     for key in CORE_KEYS:
@@ -107,6 +117,26 @@ def parse_line(line: bytes) -> dict[str, Any]:
     if compute_sha256(record) != record["sha256"]:
         raise BadLine("sha256 does not match the record's content", record)
     return record
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+        elif isinstance(v, dict):
+            stack.extend(v)
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return False
 
 
 def is_tombstone(record: dict[str, Any]) -> bool:
@@ -273,9 +303,22 @@ def check_fields(fields: dict[str, Any] | None) -> dict[str, Any]:
                 hint=f"reserved names: {', '.join(sorted(RESERVED_KEYS))}; pick another name",
             )
     try:
-        canonical_json(fields)
-    except (TypeError, ValueError) as e:
-        raise UsageError(f"fields are not JSON-serialisable: {e}", hint="use strings, numbers, booleans, null, lists and objects") from None
+        # The log's reader refuses lines nested too deep or too long (parse_line): refuse them here,
+        # before they are written, rather than acknowledge a line that then reads as corrupt.
+        safejson.check_depth(fields, safejson.MAX_DEPTH - 1, "fields")
+        # NaN and Infinity have no JSON spelling: Python would write them, and every other reader
+        # of the log (FORMAT.md) would find a line it cannot parse.
+        size = len(json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                              allow_nan=False).encode("utf-8"))
+    except safejson.JSONError as e:
+        raise UsageError(e.msg, hint="store a flatter value") from None
     except UnicodeEncodeError:
         raise UsageError("fields contain a lone surrogate and are not valid Unicode", hint="send well-formed UTF-8 text") from None
+    except (TypeError, ValueError) as e:
+        if "Out of range float" in str(e):
+            raise UsageError("fields hold NaN or Infinity, which JSON cannot represent",
+                             hint="store the number as a string, or null") from None
+        raise UsageError(f"fields are not JSON-serialisable: {e}", hint="use strings, numbers, booleans, null, lists and objects") from None
+    if size > MAX_FIELDS_BYTES:
+        raise UsageError(f"fields are larger than {MAX_FIELDS_BYTES // (1024 * 1024)} MiB", hint="store a summary")
     return fields

@@ -7,11 +7,19 @@ Opt out per store with RETAINED_REDACT=off (documented in README.md).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import Counter
 from typing import Any
 
-_ASSIGN_KEY = r"[\w.-]*(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|private[_-]?key)[\w.-]*"
+# A key that may name a secret: one of these words somewhere in it. Whether it does is decided by
+# `_names_a_secret` from the key's segments (`token_expiry` holds a duration, `GITHUB_TOKEN` a token).
+_ASSIGN_KEY = (r"[\w.-]*(?:password|passwd|passphrase|pwd|pass|secret|token|api[_-]?key|access[_-]?key"
+               r"|private[_-]?key|secret[_-]?key|credentials?)[\w.-]*")
+# A secret value's characters: anything up to white space, a quote or a delimiter of the text around it.
+_VALUE = r"[^\s\"',;&)}\]]{3,}"
+# AWS's secret access key: 40 characters of base64 with both cases, so a git SHA (hex) never matches.
+_AWS_SECRET = r"(?=[A-Za-z0-9/+=]{0,39}[a-z])(?=[A-Za-z0-9/+=]{0,39}[A-Z])[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=])"
 
 #: (kind, pattern, group holding the secret or 0 for the whole match). Order matters: specific first.
 PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
@@ -24,8 +32,7 @@ PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
     # 40 characters of base64 with both cases, so that a git SHA (hex) never matches.
     (
         "aws_secret_access_key",
-        re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b[^\n]{0,80}?(?<![A-Za-z0-9/+=])"
-                   r"((?=[A-Za-z0-9/+=]*[a-z])(?=[A-Za-z0-9/+=]*[A-Z])[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"),
+        re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b[^\n]{0,80}?(?<![A-Za-z0-9/+=])(" + _AWS_SECRET + ")"),
         1,
     ),
     ("aws_access_key_id", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"), 0),
@@ -34,9 +41,16 @@ PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
         re.compile(r"(?i)(aws[\w-]{0,20}?(?:secret|sk)[\w-]{0,20}[\"']?\s*[:=]\s*[\"']?)([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"),
         2,
     ),
+    # ... and with no `=` or `:` before it: `aws configure set aws_secret_access_key KEY`, "the AWS
+    # secret key is KEY". Here only a mixed-case 40-character value counts.
+    (
+        "aws_secret_access_key",
+        re.compile(r"((?i:\baws[\w .-]{0,30}?(?<![a-z])(?:secret|sk))[\w .\"'-]{0,30}?\s[\"']?)(" + _AWS_SECRET + ")"),
+        2,
+    ),
     ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"), 0),
     ("gitlab_token", re.compile(r"\bgl(?:pat|dt|rt|ptt|cbt|oas)-[A-Za-z0-9_-]{20,}"), 0),
-    ("slack_token", re.compile(r"\bxox[abposre]-[A-Za-z0-9-]{10,}"), 0),
+    ("slack_token", re.compile(r"\b(?:xox[abposre]|xapp)-[A-Za-z0-9-]{10,}"), 0),
     ("slack_webhook", re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9/_-]{20,}"), 0),
     ("anthropic_api_key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{20,}"), 0),
     ("openai_api_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"), 0),
@@ -47,6 +61,13 @@ PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
     ("pypi_token", re.compile(r"\bpypi-AgE[A-Za-z0-9_-]{50,}"), 0),
     ("huggingface_token", re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"), 0),
     ("sendgrid_key", re.compile(r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"), 0),
+    # Prefixed tokens of other services, in the shapes gitleaks' rules give them.
+    ("service_token", re.compile(
+        r"\b(?:shp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}|do[opr]_v1_[a-f0-9]{64}|dapi[a-f0-9]{32}|glsa_[A-Za-z0-9_]{32,}"
+        r"|gsk_[A-Za-z0-9]{48,}|r8_[A-Za-z0-9]{36,}|lin_api_[A-Za-z0-9]{40}|hvs\.[A-Za-z0-9_-]{24,}"
+        r"|PMAK-[a-f0-9]{24}-[a-f0-9]{34}|NRAK-[A-Z0-9]{27}|sntrys_[A-Za-z0-9+/=_-]{40,}|sbp_[a-f0-9]{40}"
+        r"|AGE-SECRET-KEY-1[02-9AC-HJ-NP-Z]{58}|pul-[a-f0-9]{40}|key-[0-9a-zA-Z]{32}(?![0-9a-zA-Z])"
+        r"|\d{8,10}:AA[A-Za-z0-9_-]{33}|ya29\.[0-9A-Za-z_-]{20,})"), 0),
     # A bearer or basic credential in a header, e.g. a curl line: the header name gives it away.
     ("authorization_header", re.compile(r"(?i)(\bauthorization\s*:\s*(?:bearer|basic|token)\s+)"
                                         r"(?![$<{%]|\[REDACTED)([A-Za-z0-9._~+/=-]{8,})"), 2),
@@ -54,15 +75,24 @@ PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
                                 r"((?=[A-Za-z0-9._~+/=-]*[0-9])[A-Za-z0-9._~+/-]{16,}=*)"), 2),
     # curl -u user:password, --user user:password
     ("cli_password", re.compile(r"((?:^|\s)(?:-u|--user)\s+['\"]?[^\s:'\"$]+:)(?![$<{%])([^\s'\"]{3,})"), 2),
+    # --password VALUE, --token VALUE (with `=`, the assignment rule below takes it)
+    ("cli_password", re.compile(r"((?:^|\s)--(?:password|passwd|pass|token|api-key|secret|client-secret)\s+['\"]?)"
+                                r"(?![$<{%-]|\[REDACTED)([^\s'\"]{3,})"), 2),
+    # A .netrc line: machine HOST login USER password VALUE
+    ("cli_password", re.compile(r"(\bmachine\s+\S+\s+login\s+\S+\s+password\s+)(?![$<{%])(\S{3,})"), 2),
     # Keys inside connection strings (Azure storage and service bus, ODBC): Name=value;...
-    ("connection_string_key", re.compile(r"(?i)((?:^|[;\s\"'])(?:AccountKey|SharedAccessKey|SharedAccessSignature"
-                                         r"|Pwd)=)(?![$<{%]|\[REDACTED)([^;\s\"']{6,})"), 2),
-    ("url_password", re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/?#@\"']+:)([^\s@/\"']+)(@)"), 2),
+    # (Pwd= only after a `;`: a bare PWD= is a shell's working directory, not a password.)
+    ("connection_string_key", re.compile(r"(?i)((?:(?:^|[;\s\"'])(?:AccountKey|SharedAccessKey|SharedAccessSignature)"
+                                         r"|;\s*Pwd)=)(?![$<{%]|\[REDACTED)([^;\s\"']{6,})"), 2),
+    # (the user may be empty: redis://:password@host)
+    ("url_password", re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/?#@\"']*:)(?![$<{%]|\[REDACTED)([^\s@/\"']+)(@)"), 2),
     (
         "password_assignment",
+        # `=`, or `:` before a quoted value or one with both letters and digits (YAML, headers); not a
+        # `:` before prose ("password: reset it by mail").
         re.compile(
-            r"(?i)(\b" + _ASSIGN_KEY + r"[\"']?\s*(?:=|:(?=\s*[\"']))\s*[\"']?)"
-            r"(?![\"'$<\[{]|\s|REDACTED)([^\s\"',;&)}\]]{3,})"
+            r"(?i)(\b" + _ASSIGN_KEY + r"[\"']?\s*(?:=|:(?=\s*[\"'])|:(?=\s*(?=[^\s\"']*[a-z])(?=[^\s\"']*\d)[^\s\"']{6}))\s*[\"']?)"
+            r"(?![\"'$<\[{]|\s|REDACTED)(" + _VALUE + ")"
         ),
         2,
     ),
@@ -75,7 +105,7 @@ def redact_text(text: str) -> tuple[str, Counter[str]]:
     for kind, pattern, group in PATTERNS:
 
         def _sub(m: re.Match[str], kind: str = kind, group: int = group) -> str:
-            if kind == "password_assignment" and _looks_like_code(m):
+            if kind == "password_assignment" and not _assigns_a_secret(m):
                 return m.group(0)
             found[kind] += 1
             if group == 0:
@@ -89,26 +119,103 @@ def redact_text(text: str) -> tuple[str, Counter[str]]:
 
 
 _DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\Z")
+_CALL = re.compile(r"[A-Za-z_][\w.]*[(\[]")  # getpass(), os.environ[...]: code that fetches the secret
+_SEGMENTS = re.compile(r"[_.\-]+|(?<=[a-z0-9])(?=[A-Z])")
+#: Key segments that hold a secret on their own ...
+_SECRET_WORDS = frozenset({"password", "passwd", "passphrase", "pwd", "pass", "secret", "token", "apikey",
+                           "accesskey", "privatekey", "secretkey", "credential", "credentials"})
+#: ... and the words before `key` that make it one (api_key, ACCESS_KEY, signingKey).
+_KEY_WORDS = frozenset({"api", "access", "private", "secret", "signing", "encryption", "master", "client"})
+#: A word after the secret word says the value is about the secret, not the secret: `token_expiry=3600`,
+#: `password_file=/run/x`, `secret_name=prod/db`. Words before it likewise: `max_token=…`.
+_ABOUT_WORDS = frozenset({
+    "expiry", "expires", "expire", "expiration", "exp", "ttl", "lifetime", "timeout", "age", "length", "len", "size",
+    "count", "limit", "max", "min", "budget", "type", "kind", "name", "file", "path", "dir", "url", "uri", "endpoint",
+    "env", "var", "header", "field", "id", "prefix", "suffix", "format", "policy", "rotation", "version", "hint",
+    "label", "usage", "used", "rate", "window", "reset", "mode", "enabled", "required", "provider", "source",
+    "location", "ref", "arn", "manager", "regex", "pattern", "column", "param", "placeholder", "strength"})
+_BEFORE_WORDS = frozenset({"max", "min", "num", "total", "count", "no"})
+_NOT_SECRETS = frozenset({"true", "false", "null", "none", "nil", "undefined", "yes", "no", "on", "off"})
 
 
-def _looks_like_code(m: re.Match[str]) -> bool:
-    """`password=password` or `token=self.token` pass a variable along; they hold no secret."""
-    key = re.match(r"[\w.-]+", m.group(1))
+def _secret_at(segments: list[str]) -> int | None:
+    """The index of the segment that names a secret (the last such), or None."""
+    found = None
+    for i, seg in enumerate(segments):
+        if seg in _SECRET_WORDS or (seg == "key" and i and segments[i - 1] in _KEY_WORDS):
+            found = i
+        elif i == 0 and seg.endswith(("password", "passwd", "secret", "token")) and seg not in ("bypass",):
+            found = i  # PGPASSWORD, authtoken: one glued word
+    return found
+
+
+def _names_a_secret(key: str) -> bool:
+    """Whether `key` (of `key=value`) names a secret itself rather than something about one."""
+    segments = [s.lower() for s in _SEGMENTS.split(key.strip("-_.")) if s]
+    at = _secret_at(segments)
+    if at is None:
+        return False
+    if segments[at] == "pwd" and at == 0:
+        return False  # PWD= is a shell's working directory; MYSQL_PWD= a password
+    if any(s in _ABOUT_WORDS for s in segments[at + 1:]) or any(s in _BEFORE_WORDS for s in segments[:at]):
+        return False
+    return True
+
+
+def _assigns_a_secret(m: re.Match[str]) -> bool:
+    """`password=password` or `token=self.token` pass a variable along; `token_expiry=3600` and
+    `password_policy=strict` say something about a secret; neither holds one."""
+    key_match = re.match(r"[\w.-]+", m.group(1))
+    key = key_match.group(0) if key_match else ""
     value = m.group(2)
-    return bool(_DOTTED.match(value)) or (key is not None and value.lower() == key.group(0).lower())
+    if not _names_a_secret(key) or _DOTTED.match(value) or _CALL.match(value) or value.lower() == key.lower():
+        return False
+    if value.lower() in _NOT_SECRETS:
+        return False
+    # A bare `pass=12` is a test tally, not a password.
+    return not (key.lower() == "pass" and value.isdigit())
 
 
-def redact_value(value: Any, found: Counter[str]) -> Any:
-    """Redact every string inside a JSON value (keys are left alone)."""
+def redact_value(value: Any, found: Counter[str], keys: bool = False) -> Any:
+    """Redact every string inside a JSON value; with `keys`, the names of its members too."""
     if isinstance(value, str):
         clean, n = redact_text(value)
         found.update(n)
         return clean
     if isinstance(value, list):
-        return [redact_value(v, found) for v in value]
+        return [redact_value(v, found, keys) for v in value]
     if isinstance(value, dict):
-        return {k: redact_value(v, found) for k, v in value.items()}
+        if not keys:
+            return {k: redact_value(v, found) for k, v in value.items()}
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            name = redact_value(k, found) if isinstance(k, str) else k
+            while name in out:  # two keys that differed only in their secret stay two members
+                name += "'"
+            out[name] = redact_value(v, found, keys)
+        return out
     return value
+
+
+def redact_record_parts(found: Counter[str], *, scope: str | None = None, client_op_id: str | None = None,
+                        fields: dict[str, Any] | None = None) -> tuple[str | None, str | None, dict[str, Any] | None]:
+    """The parts of a record besides its text and source that a writer names: its scope, its
+    idempotency key and its fields, keys included. Returns (scope, client_op_id, fields).
+
+    A `client_op_id` that held a secret keeps a short digest of what it was, so two keys that
+    differed only in their secret still name two writes (a repeat of either is still recognised).
+    """
+    if scope is not None:
+        scope = redact_value(scope, found)
+    if client_op_id is not None:
+        clean, n = redact_text(client_op_id)
+        if n:
+            found.update(n)
+            clean += "#" + hashlib.sha256(client_op_id.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+        client_op_id = clean
+    if fields is not None:
+        fields = redact_value(fields, found, keys=True)
+    return scope, client_op_id, fields
 
 
 def describe(found: Counter[str]) -> str:

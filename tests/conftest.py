@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+# At the end of the session: no child process of the test run may still be running (issue 17 item 19).
+from tests.helpers.leaks import pytest_sessionfinish  # noqa: F401 - a pytest hook, found by its name
+
 # Captured before any test isolates HOME: where .ci/run (or a developer) keeps the npm-installed tools.
 NPM_CACHE = Path(os.environ.get("RETAINED_NPM_CACHE") or Path.home() / ".cache" / "retained-ci" / "npm")
 

@@ -77,13 +77,19 @@ def world(tmp_path_factory):
         ids["retract"] = s.write("the staging box is called albatross", kind="fact", scope="/src/lib")["id"]
         ids["purge"] = s.write("PURGE-ME the vault phrase is zebra-quantum-marmalade", kind="fact", scope="global")["id"]
         ids["newest"] = s.write("newest record of them all: kiwi", kind="note", scope="global")["id"]
-    server = UiServer(store_dir, env=isolated_env(base / "home"))
+    # The browser first: a skip for want of one must come before anything is started that would
+    # then be left running; and whatever fails after this, both are stopped.
     browser = browser_or_skip()
-    browser.get(server.url)
-    browser.wait("return document.body.dataset.ready === 'list'")
-    yield {"server": server, "browser": browser, "store": store_dir, "ids": ids}
-    browser.close()
-    server.stop()
+    server = None
+    try:
+        server = UiServer(store_dir, env=isolated_env(base / "home"))
+        browser.get(server.url)
+        browser.wait("return document.body.dataset.ready === 'list'")
+        yield {"server": server, "browser": browser, "store": store_dir, "ids": ids}
+    finally:
+        browser.close()
+        if server is not None:
+            server.stop()
 
 
 def _go(b, hash_: str, ready: str) -> None:

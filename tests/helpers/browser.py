@@ -1,7 +1,7 @@
 """A real headless Chromium, driven over WebDriver (chromedriver) with the standard library only.
 
-`browser_or_skip()` gives a `Browser` or skips the test saying what is missing (.ci/run installs
-Debian's `chromium` and `chromedriver`). Each browser gets a fresh profile directory.
+`browser_or_skip()` gives a `Browser` or skips the test naming the part that is missing, Chromium or
+chromedriver (.ci/run installs Debian's `chromium` and `chromedriver`). Each browser gets a fresh profile directory.
 """
 
 from __future__ import annotations
@@ -32,12 +32,26 @@ def find_chromium() -> tuple[str | None, str | None]:
     return chromium, driver
 
 
+def missing_browser_parts(chromium: str | None, driver: str | None) -> str | None:
+    """Why no browser can run, naming the part that is missing (None when both are there)."""
+    if chromium is None and driver is None:
+        return ("headless Chromium and chromedriver not installed (Debian: apt-get install chromium chromium-driver; "
+                ".ci/run does it)")
+    if chromium is None:
+        return f"Chromium not installed, though chromedriver is ({driver}) (Debian: apt-get install chromium)"
+    if driver is None:
+        return f"chromedriver not installed, though Chromium is ({chromium}) (Debian: apt-get install chromium-driver)"
+    return None
+
+
 def browser_or_skip(width: int = 1280, height: int = 900) -> Browser:
     import pytest
 
     chromium, driver = find_chromium()
-    if chromium is None or driver is None:
-        pytest.skip("headless Chromium not installed (Debian: apt-get install chromium chromium-driver; .ci/run does it)")
+    reason = missing_browser_parts(chromium, driver)
+    if reason is not None:
+        pytest.skip(reason)
+    assert chromium is not None and driver is not None
     return Browser(chromium, driver, width, height)
 
 

@@ -30,7 +30,11 @@ class UiServer:
         self.host, self.port = parts.hostname, parts.port
         self.token = parse_qs(parts.query)["token"][0]
         self.origin = f"http://127.0.0.1:{self.port}"
-        self._wait_ready()
+        try:
+            self._wait_ready()
+        except BaseException:  # started, so stopped: never a server left behind by a failed start
+            self.stop()
+            raise
 
     def _wait_ready(self) -> None:
         import socket

@@ -1,0 +1,84 @@
+"""What the hostile-input tests share: the CLI as a subprocess, records written as FORMAT.md says
+(by any other program), and the promise every answer to bad input keeps: a clear error, never a
+traceback, never exit 3."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from retained import records
+
+#: Words only: these tests are about what the store does with bad input, not about meaning.
+LEXICAL = {"RETAINED_EMBED": "off"}
+
+
+def cli(*args: str, input: str | bytes | None = None, env: dict[str, str] | None = None, cwd: str | Path | None = None,
+        timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """`python -m retained ARGS` in a fresh interpreter, words only; stdout and stderr as text."""
+    full = dict(os.environ, **LEXICAL)
+    full.update(env or {})
+    data = input.encode() if isinstance(input, str) else input
+    proc = subprocess.run([sys.executable, "-m", "retained", *args], input=data, capture_output=True,
+                          env=full, cwd=cwd, timeout=timeout)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode("utf-8", "replace"),
+                                       proc.stderr.decode("utf-8", "replace"))
+
+
+def cli_json(*args: str, **kw: Any) -> dict[str, Any]:
+    proc = cli(*args, "--json", **kw)
+    assert proc.stdout.strip(), (proc.returncode, proc.stderr)
+    return json.loads(proc.stdout)
+
+
+def no_crash(proc: subprocess.CompletedProcess[str], what: str = "") -> None:
+    """The promise for every answer to bad input: no traceback, no internal error (exit 3)."""
+    label = what or " ".join(str(a) for a in proc.args[3:])[:120]
+    assert "Traceback" not in proc.stderr, f"{label}: {proc.stderr[-1500:]}"
+    assert "internal error" not in proc.stderr, f"{label}: {proc.stderr[-600:]}"
+    assert proc.returncode != 3, f"{label}: exit 3: {proc.stderr[-600:]}"
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str], what: str = "") -> str:
+    """A refusal: exit 1 or 2, and one `error:` line on stderr; returns that line."""
+    no_crash(proc, what)
+    assert proc.returncode in (1, 2), f"{what}: exit {proc.returncode}: {proc.stdout[-400:]} {proc.stderr[-400:]}"
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, f"{what}: {proc.stderr[-600:]}"
+    return errors[0]
+
+
+def append_line(store_dir: Path, raw: bytes, newline: bool = True) -> None:
+    """What any other program can do to the log: append bytes (FORMAT.md's lock taken, as it asks)."""
+    import fcntl
+
+    store_dir.mkdir(parents=True, exist_ok=True)
+    with open(store_dir / "log.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with open(store_dir / "log.jsonl", "ab") as f:
+            f.write(raw + (b"\n" if newline else b""))
+
+
+def sealed_chain(specs: list[dict[str, Any]], start_seq: int = 1, prev: str = records.GENESIS) -> list[dict[str, Any]]:
+    """Valid records (FORMAT.md's hash and chain) from partial ones: seq, id, ts and prev filled in."""
+    out = []
+    for i, spec in enumerate(specs):
+        rec = {"seq": start_seq + i, "id": records.new_id(), "ts": records.now_rfc3339(), "kind": "note", "prev": prev}
+        rec.update(spec)
+        rec = records.seal(rec)
+        prev = rec["sha256"]
+        out.append(rec)
+    return out
+
+
+def jsonl(recs: list[dict[str, Any]]) -> bytes:
+    return b"".join(records.format_line(r) for r in recs)
+
+
+def every_file_bytes(directory: Path) -> dict[str, bytes]:
+    """Every file under a directory (a store's), by relative path."""
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}

@@ -1,0 +1,147 @@
+"""Issue 17 at the hosts' edge: hooks never block a host (item 10), every `--json` is a JSON document
+(item 16), Codex's config comes back byte for byte (item 17), and installer messages do not
+contradict themselves (item 24). Real config files in an isolated HOME, the CLI as a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.hostile import LEXICAL, cli, no_crash
+
+
+@pytest.fixture(autouse=True)
+def _words_only(monkeypatch):
+    for k, v in LEXICAL.items():
+        monkeypatch.setenv(k, v)
+
+
+# -- item 10: a hook exits 0 on everything and notes the problem on stderr -------------------------------------
+HOOK_INPUT = json.dumps({"session_id": "s1", "prompt": "how do we deploy", "hook_event_name": "UserPromptSubmit"})
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17 item 10: argparse rejects these before cmd_hook runs and exits 2, "
+                                       "which Claude Code reads from a prompt hook as 'block this prompt'")
+@pytest.mark.parametrize("args", [["prompt", "--bogus"], ["prompt", "--budget", "abc"], ["prompt", "--budget", "0"],
+                                  ["prompt", "--host", "no-such-host"], ["session-start", "--future-flag", "x"],
+                                  ["no-such-event"], ["stop", "--host"]])
+def test_a_hook_exits_0_on_any_command_line_and_says_why_on_stderr(args):
+    proc = cli("hook", *args, input=HOOK_INPUT)
+    no_crash(proc)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip(), "the problem is noted on stderr"
+    assert not proc.stdout.strip() or json.loads(proc.stdout), "stdout is nothing or the host's JSON"
+
+
+@pytest.mark.parametrize("stdin", [b"", b"not json", b"[1, 2]", b"\xff\xfe\x00", b'{"session_id": ' + b"[" * 5000,
+                                   json.dumps({"session_id": ["not", "a", "string"], "prompt": {"a": 1}}).encode()])
+@pytest.mark.parametrize("event", ["session-start", "prompt", "pre-compact", "stop"])
+def test_a_hook_exits_0_on_any_input(event, stdin):
+    proc = cli("hook", event, "--host", "claude", input=stdin)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    if event != "pre-compact":  # Claude Code's PreCompact takes plain text (compaction instructions)
+        assert not proc.stdout.strip() or json.loads(proc.stdout)
+
+
+# -- item 16: every command's --json is a JSON document ----------------------------------------------------------
+@pytest.fixture
+def claude_home(isolate_home) -> Path:
+    (isolate_home / ".claude").mkdir()
+    (isolate_home / ".claude.json").write_text("{}\n")
+    return isolate_home
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17 item 16: installers.commands.install prints its plain-text plan "
+                                       "and outcome whatever --json says")
+@pytest.mark.parametrize("args", [["install", "--host", "claude", "--yes"], ["install", "--host", "claude", "--dry-run"],
+                                  ["uninstall", "--host", "claude", "--yes"]])
+def test_install_and_uninstall_json_is_a_json_document(claude_home, args):
+    if args[0] == "uninstall":
+        assert cli("install", "--host", "claude", "--yes").returncode == 0
+    proc = cli(*args, "--json")
+    no_crash(proc)
+    json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("args", [["verify"], ["list"], ["scopes"], ["maintain"], ["brief"], ["search", "x"],
+                                  ["doctor", "--host", "claude"], ["get", "mem_x"], ["write", "x", "--field", "a=nope"]])
+def test_other_commands_json_is_a_json_document(claude_home, args):
+    proc = cli(*args, "--json")
+    no_crash(proc)
+    json.loads(proc.stdout)
+
+
+# -- item 17: Codex's config.toml comes back byte for byte ---------------------------------------------------------
+CODEX_CONFIG = ('model = "o3"\n\n# the servers I rely on\n[mcp_servers.other]\ncommand = "other-server"\n\n'
+                '# profiles below: keep this comment with its table\n[profiles.fast]\nmodel = "o4-mini"\n')
+
+
+@pytest.fixture
+def codex_home(isolate_home) -> Path:
+    (isolate_home / ".codex").mkdir()
+    (isolate_home / ".codex" / "config.toml").write_text(CODEX_CONFIG)
+    return isolate_home / ".codex"
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17 item 17: the Codex TOML edit inserts retained's table between a "
+                                       "comment and the table it introduces")
+def test_codex_install_keeps_a_comment_with_the_table_below_it(codex_home):
+    assert cli("install", "--host", "codex", "--yes").returncode == 0
+    text = (codex_home / "config.toml").read_text()
+    assert "# profiles below: keep this comment with its table\n[profiles.fast]\n" in text, text
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17 item 17: uninstall leaves an extra blank line where the table was "
+                                       "and config.toml.retained-backup behind")
+def test_codex_uninstall_gives_back_the_config_byte_for_byte(codex_home):
+    before = {p.name: p.read_bytes() for p in codex_home.iterdir()}
+    assert cli("install", "--host", "codex", "--yes").returncode == 0
+    assert cli("uninstall", "--host", "codex", "--yes").returncode == 0
+    after = {p.name: p.read_bytes() for p in codex_home.iterdir()}
+    assert after == before
+
+
+# -- item 24: installer messages that agree with themselves ---------------------------------------------------------
+@pytest.mark.xfail(strict=True, reason="issue 17 item 24: Cursor's plan carries its hook note whether or not hooks "
+                                       "were installed")
+def test_cursor_uninstall_plan_names_no_hooks_it_never_installed(isolate_home):
+    (isolate_home / ".cursor").mkdir()
+    (isolate_home / ".cursor" / "mcp.json").write_text("{}\n")
+    assert cli("install", "--host", "cursor", "--no-hooks", "--yes").returncode == 0
+    plan = cli("uninstall", "--host", "cursor", "--dry-run")
+    assert "hook" not in plan.stdout.lower() + plan.stderr.lower(), plan.stdout
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17 item 24: re-installing over read-only, already wired files plans "
+                                       "'add …', says 'nothing to change', then 'not wired'")
+def test_a_read_only_wired_host_is_reported_once_and_truthfully(claude_home):
+    assert cli("install", "--host", "claude", "--yes").returncode == 0
+    for path in (claude_home / ".claude.json", claude_home / ".claude" / "settings.json"):
+        path.chmod(0o444)
+    proc = cli("install", "--host", "claude", "--yes")
+    said = proc.stdout + proc.stderr
+    assert "add the retained server entry" not in said, said  # it is there already
+    assert not ("nothing to change" in said and "not wired" in said), said
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17 item 24: a dry run whose other host fails ends '...; done: Claude "
+                                       "Code' though nothing was done")
+def test_a_dry_run_never_says_done(claude_home):
+    (claude_home / ".cursor").mkdir()
+    (claude_home / ".cursor" / "mcp.json").write_text("{ not json")
+    proc = cli("install", "--host", "claude", "--host", "cursor", "--dry-run")
+    no_crash(proc)
+    assert "done" not in (proc.stdout + proc.stderr).splitlines()[-1], proc.stderr
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17 item 24: cli's parser error hint is always `retained --help`, "
+                                       "not the command's own help")
+@pytest.mark.parametrize("command", ["list", "search", "install", "export"])
+def test_an_unknown_flag_points_to_the_commands_own_help(command):
+    args = [command] + (["x"] if command == "search" else []) + ["--no-such-flag"]
+    proc = cli(*args)
+    assert proc.returncode == 2
+    assert f"retained {command} --help" in proc.stderr, proc.stderr

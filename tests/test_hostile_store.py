@@ -1,0 +1,490 @@
+"""Issue 17: the store survives what anyone can put in its files, and its commands keep their word.
+
+Black-box: the CLI as a subprocess against real files. Each fault still present on main is marked
+xfail(strict) with what is still wrong, so a fix turns its test red until the mark goes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from retained import records
+from tests.helpers.hostile import (LEXICAL, append_line, cli, cli_json, every_file_bytes, jsonl, no_crash,
+                                   one_line_error, sealed_chain)
+
+
+@pytest.fixture(autouse=True)
+def _words_only(monkeypatch):
+    for k, v in LEXICAL.items():
+        monkeypatch.setenv(k, v)
+
+
+def _write(text: str, *extra: str, **kw) -> dict:
+    return cli_json("write", text, *extra, **kw)
+
+
+# -- item 1: one hostile line must not disable the store (the depth the issue names, and the rest of its class) --------------------------------------------------
+DEEP = {
+    "arrays 5,000 deep": b"[" * 5000 + b"]" * 5000,
+    "objects 5,000 deep": b'{"a":' * 5000 + b"1" + b"}" * 5000,
+    "arrays 100,000 deep, unclosed": b"[" * 100_000,
+    "a record whose field nests 3,000 deep": (b'{"id":"mem_x","kind":"note","prev":"' + b"0" * 64 + b'","seq":2,'
+                                              b'"sha256":"' + b"1" * 64 + b'","text":"t","ts":"2026-01-01T00:00:00Z",'
+                                              b'"f":' + b"[" * 3000 + b"]" * 3000 + b"}"),
+    "300 deep (past the bound, within the parser's reach)": b'{"a":' + b"[" * 300 + b"]" * 300 + b"}",
+    "an integer of 5,000 digits": b'{"seq":' + b"9" * 5000 + b"}",
+    "a record-shaped line holding a lone surrogate escape": (b'{"id":"mem_s","kind":"note","prev":"' + b"0" * 64
+                                                             + b'","seq":2,"sha256":"' + b"1" * 64
+                                                             + b'","text":"\\ud800","ts":"2026-01-01T00:00:00Z"}'),
+}
+
+
+@pytest.mark.parametrize("shape", list(DEEP), ids=list(DEEP))
+def test_a_deeply_nested_line_in_the_log_is_a_corrupt_line_that_is_skipped_and_counted(store_dir, shape):
+    first = _write("the first record, before the hostile line")
+    append_line(store_dir, DEEP[shape])
+    second = cli("write", "a record after the hostile line")
+    no_crash(second, "write")
+    assert second.returncode == 0, second.stderr
+    verify = cli("verify")
+    no_crash(verify, "verify")
+    assert verify.returncode == 1 and "corrupt line 2" in verify.stdout, verify.stdout  # names the line
+    brief = cli("brief")
+    no_crash(brief, "brief")
+    assert brief.returncode == 0 and "could not be read" in brief.stdout and "retained verify" in brief.stdout
+    reindex = cli("reindex")
+    no_crash(reindex, "reindex")
+    assert reindex.returncode == 0 and "1 corrupt line" in reindex.stdout, reindex.stdout
+    found = cli_json("search", "hostile")
+    assert found["total_matched"] == 2
+    got = cli_json("get", first["id"])
+    assert got["records"][0]["text"] == "the first record, before the hostile line"
+
+
+def test_every_read_command_survives_a_deeply_nested_line(store_dir, tmp_path):
+    _write("kept record one")
+    append_line(store_dir, DEEP["arrays 5,000 deep"])
+    _write("kept record two")
+    for args in (["list"], ["scopes"], ["maintain"], ["export"], ["export", "--format", "markdown"],
+                 ["search", "kept"], ["brief", "--scope", "*"], ["get", "mem_nothing"]):
+        proc = cli(*args)
+        no_crash(proc, " ".join(args))
+
+
+def test_mcp_writes_keep_working_with_a_deeply_nested_line_in_the_log(store_dir):
+    from tests.mcp_wire import WireServer
+
+    _write("before")
+    append_line(store_dir, DEEP["objects 5,000 deep"])
+    server = WireServer(env=LEXICAL)
+    try:
+        server.initialize()
+        reply = server.call(2, "memory_write", {"text": "written over MCP after the hostile line"})
+        assert reply["result"]["structuredContent"]["durable"] is True, reply
+        verify = server.call(3, "memory_verify", {})["result"]["structuredContent"]
+        assert verify["chain_ok"] is False and verify["corrupt_lines"][0]["line"] == 2
+    finally:
+        assert server.close() == 0, server.stderr
+
+
+def test_a_write_refuses_fields_nested_deeper_than_the_log_reads(store_dir):
+    """The reader's bound, enforced before a line is written: never acknowledge a line that then reads as corrupt."""
+    deep = "[" * 300 + "]" * 300
+    proc = cli("write", "x", "--field", f"shape={deep}")
+    assert "nested deeper" in one_line_error(proc, "deep --field")
+    assert proc.returncode == 2
+    assert not (store_dir / "log.jsonl").exists() or b'"shape"' not in (store_dir / "log.jsonl").read_bytes()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17 item 1: `--field` values are read with json.loads, so a value "
+                                       "nested 5,000 deep is a RecursionError (exit 3)")
+def test_a_field_value_nested_5000_deep_is_a_usage_error():
+    proc = cli("write", "x", "--field", "shape=" + "[" * 5000 + "]" * 5000)
+    one_line_error(proc, "--field 5,000 deep")
+    assert proc.returncode == 2
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17 item 1: import files are read with json.loads, so a line nested "
+                                       "5,000 deep is a RecursionError (exit 3) instead of a line the dry run skips")
+def test_an_import_file_with_a_deeply_nested_line_imports_the_rest(tmp_path):
+    path = tmp_path / "export.jsonl"
+    path.write_bytes(jsonl(sealed_chain([{"text": "a good record from elsewhere"}])) + DEEP["arrays 5,000 deep"] + b"\n")
+    proc = cli("import", str(path))
+    no_crash(proc, "import")
+    assert proc.returncode == 0 and "would add 1" in proc.stdout, proc.stdout
+
+
+# -- item 3: no command writes over a file of a store --------------------------------------------------------
+def _store_with_history(store_dir: Path) -> bytes:
+    _write("one")
+    two = _write("two")
+    assert cli("forget", two["id"], "--reason", "history").returncode == 0
+    _write("three")
+    return (store_dir / "log.jsonl").read_bytes()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17 item 3: transfer.export writes -o wherever it points, the "
+                                       "store's own log, index or lock included")
+@pytest.mark.parametrize("target", ["log.jsonl", "index.sqlite3", "log.lock", "../store/./log.jsonl",
+                                    "quarantine/out.jsonl", "export-inside-the-store.jsonl"])
+def test_export_refuses_to_write_over_or_into_the_store(store_dir, target):
+    before = _store_with_history(store_dir)
+    (store_dir / "quarantine").mkdir(exist_ok=True)
+    files = every_file_bytes(store_dir)
+    proc = cli("export", "-o", str(store_dir / target))
+    line = one_line_error(proc, f"export -o {target}")
+    assert "store" in line
+    assert (store_dir / "log.jsonl").read_bytes() == before
+    assert every_file_bytes(store_dir).keys() == files.keys()
+    assert cli("verify").returncode == 0
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17 item 3: a Markdown export into the store's folder writes "
+                                       "files among the store's own")
+def test_markdown_export_refuses_the_store_folder(store_dir):
+    _store_with_history(store_dir)
+    names = set(every_file_bytes(store_dir))
+    proc = cli("export", "--format", "markdown", "-o", str(store_dir))
+    one_line_error(proc, "export markdown into the store")
+    assert set(every_file_bytes(store_dir)) == names
+
+
+def test_export_through_a_symlink_to_the_log_leaves_the_log_alone(store_dir, tmp_path):
+    before = _store_with_history(store_dir)
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(store_dir / "log.jsonl")
+    proc = cli("export", "-o", str(link))
+    no_crash(proc)
+    assert (store_dir / "log.jsonl").read_bytes() == before
+    assert cli("verify").returncode == 0
+
+
+# -- item 4: imports may only add ----------------------------------------------------------------------------
+def _import_file(tmp_path: Path, specs: list[dict]) -> Path:
+    path = tmp_path / "hostile.jsonl"
+    path.write_bytes(jsonl(sealed_chain(specs)))
+    return path
+
+
+def _current_ids(scope: str = "*") -> set[str]:
+    return {r["id"] for r in cli_json("list", "--scope", scope, "--limit", "500")["records"]}
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17 item 4: transfer._append_kept re-appends an imported forget "
+                                       "record verbatim, so it retracts a local record; the dry run shows '+ forget'")
+@pytest.mark.parametrize("action", ["retract", "retract with a reason"])
+def test_an_import_cannot_retract_a_local_record(tmp_path, action):
+    local = _write("the deploy key lives in the vault")["id"]
+    spec = {"kind": "forget", "text": "retract", "action": "retract", "targets": [local]}
+    if action != "retract":
+        spec["reason"] = "the attacker says so"
+    path = _import_file(tmp_path, [spec])
+    dry = cli("import", str(path))
+    no_crash(dry)
+    assert local in dry.stdout  # what it claims about a local record is shown, by id
+    cli("import", str(path), "--apply")
+    assert local in _current_ids()
+    assert "retracted" not in cli_json("get", local)["records"][0]
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17 item 4: an imported undo record brings back a record a person "
+                                       "retracted here")
+def test_an_import_cannot_undo_a_local_retraction(tmp_path):
+    local = _write("an old secret-free note someone retracted")["id"]
+    assert cli("forget", local, "--reason", "wrong").returncode == 0
+    path = _import_file(tmp_path, [{"kind": "forget", "text": "undo", "action": "undo", "targets": [local]}])
+    dry = cli("import", str(path))
+    assert local in dry.stdout
+    cli("import", str(path), "--apply")
+    assert local not in _current_ids()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17 item 4: an imported record with `supersedes` naming a local "
+                                       "record replaces it, silently")
+def test_an_import_cannot_supersede_a_local_record(tmp_path):
+    local = _write("the deploy key lives in the vault")["id"]
+    path = _import_file(tmp_path, [{"text": "the deploy key lives in the attacker's bucket", "supersedes": local}])
+    dry = cli("import", str(path))
+    assert local in dry.stdout
+    cli("import", str(path), "--apply")
+    assert local in _current_ids()
+    assert "superseded_by" not in cli_json("get", local)["records"][0]
+
+
+def test_an_import_may_supersede_a_record_of_the_same_import(tmp_path):
+    """What an import says about its own records stands: a chain imported whole stays a chain."""
+    old, new = sealed_chain([{"text": "release on thursdays"}, {"text": "release on wednesdays"}])
+    new = records.seal(dict(new, supersedes=old["id"]))
+    path = tmp_path / "chain.jsonl"
+    path.write_bytes(jsonl([old, new]))
+    assert cli("import", str(path), "--apply").returncode == 0
+    assert _current_ids() == {new["id"]}
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17 item 4: reserved fields (retracted, superseded_by) of imported "
+                                       "lines are kept verbatim, and get shows them as this store's state")
+def test_reserved_fields_in_an_import_are_not_shown_as_state(tmp_path):
+    path = _import_file(tmp_path, [{"text": "claims to be retracted", "retracted": {"by": "mem_x", "reason": "r", "ts": "t"},
+                                    "superseded_by": "mem_y"}])
+    cli("import", str(path), "--apply")
+    rid = json.loads(path.read_bytes())["id"]
+    rec = cli_json("get", rid)["records"][0]
+    assert "retracted" not in rec and "superseded_by" not in rec, rec
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17 item 4: transfer.plan_jsonl takes an imported record's scope "
+                                       "unchecked (records.check_scope is never called on it)")
+@pytest.mark.parametrize("scope", ["../../x", "a/../../etc", "line\nbreak", "nul\u0000byte", " padded ", "x" * 600])
+def test_imported_scopes_are_checked_like_the_cli(tmp_path, scope):
+    path = _import_file(tmp_path, [{"text": "a record with a bad scope", "scope": scope}])
+    if "\0" not in scope:  # (no NUL can pass through argv)
+        assert cli("write", "probe", "--scope", scope).returncode == 2  # the CLI refuses it
+    dry = cli("import", str(path))
+    no_crash(dry)
+    cli("import", str(path), "--apply")
+    assert scope not in {s["scope"] for s in cli_json("scopes")["scopes"]}
+
+
+# -- item 5: a purge leaves no byte of what it purged, whatever its length --------------------------------------
+def _torn_copy(store_dir: Path, text: str, cut_in_text: int | None) -> None:
+    """A crashed append of `text` (as FORMAT.md's recipe writes it), cut inside the text or just after it."""
+    tail = {"seq": 1, "sha256": records.GENESIS}
+    lines = (store_dir / "log.jsonl").read_bytes().splitlines() if (store_dir / "log.jsonl").exists() else []
+    if lines:
+        tail = json.loads(lines[-1])
+    rec = records.seal({"seq": tail["seq"] + 1, "id": records.new_id(), "ts": records.now_rfc3339(), "kind": "note",
+                        "text": text, "prev": tail["sha256"]})
+    line = records.format_line(rec)
+    at = line.index(b'"text":"') + len(b'"text":"')
+    cut = at + cut_in_text if cut_in_text is not None else at + len(text.encode()) + 5
+    append_line(store_dir, line[:cut], newline=False)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17 item 5: forget._windows makes no window of a text under 12 "
+                                       "characters, so its torn copy survives in quarantine/")
+def test_purge_removes_a_short_text_from_every_file_of_the_store(store_dir):
+    secret = "Qx7Zk9W"
+    _write("an unrelated record first")
+    _torn_copy(store_dir, secret, None)  # the crashed first try ...
+    rid = _write(secret)["id"]  # ... and the retry, which quarantines it
+    assert any(secret.encode() in b for b in every_file_bytes(store_dir / "quarantine").values())
+    proc = cli("forget", rid, "--purge", "--yes")
+    assert proc.returncode == 0, proc.stderr
+    left = [name for name, data in every_file_bytes(store_dir).items() if secret.encode() in data]
+    assert left == []
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17 item 5: a torn copy holding only the first 10 characters of a "
+                                       "purged text is shorter than forget.WINDOW (12) and survives")
+def test_purge_removes_a_ten_character_fragment_of_a_longer_text(store_dir):
+    text = "Zq8Wv3Ny1T and the rest of a longer purged record"
+    _write("an unrelated record first")
+    _torn_copy(store_dir, text, 10)
+    rid = _write(text)["id"]
+    proc = cli("forget", rid, "--purge", "--yes")
+    assert proc.returncode == 0, proc.stderr
+    left = [name for name, data in every_file_bytes(store_dir).items() if b"Zq8Wv3Ny1T" in data]
+    assert left == []
+
+
+# -- item 7: the same root, readable errors ------------------------------------------------------------------
+@pytest.mark.xfail(strict=True, reason="issue 17 item 7: `ui --port 99999` reaches socket.bind and exits 3 "
+                                       "(OverflowError); cli's --port takes any int")
+@pytest.mark.parametrize("port", ["99999", "-1", "65536"])
+def test_ui_port_out_of_range_is_a_usage_error(port):
+    proc = cli("ui", "--no-open", "--port", port, timeout=30)
+    assert one_line_error(proc, f"ui --port {port}") and proc.returncode == 2
+
+
+def _fsize_limit(limit: int):
+    def pre() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return pre
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17 item 7: a reindex that runs out of space reports SQLite's "
+                                       "'cannot rollback - no transaction is active' instead of a full disk")
+def test_reindex_on_a_full_disk_says_so_and_leaves_no_growing_wal(store_dir):
+    store_dir.mkdir()
+    body = "lorem ipsum dolor sit amet " * 20
+    (store_dir / "log.jsonl").write_bytes(jsonl(sealed_chain([{"text": f"record {i} {body}"} for i in range(3000)])))
+    assert cli("verify").returncode == 0  # the index is built while there is room
+    limit = (store_dir / "index.sqlite3").stat().st_size - 4096
+    proc = subprocess.run([sys.executable, "-m", "retained", "reindex"], capture_output=True, text=True,
+                          preexec_fn=_fsize_limit(limit), env=dict(os.environ, **LEXICAL), timeout=300)
+    line = one_line_error(proc, "reindex on a full disk")
+    assert proc.returncode == 1
+    assert "cannot rollback" not in line and ("space" in line or "full" in line), line
+    wal = store_dir / "index.sqlite3-wal"
+    assert not wal.exists() or wal.stat().st_size <= limit
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17 item 7: native.read_text returns None past 8 MiB and the import "
+                                       "says 'nothing ... reads as memory' instead of naming the size")
+def test_an_instruction_file_over_8_mib_is_named_too_big(tmp_path):
+    path = tmp_path / "CLAUDE.md"
+    path.write_text("# Project\n\n## Conventions\n\n" + "- use tabs for indentation everywhere\n" * 250_000)
+    assert path.stat().st_size > 8 * 1024 * 1024
+    proc = cli("import", str(path))
+    no_crash(proc)
+    said = proc.stdout + proc.stderr
+    assert "reads as memory" not in said and ("MiB" in said or "too big" in said or "larger" in said), said[-400:]
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17 item 7: log.Log._quarantine calls every torn tail 'a write that "
+                                       "was never acknowledged', even one that was (the index knows its seq)")
+@pytest.mark.parametrize("cut", ["the newline only", "the last 40 bytes"])
+def test_a_cut_acknowledged_record_is_not_called_never_acknowledged(store_dir, cut):
+    _write("record one")
+    two = _write("record two, acknowledged")
+    assert cli("verify").returncode == 0  # the index has seen it
+    path = store_dir / "log.jsonl"
+    data = path.read_bytes()
+    path.write_bytes(data[:-1] if cut == "the newline only" else data[:-40])
+    said = ""
+    for args in (["verify"], ["write", "record three"]):
+        proc = cli(*args)
+        no_crash(proc)
+        said += proc.stdout + proc.stderr
+    assert "never acknowledged" not in said, said
+    assert two["id"] in said or f"seq {two['seq']}" in said, said
+
+
+def _cpu_limit(seconds: int):
+    def pre() -> None:
+        resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds))
+    return pre
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17 item 1: log._lines_backwards re-copies its whole buffer for each "
+                                       "64 KiB it reads back, so a huge last line makes the next write quadratic")
+def test_a_huge_hostile_last_line_costs_a_write_one_read_not_a_quadratic_copy(store_dir):
+    """Measured in CPU seconds (a resource limit, not a clock): a linear read of 64 MiB takes about one;
+    the quadratic copy took 26 on the machine this was written on."""
+    _write("before")
+    append_line(store_dir, b'{"x":"' + b"a" * (64 * 1024 * 1024) + b'"}')
+    proc = subprocess.run([sys.executable, "-m", "retained", "write", "after"], capture_output=True, text=True,
+                          preexec_fn=_cpu_limit(10), env=dict(os.environ, **LEXICAL), timeout=600)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-300:])
+
+
+# -- item 9: no purge without a person to confirm it ---------------------------------------------------------
+@pytest.mark.xfail(strict=True, reason="issue 17 item 9: cli.cmd_forget asks only when stdin is a terminal and "
+                                       "otherwise purges at once, which is how an agent's shell tool runs it")
+@pytest.mark.parametrize("stdin", ["", "y\n", "yes\n"])
+def test_purge_without_yes_refuses_when_there_is_no_terminal(store_dir, stdin):
+    rid = _write("a record an agent wants gone for good")["id"]
+    proc = cli("forget", rid, "--purge", input=stdin)
+    line = one_line_error(proc, "purge without --yes, no terminal")
+    assert "--yes" in line, line
+    assert cli_json("get", rid)["records"][0]["text"] == "a record an agent wants gone for good"
+
+
+# -- item 13: one resolver for every path --------------------------------------------------------------------
+@pytest.fixture
+def remote_project(tmp_path) -> Path:
+    repo = tmp_path / "app"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run(["git", "-C", str(repo), "remote", "add", "origin", "https://github.com/org/app.git"], check=True)
+    return repo
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17 item 13: cli.cmd_brief hands --scope to the brief unresolved, "
+                                       "while list and search resolve the project's short name (project.read_scopes)")
+def test_brief_scope_takes_the_project_short_name_like_list_and_search(remote_project):
+    _write("app deploys on fridays", cwd=remote_project)
+    assert cli_json("list", "--scope", "app", cwd=remote_project)["total"] == 1
+    assert cli_json("search", "fridays", "--scope", "app", cwd=remote_project)["total_matched"] == 1
+    brief = cli("brief", "--scope", "app", cwd=remote_project)
+    assert "app deploys on fridays" in brief.stdout, brief.stdout
+
+
+# -- item 21: reads name a missing store; hooks say nothing on one that cannot be opened ---------------------------
+_MAKES_A_STORE = pytest.mark.xfail(strict=True, reason="issue 17 item 21: Store(create=True) on every read makes "
+                                   "an empty store at a mistyped --dir and reports 'intact: 0 records'")
+
+
+@pytest.mark.parametrize("command", [pytest.param(c, marks=_MAKES_A_STORE, id=c[0]) for c in
+                                     (["verify"], ["list"], ["search", "x"], ["brief"], ["get", "mem_x"], ["export"])]
+                         + [pytest.param(["scopes"], id="scopes (as it already does)")])
+def test_a_read_on_a_mistyped_dir_names_the_missing_store_and_creates_nothing(tmp_path, command):
+    typo = tmp_path / "stroe"
+    proc = cli("--dir", str(typo), *command)
+    line = one_line_error(proc, " ".join(command))
+    assert proc.returncode == 1 and str(typo) in line
+    assert not typo.exists()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17 item 21: hook.session_start renders an empty brief when the "
+                                       "store path is not a directory ((dir / log).exists() is False)")
+def test_session_start_on_a_store_that_cannot_be_opened_prints_nothing_and_says_why(tmp_path):
+    not_a_dir = tmp_path / "store-file"
+    not_a_dir.write_text("not a store")
+    proc = cli("hook", "session-start", "--host", "claude", input=json.dumps({"session_id": "s1", "cwd": str(tmp_path)}),
+               env={"RETAINED_DIR": str(not_a_dir)})
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == "", proc.stdout
+    assert proc.stderr.strip(), "the reason goes to stderr"
+
+
+# -- item 22: exit codes follow the README's table -----------------------------------------------------------
+@pytest.mark.xfail(strict=True, reason="issue 17 item 22: these refusals raise UsageError (exit 2) though the "
+                                       "command line was valid; the README's table says 1 (did not succeed)")
+@pytest.mark.parametrize("case", ["supersede a superseded record", "undo a record that is not retracted",
+                                  "export into a missing folder"])
+def test_a_valid_command_that_cannot_succeed_exits_1_not_2(tmp_path, case):
+    old = _write("release on thursdays")["id"]
+    if case == "supersede a superseded record":
+        _write("release on wednesdays", "--supersedes", old)
+        proc = cli("write", "release on tuesdays", "--supersedes", old)
+    elif case == "undo a record that is not retracted":
+        proc = cli("forget", "--undo", old)
+    else:
+        proc = cli("export", "-o", str(tmp_path / "no-such-folder" / "out.jsonl"))
+    one_line_error(proc, case)
+    assert proc.returncode == 1
+
+
+@pytest.mark.parametrize("args", [["search", "x", "-k", "0"], ["--dir", "", "list"], ["write", "x", "--field", "a=nope"],
+                                  ["list", "--limit", "-3"], ["no-such-command"]])
+def test_usage_errors_still_exit_2(args):
+    proc = cli(*args)
+    no_crash(proc)
+    assert proc.returncode == 2
+
+
+# -- items 15 and 20: imports say what they skipped, and take only what is memory ---------------------------
+@pytest.mark.xfail(strict=True, reason="issue 17 item 15: codex.memories_items drops memory_summary's 'What's in "
+                                       "Memory' and the handbook's task sections without a word in the dry run")
+def test_an_import_names_the_sections_it_skipped_and_why(tmp_path):
+    import shutil
+
+    home = tmp_path / "codex"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "native" / "codex", home)
+    proc = cli("import", "--from", "codex", env={"CODEX_HOME": str(home)})
+    no_crash(proc)
+    assert "would add 7" in proc.stdout, proc.stdout  # what it takes, as before
+    said = proc.stdout + proc.stderr
+    for section in ("What's in Memory", "Task 1"):
+        assert section in said, f"{section!r} skipped without a word: {said}"
+    assert "skip" in said.lower()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 17 item 20: a fenced code block that ends a ## TODO section is "
+                                       "glued onto the last item")
+def test_a_fence_after_the_last_todo_item_is_not_part_of_it(tmp_path):
+    path = tmp_path / "CLAUDE.md"
+    path.write_text("# Shop\n\n## TODO\n\n- migrate the cart to the new API\n\n```sh\nmake migrate\n```\n")
+    plan = cli_json("import", str(path))
+    todos = [a["text"] for a in plan["actions"] if a["kind"] == "todo"]
+    assert todos and all("```" not in t and "make migrate" not in t for t in todos), todos
