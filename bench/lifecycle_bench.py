@@ -27,10 +27,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from store_bench import bulk_log, sentence  # noqa: E402
+from store_bench import bulk_log, sentence
 
-import retained.index.repair as repair_mod  # noqa: E402
-from retained.store import Store  # noqa: E402
+import retained.index.repair as repair_mod
+from retained.store import Store
 
 PROJECT = "/p/a"
 

@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import shutil
 import sqlite3
 import statistics
@@ -253,9 +252,8 @@ def hook_bench(base: Path, runs: int) -> dict[str, float]:
 
 def served_hooks(store_dir: Path, project: Path, run_one, runs: int) -> float:
     """Hook p50 while a `retained serve` of the store runs, warmed by its handshake (retained/warm.py)."""
-    from tests.mcp_wire import WireServer
-
     from retained import warm
+    from tests.mcp_wire import WireServer
 
     srv = WireServer(env={"RETAINED_DIR": str(store_dir), "RETAINED_EMBED": "local"}, cwd=str(project))
     try:

@@ -31,9 +31,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from store_bench import a_query, bulk_log, sentence  # noqa: E402
-from tests.mcp_wire import WireServer  # noqa: E402
 
 from retained.store import Store  # noqa: E402
+from tests.mcp_wire import WireServer  # noqa: E402
 
 
 def reference_cmd() -> list[str] | None:
@@ -110,8 +110,8 @@ def _modern_opening(srv: WireServer) -> tuple[float, float]:
     first = time.perf_counter() - t
     srv.send({"jsonrpc": "2.0", "id": "listen:0", "method": "subscriptions/listen",
               "params": {"_meta": MODERN_META, "notifications": {"toolsListChanged": True}}})
-    with srv._cond:  # noqa: SLF001
-        srv._cond.wait_for(lambda: any(b"subscriptions/acknowledged" in x for x in srv.lines), 60)  # noqa: SLF001
+    with srv._cond:
+        srv._cond.wait_for(lambda: any(b"subscriptions/acknowledged" in x for x in srv.lines), 60)
     srv.request(0, "server/discover", {"_meta": MODERN_META})
     srv.request(1, "tools/list", {"_meta": MODERN_META})
     return first, time.perf_counter() - t

@@ -21,8 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from retained import records  # noqa: E402
-from retained.store import Store  # noqa: E402
+from retained import records
+from retained.store import Store
+
 
 def _vocabulary(n: int, rng: random.Random) -> list[str]:
     syllables = ["ka", "lo", "mi", "ne", "tu", "ra", "si", "po", "de", "ga", "vi", "zu", "che", "tor", "bin", "ux"]

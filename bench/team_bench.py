@@ -22,9 +22,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from retained import records  # noqa: E402
-from retained.team import git as team_git  # noqa: E402
-from retained.team.sync import sync  # noqa: E402
+from retained import records
+from retained.team import git as team_git
+from retained.team.sync import sync
 
 WORDS = ("deploy release cache schema index migration api token queue worker retry timeout staging "
          "database replica shard backup feature flag tenant billing invoice webhook cron lint test").split()

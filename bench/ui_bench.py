@@ -24,13 +24,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from retained import records  # noqa: E402
-from retained.store import Store  # noqa: E402
-from retained.transfer import export  # noqa: E402
+from retained import records
+from retained.store import Store
+from retained.transfer import export
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from store_bench import a_query, sentence  # noqa: E402  (the store benchmark's text: a Zipf vocabulary)
-from tests.helpers.browser import Browser, find_chromium  # noqa: E402
-from tests.helpers.ui_server import UiServer  # noqa: E402
+from store_bench import a_query, sentence
+
+from tests.helpers.browser import Browser, find_chromium
+from tests.helpers.ui_server import UiServer
 
 KINDS = ["note"] * 5 + ["fact"] * 3 + ["decision", "convention", "preference", "todo", "checkpoint"]
 SCOPES = ["/src/app", "/src/lib", "/src/web", "global"]

@@ -154,7 +154,7 @@ class FilePlan:
         backup = safe_file.backup_path(Path(os.path.realpath(self.path)))
         try:
             return self.editor.load(self.path, backup.read_text("utf-8"))
-        except (OSError, UnicodeDecodeError, Exception):  # noqa: BLE001 - no usable backup: prune freely
+        except (OSError, UnicodeDecodeError, Exception):
             return None
 
     def change(self, install: bool) -> Any:
@@ -208,7 +208,7 @@ class FilePlan:
     def _empty(self, text: str) -> bool:
         try:
             doc = self.editor.load(self.path, text)
-        except Exception:  # noqa: BLE001 - not parsable: certainly not "empty"
+        except Exception:
             return False
         return formats.strip_ours(doc, self.edits, self.defaults) in (None, {}, [])
 

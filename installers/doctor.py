@@ -55,7 +55,7 @@ def rpc_session(command: list[str], env: dict[str, str], timeout: float) -> tupl
     if owner:
         try:
             pending.set_result(_rpc_session(command, env, timeout))
-        except BaseException as e:  # noqa: BLE001 - handed to every host waiting on it
+        except BaseException as e:
             pending.set_exception(e)
     return pending.result()
 
@@ -186,7 +186,7 @@ def _wired_store(h: Host, plans: list[FilePlan], env: Mapping[str, str]) -> Path
         for edit in p.server_edits:
             try:
                 doc = p.editor.load(p.path, p.path.read_text("utf-8"))
-            except Exception:  # noqa: BLE001 - reported by the parse check
+            except Exception:
                 continue
             got = edit.found(doc)
             value = h.server_command(got)[1].get("RETAINED_DIR") if isinstance(got, dict) else None
@@ -310,7 +310,7 @@ def native_memory_checks(h: Host, project: Path, env: Mapping[str, str]) -> list
     """The host's own memory, as its registry module reports it (informational: never a failure)."""
     try:
         found = native_memory(h.name, env, str(project))
-    except Exception as e:  # noqa: BLE001 - a report, not a check of retained's wiring
+    except Exception as e:
         return [Check(h.name, "native memory", True, f"could not be read ({type(e).__name__})")]
     if not isinstance(found, dict):
         return []

@@ -63,7 +63,7 @@ def _progress(label: str) -> Callable[[int, int], None] | None:
     return report
 
 
-def _store(args: argparse.Namespace):  # noqa: ANN202
+def _store(args: argparse.Namespace):
     from .paths import store_dir
     from .store import Store
 
@@ -431,7 +431,7 @@ def _run_hook(event: str, host: str | None, dir_arg: str | None, budget: int) ->
 
     try:
         directory = store_dir(dir_arg)
-    except Exception as e:  # noqa: BLE001 - fail open, even when no store can be named
+    except Exception as e:
         _err(f"retained hook: skipped ({e})")
         return EXIT_OK
     return run(event, host, directory, budget)
@@ -822,7 +822,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("RETAINED_DEBUG"):
             raise
         return _fail(*_os_error(e), EXIT_FAIL)
-    except Exception as e:  # noqa: BLE001 - the last line of defence: one line, never a traceback
+    except Exception as e:
         if os.environ.get("RETAINED_DEBUG"):
             raise
         if type(e).__module__ == "sqlite3":  # the derived index: the log itself is untouched

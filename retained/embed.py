@@ -102,7 +102,7 @@ def numpy_module() -> Any:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         import numpy
-    except Exception as e:  # noqa: BLE001 - a broken install (ImportError, or worse) turns the tier off
+    except Exception as e:
         raise Unavailable(f"numpy cannot be imported ({_import_error(e)}); reinstall retained, "
                           "or set RETAINED_EMBED=off") from None
     return numpy
@@ -116,7 +116,7 @@ def onnxruntime_module() -> Any:
     os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
     try:
         import onnxruntime
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise Unavailable(f"onnxruntime cannot be imported ({_import_error(e)}); reinstall retained, "
                           "or set RETAINED_EMBED=off") from None
     return onnxruntime
@@ -197,7 +197,7 @@ class LocalEmbedder(Embedder):
         opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
         try:
             session = _session(ort, data, opts)
-        except Exception as e:  # noqa: BLE001 - any runtime failure means the tier is off, with the reason
+        except Exception as e:
             raise Unavailable(f"onnxruntime could not load the model: {e}") from None
         self._tok = WordPiece.load()
         self._session = session
@@ -273,7 +273,7 @@ def _session(ort: Any, data: bytes, opts: Any) -> Any:
         chunks = [data]
     try:
         return _session_of(ort, chunks, opts)
-    except Exception:  # noqa: BLE001 - a runtime without an operator the rewrite uses: the file as it is
+    except Exception:
         if len(chunks) == 1:
             raise
         return _session_of(ort, [data], opts)
@@ -419,7 +419,7 @@ class OllamaEmbedder(Embedder):
             detail = ""
             try:
                 detail = json.loads(e.read()).get("error", "")
-            except Exception:  # noqa: BLE001
+            except Exception:
                 pass
             raise Unavailable(f"ollama at {self.where} answered {e.code}" + (f": {detail}" if detail else "")) from None
         except (OSError, ValueError) as e:
@@ -624,7 +624,7 @@ class Semantic:
                     self.embedder.release_if_idle(idle)
             except Unavailable:
                 pass
-            except Exception:  # noqa: BLE001 - a background helper never takes the process down
+            except Exception:
                 pass
 
     def idle_s(self) -> float:
@@ -655,7 +655,7 @@ class Semantic:
         def read() -> None:
             try:
                 self._matrix()
-            except Exception:  # noqa: BLE001 - the search reads them itself, and reports what fails
+            except Exception:
                 pass
 
         self._prefetch = threading.Thread(target=read, name="retained-vectors", daemon=True)
@@ -832,7 +832,7 @@ def _sign_bits(np: Any, rows: Any) -> Any:
 _POP: list[Any] = []
 
 
-def _POPCOUNT(np: Any) -> Any:  # noqa: N802 - for numpy before 2.0, which has no bitwise_count
+def _POPCOUNT(np: Any) -> Any:
     if not _POP:
         _POP.append(np.array([bin(i).count("1") for i in range(256)], dtype=np.uint16))
     return _POP[0]

@@ -454,7 +454,7 @@ def run(event: str, host_flag: str | None, store_dir: Path, budget: int, stdin: 
         if out is not None:
             sys.stdout.write((out if isinstance(out, str) else json.dumps(out, ensure_ascii=False)) + "\n")
             sys.stdout.flush()
-    except Exception as e:  # noqa: BLE001 - fail open: the session must go on without memory
+    except Exception as e:
         msg = " ".join(str(e).split())[:300]
         try:
             sys.stderr.write(f"retained hook {event}: skipped ({type(e).__name__}: {msg})\n")

@@ -140,7 +140,7 @@ class Log:
         # Not a link and a regular file, so it lies in the store directory itself: the only way for
         # log.jsonl to resolve elsewhere is a symbolic link in its last component, refused above.
 
-    def lock(self):  # noqa: ANN201 - a context manager
+    def lock(self):
         return durable.locked(self.lock_path)
 
     def size(self) -> int:

@@ -105,7 +105,7 @@ def read_toml(path: Path) -> dict[str, Any]:
 
         try:
             return tomlkit.parse(text).unwrap()
-        except Exception:  # noqa: BLE001 - an unreadable config counts as an empty one
+        except Exception:
             return {}
     except ValueError:
         return {}

@@ -90,7 +90,7 @@ def _me() -> str:
         import getpass
 
         return getpass.getuser()
-    except Exception:  # noqa: BLE001 - only for a message
+    except Exception:
         return "this user"
 
 

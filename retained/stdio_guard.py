@@ -22,8 +22,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import queue
+import re
 import threading
 from collections.abc import Callable, Collection
 from typing import Any
@@ -159,7 +159,7 @@ def _sdk_problem(text: str, validate: Any) -> tuple[int, str] | None:
         return None
     try:
         validate(text)
-    except Exception as e:  # noqa: BLE001 - whatever the SDK rejects, answer it instead of hanging
+    except Exception as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         return -32600, f"Invalid Request: {first[:300]}"
     return None
@@ -317,7 +317,7 @@ class GuardedIn:
                     if self._early is not None and isinstance(line, bytes):
                         try:
                             self._early.see(line)
-                        except Exception as e:  # noqa: BLE001 - the SDK will answer it instead
+                        except Exception as e:
                             log.warning("no early reply: %s", e)
                 ahead.put(line)
                 if line is None:
@@ -348,7 +348,7 @@ class GuardedIn:
             return _Oversized(oversized_line_id(head, tail))
         return line
 
-    def __aiter__(self) -> "GuardedIn":
+    def __aiter__(self) -> GuardedIn:
         return self
 
     async def __anext__(self) -> str:

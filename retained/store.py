@@ -118,7 +118,7 @@ class Store:
         said = [notice] if notice else []
         try:
             self.index.catch_up()
-        except Exception as e:  # noqa: BLE001 - the index is derived; report and carry on
+        except Exception as e:
             return [*said, f"index could not catch up with the log ({e}); run `retained reindex`"], e
         rebuilt, self.index.rebuilt = self.index.rebuilt, None
         if rebuilt:

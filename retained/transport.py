@@ -148,7 +148,7 @@ class _Instructions:
             return
         try:
             self._text = compute_instructions(store, project)
-        except Exception as e:  # noqa: BLE001 - the server must start even when the brief cannot be made
+        except Exception as e:
             log.warning("no brief in the instructions: %s", e)
 
     def made(self) -> str | None:
@@ -206,7 +206,7 @@ def _run_sdk(server: Any, guarded: GuardedIn, out: WireOut) -> None:
 
     async def main() -> None:
         # Private: run_stdio_async takes no streams of ours (python-sdk#2343), so run its low-level server.
-        await stdio_guard.serve_sdk(server._lowlevel_server, guarded, out)  # noqa: SLF001
+        await stdio_guard.serve_sdk(server._lowlevel_server, guarded, out)
 
     try:
         anyio.run(main)

@@ -220,7 +220,7 @@ class Lender:
         kw = {**_DEFAULTS, "k": 8, **kw}
         try:
             result, cosines = self.store.search_scored(req["query"], **kw)
-        except Exception as e:  # noqa: BLE001 - the hook searches by itself instead
+        except Exception as e:
             return {"v": PROTOCOL, "error": f"{type(e).__name__}: {e}"}
         return {"v": PROTOCOL, "result": result, "cosines": cosines}
 
@@ -237,7 +237,7 @@ def after_handshake(store: Any) -> Lender | None:
         try:
             lender.start()
             store.semantic().warm()
-        except Exception:  # noqa: BLE001 - a warm-up is an optimisation; the first search loads instead
+        except Exception:
             pass
         lender.warm = True
 

@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from retained.transport import PROJECT_MARK, made_with, replace_in_strings
 from retained.stdio_guard import LISTS
+from retained.transport import PROJECT_MARK, made_with, replace_in_strings
 from tests.mcp_wire import WireServer
 
 MODERN = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",

@@ -5,7 +5,6 @@ hook can bring it. Skipped, with the reason, where npm is unavailable."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path

@@ -161,7 +161,7 @@ def _format_md_verifier():
     section = doc[doc.index("## Verifying the chain"):]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     scope: dict = {}
-    exec(code, scope)  # noqa: S102 - our own documentation
+    exec(code, scope)
     return scope["verify"]
 
 

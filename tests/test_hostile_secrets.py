@@ -114,7 +114,7 @@ def test_a_secret_in_any_part_of_a_write_never_reaches_disk(store_dir, part):
         "a field key": ["--field", f"{GITHUB}=1"],
         "a nested field key": ["--field", "env=" + json.dumps({ANTHROPIC: "x"})],
         "scope": ["--scope", f"https://bob:{'Hunter2xyz99'}@git.example.com/org/shop"],
-        "source": ["--source", f"https://bob:Hunter2xyz99@git.example.com/org/shop"],
+        "source": ["--source", "https://bob:Hunter2xyz99@git.example.com/org/shop"],
         "a field value": ["--field", "env=" + json.dumps({"GITHUB_TOKEN": GITHUB})],
     }[part]
     proc = cli("write", "a record with a secret hidden beside its text", *args)

@@ -17,8 +17,17 @@ from pathlib import Path
 import pytest
 
 from retained import records
-from tests.helpers.hostile import (LEXICAL, append_line, cli, cli_json, every_file_bytes, jsonl, no_crash,
-                                   one_line_error, sealed_chain)
+from tests.helpers.hostile import (
+    LEXICAL,
+    append_line,
+    cli,
+    cli_json,
+    every_file_bytes,
+    jsonl,
+    no_crash,
+    one_line_error,
+    sealed_chain,
+)
 
 
 @pytest.fixture(autouse=True)

@@ -7,8 +7,8 @@ import os
 import shutil
 from pathlib import Path
 
-from retained.installers.hosts.claude import project_dirname as claude_project_dirname
 from retained.installers.hosts import native_memory
+from retained.installers.hosts.claude import project_dirname as claude_project_dirname
 
 FIXTURES = Path(__file__).parent / "fixtures" / "native"
 

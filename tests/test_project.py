@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from retained.brief import make_brief
-from retained.project import (identity, normalise_remote, project_identity, project_scope, read_scopes,
-                              resolve_scope)
+from retained.project import identity, normalise_remote, project_identity, project_scope, read_scopes, resolve_scope
 from retained.store import Store
 from tests.conftest import cli_json
 

@@ -16,7 +16,7 @@ import pytest
 from retained.installers.hosts import hosts
 from retained.store import Store
 from tests.conftest import run_cli
-from tests.test_installers import FILES, FIX, seed, snapshot
+from tests.test_installers import FILES, seed, snapshot
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,10 +8,10 @@ import time
 import pytest
 
 pytest.importorskip("mcp")
-from mcp import Client  # noqa: E402
+from mcp import Client
 
-from retained.records import now_rfc3339  # noqa: E402
-from retained.server import build_server  # noqa: E402
+from retained.records import now_rfc3339
+from retained.server import build_server
 
 PROJECT = "/src/shop"
 

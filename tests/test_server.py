@@ -16,8 +16,8 @@ mcp = pytest.importorskip("mcp")
 from mcp import Client  # noqa: E402
 
 from retained.server import build_server, compute_instructions  # noqa: E402
-from retained.tools import TOOL_NAMES  # noqa: E402
 from retained.store import Store  # noqa: E402
+from retained.tools import TOOL_NAMES  # noqa: E402
 from tests.conftest import require_npm_bin  # noqa: E402
 from tests.mcp_wire import WireServer  # noqa: E402
 
@@ -367,7 +367,7 @@ def test_handshake_constants_match_the_sdk():
 
     from retained import stdio_guard
 
-    assert stdio_guard.HANDSHAKE_VERSIONS == tuple(version.HANDSHAKE_PROTOCOL_VERSIONS)
+    assert tuple(version.HANDSHAKE_PROTOCOL_VERSIONS) == stdio_guard.HANDSHAKE_VERSIONS
     assert stdio_guard.LATEST_HANDSHAKE_VERSION == version.LATEST_HANDSHAKE_VERSION
 
 
@@ -540,8 +540,8 @@ def test_every_host_opening_gets_exactly_the_sdks_replies_once(tmp_path, store_d
 
 def _early_frames(lines: list[dict], project: str | None) -> list[dict]:
     """What EarlyReplies writes for `lines` with no SDK at all (nothing else is running)."""
-    from retained.transport import early_snapshot
     from retained.stdio_guard import EarlyReplies, WireOut
+    from retained.transport import early_snapshot
 
     snapshot = early_snapshot(project)
     assert snapshot is not None, ("retained/handshake.json is stale (a tool or the SDK changed): "

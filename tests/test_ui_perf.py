@@ -18,8 +18,8 @@ from tests.helpers.browser import browser_or_skip
 from tests.helpers.ui_server import UiServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from ui_bench import bulk  # noqa: E402
-from store_bench import a_query  # noqa: E402
+from store_bench import a_query
+from ui_bench import bulk
 
 N = 100_000
 

@@ -151,7 +151,7 @@ def test_the_server_listens_on_loopback_only(ui):
 class _Attacker(http.server.BaseHTTPRequestHandler):
     page = b""
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+    def do_GET(self) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/html")
         self.end_headers()

@@ -212,7 +212,7 @@ class Codex(Host):
         try:
             current = formats.EDITORS["json"].load(hooks_plan.path, text) if text.strip() else {}
             after = json.loads(hooks_plan.editor.apply(hooks_plan.path, text, hooks_plan.edits, install=True))
-        except Exception:  # noqa: BLE001 - an unparsable hooks.json is reported by its own plan
+        except Exception:
             return [p for p in plans if p is not trust_plan]
         path = str(hooks_plan.path.absolute())
         ours_now = our_entries(path, current)
@@ -229,7 +229,7 @@ def _user_config(ctx: dict[str, Any]) -> dict[str, Any]:
     try:
         with open(os.path.join(ctx["codex_home"], "config.toml"), encoding="utf-8") as f:
             return tomlkit.parse(f.read()).unwrap()
-    except Exception:  # noqa: BLE001 - absent or broken: its own check reports it
+    except Exception:
         return {}
 
 

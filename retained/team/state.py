@@ -21,7 +21,6 @@ import os
 import secrets
 import shutil
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 

@@ -36,7 +36,7 @@ class FakeOllama:
             def log_message(self, *a):  # quiet
                 pass
 
-            def do_GET(self):  # noqa: N802 - /api/tags: the pulled models, with their digests
+            def do_GET(self):
                 if self.path != "/api/tags":
                     self.send_response(404)
                     self.end_headers()
@@ -49,7 +49,7 @@ class FakeOllama:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def do_POST(self):  # noqa: N802
+            def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
                 fake.requests.append(body)
                 if self.path != "/api/embed":
@@ -88,5 +88,5 @@ class FakeOllama:
     def __exit__(self, *exc) -> None:
         try:
             self.stop()
-        except Exception:  # noqa: BLE001 - already stopped
+        except Exception:
             pass

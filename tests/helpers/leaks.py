@@ -51,7 +51,7 @@ def stop(pids: list[int], grace: float = 5.0) -> None:
                 pass
 
 
-def pytest_sessionfinish(session, exitstatus) -> None:  # noqa: ANN001 - pytest's hook signature
+def pytest_sessionfinish(session, exitstatus) -> None:
     left = live_children()
     if not left:
         return

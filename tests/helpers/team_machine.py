@@ -16,11 +16,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from retained.store import Store  # noqa: E402
-from retained.team import git as team_git  # noqa: E402
-from retained.team import state  # noqa: E402
-from retained.team import sync as team_sync  # noqa: E402
-from tests.helpers.team import outgoing_of, read_log  # noqa: E402
+from retained.store import Store
+from retained.team import git as team_git
+from retained.team import state
+from retained.team import sync as team_sync
+from tests.helpers.team import outgoing_of, read_log
 
 
 def die_at(name: str) -> None:
