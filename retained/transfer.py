@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from . import durable, native, records
-from .errors import NotFound, UsageError
+from .errors import NotFound, StoreError, UsageError
 
 FORMATS = ("jsonl", "markdown")
 LIFECYCLE_KIND = getattr(records, "FORGET_KIND", "forget")
@@ -161,6 +161,8 @@ def export(store: Any, *, scopes: list[str] | None, fmt: str = "jsonl", include_
         raise UsageError(f"unknown format {fmt!r}", hint="use --format jsonl or --format markdown")
     stdout = stdout if stdout is not None else sys.stdout.buffer
     target = None if path is None or path == "-" else Path(path)
+    if target is not None:
+        _refuse_inside_store(store, target)
     if fmt == "jsonl":
         return _export_jsonl_to(store, scopes, include_history, target, stdout)
     docs = markdown_documents(store, scopes=scopes, include_history=include_history)
@@ -172,6 +174,15 @@ def export(store: Any, *, scopes: list[str] | None, fmt: str = "jsonl", include_
     summary["files"] = _write_markdown(target, docs)
     summary["path"] = str(target)
     return summary
+
+
+def _refuse_inside_store(store: Any, target: Path) -> None:
+    """An export never writes over or into a file of the store it reads (through a symlink or `..` too)."""
+    home = Path(os.path.realpath(store.directory))
+    where = Path(os.path.realpath(target))
+    if where == home or home in where.parents:
+        raise StoreError(f"{target} is inside the store at {store.directory}; an export never writes over the "
+                         "store's own files", hint="write the export somewhere outside the store directory")
 
 
 def _export_jsonl_to(store: Any, scopes: list[str] | None, include_history: bool, target: Path | None,

@@ -140,8 +140,6 @@ def _store_with_history(store_dir: Path) -> bytes:
     return (store_dir / "log.jsonl").read_bytes()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 3: transfer.export writes -o wherever it points, the "
-                                       "store's own log, index or lock included")
 @pytest.mark.parametrize("target", ["log.jsonl", "index.sqlite3", "log.lock", "../store/./log.jsonl",
                                     "quarantine/out.jsonl", "export-inside-the-store.jsonl"])
 def test_export_refuses_to_write_over_or_into_the_store(store_dir, target):
@@ -156,8 +154,6 @@ def test_export_refuses_to_write_over_or_into_the_store(store_dir, target):
     assert cli("verify").returncode == 0
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 3: a Markdown export into the store's folder writes "
-                                       "files among the store's own")
 def test_markdown_export_refuses_the_store_folder(store_dir):
     _store_with_history(store_dir)
     names = set(every_file_bytes(store_dir))
