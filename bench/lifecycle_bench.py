@@ -91,7 +91,7 @@ def synthetic_vectors(store: Store, n: int, dim: int = 384, batch: int = 20_000)
     while rows := store.index.vectors_pending("bench-synthetic", batch):  # (line, sha256, text), in line order
         vecs = gen.standard_normal((len(rows), dim)).astype(np.float32)
         vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-        store.index.put_vectors("bench-synthetic", [(line, sha, v) for (line, sha, _), v in zip(rows, vecs)])
+        store.index.put_vectors("bench-synthetic", [(line, sha, v) for (line, sha, _), v in zip(rows, vecs, strict=False)])
 
 
 def at_size(base: Path, n: int, rng: random.Random, baseline_src: Path | None,

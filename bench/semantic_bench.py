@@ -155,7 +155,7 @@ def throughput(base: Path) -> dict[str, float]:
     team = json.loads((ROOT / "bench" / "eval" / "team.json").read_text())["memories"]
     rng = random.Random(3)
     with Store(d) as s:
-        for i in range(2000):
+        for _i in range(2000):
             words = rng.choice(team)["text"].split()
             rng.shuffle(words)
             s.write(" ".join(words), scope="/p/a")

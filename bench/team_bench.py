@@ -79,7 +79,7 @@ def first_syncs(writers: list[Writer], root: Path, remote: str, n: int, rng: ran
 
 
 def small_syncs(writers: list[Writer], rng: random.Random, rounds: int = 7) -> None:
-    print("syncs that move 10 new records (median of %d)" % rounds)
+    print(f"syncs that move 10 new records (median of {rounds})")
     pushes, pulls = [], []
     for _ in range(rounds):
         a, b = writers[0], writers[1]

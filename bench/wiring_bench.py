@@ -129,7 +129,7 @@ def main() -> int:
             doctors[name].append(timed(cli + ["doctor", *every], env, project))
             uninstalls[name].append(timed(cli + ["uninstall", "--yes", *every], env, project))
     for name, _, _ in wiring:
-        both = [i + u for i, u in zip(installs[name], uninstalls[name])]
+        both = [i + u for i, u in zip(installs[name], uninstalls[name], strict=False)]
         print(f"install + uninstall of all {len(hosts())} hosts, {name}: {median_ms(both)} median "
               f"(install {median_ms(installs[name])}, uninstall {median_ms(uninstalls[name])}; "
               f"target < 1000 ms; floor 2 x {floor * 1000:.0f} ms)")

@@ -48,10 +48,9 @@ def rpc_session(command: list[str], env: dict[str, str], timeout: float) -> tupl
 
     key = json.dumps([command, sorted(env.items())])
     with _SESSIONS_LOCK:
-        pending = _SESSIONS.get(key)
-        owner = pending is None
-        if owner:
-            pending = _SESSIONS[key] = Future()
+        found = _SESSIONS.get(key)
+        owner = found is None
+        pending = _SESSIONS[key] = Future() if found is None else found
     if owner:
         try:
             pending.set_result(_rpc_session(command, env, timeout))
@@ -64,7 +63,8 @@ def _rpc_session(command: list[str], env: dict[str, str], timeout: float) -> tup
     """Start the server as the host would, send initialize + tools/list, and read both answers."""
     msgs = [
         {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "retained-doctor", "version": "1"}}},
+         "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                    "clientInfo": {"name": "retained-doctor", "version": "1"}}},
         {"jsonrpc": "2.0", "method": "notifications/initialized"},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
     ]
@@ -335,7 +335,7 @@ def doctor(*, host_names: list[str] | None, store: Path, as_json: bool, out: Cal
     # Hosts are checked side by side (each waits on a server or hook process); the reports keep their order.
     with ThreadPoolExecutor(max_workers=max(1, len(chosen))) as pool:
         reports = list(pool.map(lambda h: doctor_host(h, store, project, scope, env), chosen))
-    for h, report in zip(chosen, reports):
+    for h, report in zip(chosen, reports, strict=False):
         checks += report.checks
         checks += native_memory_checks(h, project, env)
         if any(c.name == "server entry present" and c.ok for c in report.checks):

@@ -34,6 +34,19 @@ if TYPE_CHECKING:
 HOOK_OUTPUT_CHARS = 9_000
 
 
+def table(doc: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """doc[key] when it is a table (a JSON object, a TOML table), else an empty one: a config file another
+    program wrote may hold any type anywhere, and reading it must not trip on one."""
+    value = doc.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def array(doc: Mapping[str, Any], key: str) -> list[Any]:
+    """doc[key] when it is a list, else an empty one (see `table`)."""
+    value = doc.get(key)
+    return value if isinstance(value, list) else []
+
+
 class Check:
     """One line of doctor's report: which host, what was checked, whether it holds, why, and the fix."""
 

@@ -272,7 +272,7 @@ def _after_value(s: str, end: int) -> tuple[int, bool, int]:
     eol = len(s) if eol < 0 else eol
     rest = s[j:eol].rstrip("\r")
     blank = rest == "" or rest.startswith("//")
-    return comma, blank, eol if not s[eol - 1:eol] == "\r" else eol - 1
+    return comma, blank, eol if s[eol - 1:eol] != "\r" else eol - 1
 
 
 def _insert(text: str, container: Node, make_entry: Any, style: Style) -> str:

@@ -301,7 +301,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     from .store import Store
 
     with Store(store_dir(args.dir), create=False, read_only=not args.apply) as store:
-        result = maintain.apply(store) if args.apply else {"report": maintain.report(store), "applied": []}
+        result: dict[str, Any] = maintain.apply(store) if args.apply else {"report": maintain.report(store), "applied": []}
     if args.json:
         _print_json(result)
         return EXIT_OK
@@ -489,7 +489,8 @@ def cmd_export(args: argparse.Namespace) -> int:
             left = result["left_out"]
             extra = "".join([f", {result['tombstones']} tombstone(s)" if result["tombstones"] else "",
                              f", {result['retracted']} retracted" if result["retracted"] else "",
-                             f"; left out {left['retracted']} retracted (--include-history keeps them)" if left["retracted"] else ""])
+                             f"; left out {left['retracted']} retracted (--include-history keeps them)"
+                             if left["retracted"] else ""])
             say(f"exported {result['records']} records{extra} to {'stdout' if to_stdout else result['path']}")
         else:
             where = "stdout" if to_stdout else ", ".join(result["files"]) or result["path"]
@@ -571,7 +572,7 @@ def build_parser() -> argparse.ArgumentParser:
                 _print_json({"error": message, "hint": hint})
             self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (hint: {hint})\n")
 
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     # SUPPRESS: `retained --json verify` and `retained verify --json` both work, neither resets the other.
     common.add_argument("--dir", metavar="DIR", default=argparse.SUPPRESS,
                         help="store directory (default: $RETAINED_DIR, else the user data dir)")

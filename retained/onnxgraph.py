@@ -241,8 +241,8 @@ class _Rewrite:
             raise ValueError("no int8 weight to compute on")
         used = {x for nd in self.nodes if id(nd) not in done and id(nd) not in replace for x in nd.inputs}
         for plan in replace.values():
-            for raw in plan:
-                used.update(Node(memoryview(raw)).inputs)
+            for piece in plan:
+                used.update(Node(memoryview(piece)).inputs)
         dropped = {q.name for q, *_ in weights.values()} - used - self.graph_inputs
         out: list[bytes | memoryview] = []
         nodes = iter(self.nodes)

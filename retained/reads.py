@@ -25,7 +25,8 @@ MAX_LIST = 500
 
 def check_int(value: Any, name: str, lo: int, hi: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise UsageError(f"{name} must be a whole number from {lo} to {hi}", hint=f"pass an integer, or omit {name} for the default")
+        raise UsageError(f"{name} must be a whole number from {lo} to {hi}",
+                         hint=f"pass an integer, or omit {name} for the default")
     if not lo <= value <= hi:
         raise UsageError(f"{name} must be from {lo} to {hi} (got {value})", hint=f"pass an integer from {lo} to {hi}")
     return value

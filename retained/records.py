@@ -13,6 +13,7 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the hook path imports no more than it runs
+    from collections.abc import Mapping
     from typing import Any
 
 from . import safejson
@@ -139,7 +140,7 @@ def _has_lone_surrogate(value: Any) -> bool:
     return False
 
 
-def is_tombstone(record: dict[str, Any]) -> bool:
+def is_tombstone(record: Mapping[str, Any]) -> bool:
     """A purged record: what is left of it in the log (see docs/FORMAT.md, "Tombstones")."""
     return "text" not in record and isinstance(record.get("forgotten"), dict)
 
@@ -284,7 +285,8 @@ def check_text(text: str, what: str = "text") -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise UsageError(f"{what} contains a lone surrogate and is not valid Unicode", hint="send well-formed UTF-8 text") from None
+        raise UsageError(f"{what} contains a lone surrogate and is not valid Unicode",
+                         hint="send well-formed UTF-8 text") from None
     return text
 
 
@@ -313,12 +315,14 @@ def check_fields(fields: dict[str, Any] | None) -> dict[str, Any]:
     except safejson.JSONError as e:
         raise UsageError(e.msg, hint="store a flatter value") from None
     except UnicodeEncodeError:
-        raise UsageError("fields contain a lone surrogate and are not valid Unicode", hint="send well-formed UTF-8 text") from None
+        raise UsageError("fields contain a lone surrogate and are not valid Unicode",
+                         hint="send well-formed UTF-8 text") from None
     except (TypeError, ValueError) as e:
         if "Out of range float" in str(e):
             raise UsageError("fields hold NaN or Infinity, which JSON cannot represent",
                              hint="store the number as a string, or null") from None
-        raise UsageError(f"fields are not JSON-serialisable: {e}", hint="use strings, numbers, booleans, null, lists and objects") from None
+        raise UsageError(f"fields are not JSON-serialisable: {e}",
+                         hint="use strings, numbers, booleans, null, lists and objects") from None
     if size > MAX_FIELDS_BYTES:
         raise UsageError(f"fields are larger than {MAX_FIELDS_BYTES // (1024 * 1024)} MiB", hint="store a summary")
     return fields

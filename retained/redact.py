@@ -91,7 +91,8 @@ PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
         # `=`, or `:` before a quoted value or one with both letters and digits (YAML, headers); not a
         # `:` before prose ("password: reset it by mail").
         re.compile(
-            r"(?i)(\b" + _ASSIGN_KEY + r"[\"']?\s*(?:=|:(?=\s*[\"'])|:(?=\s*(?=[^\s\"']*[a-z])(?=[^\s\"']*\d)[^\s\"']{6}))\s*[\"']?)"
+            r"(?i)(\b" + _ASSIGN_KEY
+            + r"[\"']?\s*(?:=|:(?=\s*[\"'])|:(?=\s*(?=[^\s\"']*[a-z])(?=[^\s\"']*\d)[^\s\"']{6}))\s*[\"']?)"
             r"(?![\"'$<\[{]|\s|REDACTED)(" + _VALUE + ")"
         ),
         2,
@@ -157,9 +158,7 @@ def _names_a_secret(key: str) -> bool:
         return False
     if segments[at] == "pwd" and at == 0:
         return False  # PWD= is a shell's working directory; MYSQL_PWD= a password
-    if any(s in _ABOUT_WORDS for s in segments[at + 1:]) or any(s in _BEFORE_WORDS for s in segments[:at]):
-        return False
-    return True
+    return not (any(s in _ABOUT_WORDS for s in segments[at + 1:]) or any(s in _BEFORE_WORDS for s in segments[:at]))
 
 
 def _assigns_a_secret(m: re.Match[str]) -> bool:

@@ -188,7 +188,7 @@ class WireOut:
         key = sdk_frame_key(msg)
         with self._lock:
             early = self._expected.get(key) if key is not None else None
-            if early is None or not _same_kind(early, msg):
+            if key is None or early is None or not _same_kind(early, msg):
                 return False  # not one answered early, or a later request that reused the id
             del self._expected[key]
         if {k: v for k, v in msg.items() if k != "id"} != {k: v for k, v in early.items() if k != "id"}:

@@ -12,6 +12,7 @@ the same source adds nothing).
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import re
@@ -47,7 +48,7 @@ def export_jsonl(store: Any, out: IO[bytes], *, scopes: list[str] | None,
     warnings = store.refresh()
     hidden = _hidden(store)
     counts: Counter[str] = Counter()
-    with open(store.log.path, "rb") if store.log.path.exists() else _Empty() as log:
+    with open(store.log.path, "rb") if store.log.path.exists() else io.BytesIO() as log:
         for row in store.index.export_rows(scopes):
             tomb = _is_tombstone(row)
             if row["kind"] == LIFECYCLE_KIND and not tomb:
@@ -73,14 +74,6 @@ def export_jsonl(store: Any, out: IO[bytes], *, scopes: list[str] | None,
             "retracted": counts["retracted"], "forget_records": counts["forget_records"],
             "left_out": {"retracted": counts["retracted_left_out"], "history": counts["history_left_out"]},
             "warnings": warnings}
-
-
-class _Empty:
-    def __enter__(self) -> _Empty:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 _MD_LINE_START = re.compile(r"^(\s*)([#>+\-*=|]|\d+[.)]|```|~~~)")
@@ -343,7 +336,7 @@ def _importable(n: int, raw: bytes, counts: Counter[str], notes: list[str]) -> d
             counts["damaged"] += 1
             return None
     try:
-        records.check_text(rec.get("text"))
+        records.check_text(rec["text"])
         records.check_kind(rec.get("kind", "note"))
     except UsageError as e:
         notes.append(f"line {n}: {e.message}; skipped")
@@ -391,6 +384,7 @@ def plan(store: Any, *, path: str | None, source: str | None, scope: str | None,
         actions = plan_items(store, items, scope)
         label = source
     else:
+        assert path is not None  # a PATH or a SOURCE: checked above
         p = Path(path).expanduser()
         if not p.exists():
             raise NotFound(f"{p} does not exist", hint="give the path of an export, an instruction file or a memory folder")

@@ -221,7 +221,8 @@ class Api:
                 rec = records.parse_line(self.store.log.read_at(f["offset"], f["length"])[:-1])
             except records.BadLine:
                 continue
-            named = set(rec.get("targets") or []) | {p.get("id") for p in rec.get("purged") or [] if isinstance(p, dict)}
+            named: set[str] = set(rec.get("targets") or []) | {
+                p["id"] for p in rec.get("purged") or [] if isinstance(p, dict) and isinstance(p.get("id"), str)}
             if named & chain_ids:
                 out.append({"id": rec["id"], "ts": rec["ts"], "action": rec.get("action"), "reason": rec.get("reason"),
                             "targets": sorted(named & chain_ids), "this": rid in named})
@@ -260,7 +261,7 @@ class Api:
             try:
                 proc = subprocess.run([sys.executable, "-m", "retained", "doctor", "--json", "--dir", str(self.store_dir)],
                                       capture_output=True, text=True, timeout=120, env=env)
-                data = json.loads(proc.stdout) if proc.stdout.strip() else {"ok": False, "checks": []}
+                data: dict[str, Any] = json.loads(proc.stdout) if proc.stdout.strip() else {"ok": False, "checks": []}
                 error = None if proc.stdout.strip() else (proc.stderr.strip().splitlines() or ["doctor printed nothing"])[-1]
             except (OSError, ValueError, subprocess.TimeoutExpired) as e:
                 data, error = {"ok": False, "checks": []}, f"doctor could not run: {e}"
@@ -326,8 +327,8 @@ def _how(match: str, mode: str) -> str:
 def _row(r: dict[str, Any]) -> dict[str, Any]:
     out = {k: r.get(k) for k in ("line", "seq", "id", "ts", "kind", "scope", "source", "supersedes", "superseded_by",
                                   "retracted_by")}
-    out["text"] = r.get("text") or ""
-    out["chars"] = r.get("chars") if r.get("chars") is not None else len(out["text"])
+    text = out["text"] = r.get("text") or ""
+    out["chars"] = r.get("chars") if r.get("chars") is not None else len(text)
     out["tomb"] = bool(r.get("tomb"))
     out["state"] = ("purged" if r.get("tomb") else "forget" if r.get("kind") == records.FORGET_KIND
                     else "retracted" if r.get("hidden") else "superseded" if r.get("superseded_by") else "current")

@@ -106,9 +106,10 @@ def search(directory: Path, query: str, **kw: Any) -> tuple[dict[str, Any], dict
 
 
 # -- the server's side ----------------------------------------------------------------------------
-_SEARCH_ARGS = {"scopes": (list, type(None)), "k": int, "inline_embed": int, "need_vectors": bool,
-                "kind": (str, type(None)), "max_tokens": (int, type(None)), "include_superseded": bool,
-                "as_of": (str, type(None))}
+_SEARCH_ARGS: dict[str, type | tuple[type, ...]] = {
+    "scopes": (list, type(None)), "k": int, "inline_embed": int, "need_vectors": bool,
+    "kind": (str, type(None)), "max_tokens": (int, type(None)), "include_superseded": bool,
+    "as_of": (str, type(None))}
 _DEFAULTS = {"kind": None, "max_tokens": None, "include_superseded": False, "as_of": None}
 
 

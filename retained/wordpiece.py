@@ -49,7 +49,7 @@ class WordPiece:
         tokens = path.read_text(encoding="utf-8").split("\n")
         if tokens and tokens[-1] == "":
             tokens.pop()
-        return cls(dict(zip(tokens, range(len(tokens)))))
+        return cls(dict(zip(tokens, range(len(tokens)), strict=False)))
 
     @staticmethod
     def normalize(text: str) -> str:

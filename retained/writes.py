@@ -37,7 +37,8 @@ def check_args(text: str, *, kind: str, scope: str | None, default_scope: str | 
     if supersedes is not None and (not isinstance(supersedes, str) or not supersedes.strip()):
         raise UsageError("supersedes must be a record id", hint="find it with search or list")
     if kind == records.FORGET_KIND:
-        raise UsageError("kind 'forget' is kept for retractions", hint="use memory_forget (or `retained forget`) to forget a record")
+        raise UsageError("kind 'forget' is kept for retractions",
+                         hint="use memory_forget (or `retained forget`) to forget a record")
     return records.check_fields(fields)
 
 

@@ -13,6 +13,9 @@ import pytest
 # At the end of the session: no child process of the test run may still be running (issue 17 item 19).
 from tests.helpers.leaks import pytest_sessionfinish  # noqa: F401 - a pytest hook, found by its name
 
+# The team fixtures (remote_dir, machines) for every test file that asks for them by name.
+pytest_plugins = ["tests.helpers.team"]
+
 # Captured before any test isolates HOME: where .ci/run (or a developer) keeps the npm-installed tools.
 NPM_CACHE = Path(os.environ.get("RETAINED_NPM_CACHE") or Path.home() / ".cache" / "retained-ci" / "npm")
 

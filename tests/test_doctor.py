@@ -206,7 +206,7 @@ def test_hosts_checked_side_by_side_each_use_their_own_environment(isolate_home,
         reports = list(pool.map(lambda job: doctor_host(job[0], store_dir(None, envs[job[1]]).absolute(), repo,
                                                         "project", envs[job[1]]), jobs))
     assert writes == [] and dict(os.environ) == before
-    for (host, who), report in zip(jobs, reports):
+    for (host, who), report in zip(jobs, reports, strict=False):
         assert set(report.stores) == {str(tmp_path / f"data-{who}" / "retained")}, (host.name, who, report.stores)
         failed = [f"{c.name}: {c.detail}" for c in report.checks if not c.ok]
         assert not failed, (host.name, who, failed)

@@ -65,7 +65,7 @@ def _python_for(ids: tuple[int, int] | None) -> str | None:
         if exe and os.path.exists(exe):
             kw = {} if ids is None else {"user": ids[0], "group": ids[1], "extra_groups": []}
             try:
-                ok = subprocess.run([exe, "-c", "import site; site.addsitedir(%r); import mcp" % SITE],
+                ok = subprocess.run([exe, "-c", f"import site; site.addsitedir({SITE!r}); import mcp"],
                                     capture_output=True, timeout=120, cwd="/", **kw)
             except OSError:  # not executable by that user
                 continue

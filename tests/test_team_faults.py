@@ -16,7 +16,7 @@ from retained import records
 from retained.team import git as team_git
 from retained.team import state, wlog
 from retained.team.sync import sync
-from tests.helpers.team import bare_remote, free_port, git, machines, remote_dir, texts  # noqa: F401 - fixtures
+from tests.helpers.team import bare_remote, free_port, git, texts
 
 
 def one_line(text: str | None) -> bool:

@@ -10,7 +10,7 @@ from retained import records
 from retained.team import git as team_git
 from retained.team import state
 from retained.team.sync import PurgeRequest
-from tests.helpers.team import Machine, all_objects, files_under, git, reachable_objects, remote_dir, texts  # noqa: F401
+from tests.helpers.team import Machine, all_objects, files_under, git, reachable_objects, texts
 
 MARKER = b"PURGE-MARKER-7f3a"
 

@@ -14,7 +14,7 @@ from retained import records
 from retained.team import git as team_git
 from retained.team import hlc, state, verifier, wlog
 from retained.team.sync import sync
-from tests.helpers.team import PROJECT, all_objects, bare_remote, git, git_daemon, local_record, machines, remote_dir, texts  # noqa: F401
+from tests.helpers.team import PROJECT, all_objects, bare_remote, git, git_daemon, local_record, texts
 
 # Run as a script without site-packages (-S) or the environment (-I): only the standard library is there.
 VERIFIER = [sys.executable, "-I", "-S", verifier.__file__]

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..host import HOOK_OUTPUT_CHARS, Check, Host
+from ..host import HOOK_OUTPUT_CHARS, Check, Host, array
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -55,7 +55,7 @@ class ClaudeCode(Host):
                             "remove disableAllHooks from Claude Code's settings.json" if off else ""))
         config = docs.get("server") or {}
         local = ((config.get("projects") or {}).get(str(project)) or {}) if scope == "user" else {}
-        disabled = local.get("disabledMcpServers") if isinstance(local.get("disabledMcpServers"), list) else []
+        disabled = array(local, "disabledMcpServers")
         if "retained" in disabled:
             checks.append(Check(self.name, "server is not disabled in this project", False,
                                 f"projects[{project}].disabledMcpServers lists retained",

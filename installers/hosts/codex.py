@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..host import Check, Host
+from ..host import Check, Host, table
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -34,10 +34,7 @@ MATCHER_IGNORED = {"UserPromptSubmit", "Stop"}
 
 
 def handler_identity(event: str, matcher: str | None, handler: dict[str, Any]) -> dict[str, Any]:
-    if event == "SessionEnd":
-        timeout = min(max(handler.get("timeout") or 1, 1), 3)
-    else:
-        timeout = max(handler.get("timeout") or 600, 1)
+    timeout = min(max(handler.get("timeout") or 1, 1), 3) if event == "SessionEnd" else max(handler.get("timeout") or 600, 1)
     normalised: dict[str, Any] = {"type": "command", "command": handler["command"], "timeout": timeout,
                                   "async": bool(handler.get("async", False))}
     if handler.get("statusMessage") is not None:
@@ -118,7 +115,7 @@ class Codex(Host):
             on = entry.get("enabled", True) is not False
             checks.append(Check(self.name, "server entry is enabled", on, "" if on else "enabled = false",
                                 "" if on else "remove `enabled = false` from [mcp_servers.retained]"))
-        features = config.get("features") if isinstance(config.get("features"), dict) else {}
+        features = table(config, "features")
         off = [k for k in ("hooks", "codex_hooks") if features.get(k) is False]
         checks.append(Check(self.name, "hooks feature is on", not off, f"[features] {off[0]} = false" if off else "",
                             f"remove `{off[0]} = false` from [features]" if off else ""))
@@ -178,8 +175,8 @@ class Codex(Host):
         from ... import native
 
         config = native.read_toml(codex_home(env) / "config.toml")
-        features = config.get("features") if isinstance(config.get("features"), dict) else {}
-        mem = config.get("memories") if isinstance(config.get("memories"), dict) else {}
+        features = table(config, "features")
+        mem = table(config, "memories")
         if features.get("memories") is True:
             enabled, why = True, "[features] memories = true"
             if mem.get("use_memories") is False:

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..host import Check, Host
+from ..host import Check, Host, array, table
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -51,8 +51,8 @@ class GeminiCLI(Host):
                " (or run gemini there once and trust the folder)")
         checks = [Check(self.name, "folder is trusted (else Gemini CLI disables the server and hooks)", trusted,
                         why, "" if trusted else fix)]
-        hooks_config = settings.get("hooksConfig") if isinstance(settings.get("hooksConfig"), dict) else {}
-        disabled = hooks_config.get("disabled") if isinstance(hooks_config.get("disabled"), list) else []
+        hooks_config = table(settings, "hooksConfig")
+        disabled = array(hooks_config, "disabled")
         ours = [n for n in disabled if isinstance(n, str) and n.startswith("retained-")]
         on = hooks_config.get("enabled", True) is not False and not ours
         checks.append(Check(self.name, "hooks are enabled", on,
@@ -139,8 +139,8 @@ def folder_trusted(project: Path, settings: dict[str, Any], gemini_home: str,
         return False, "the environment marks this workspace untrusted"
     if env.get("GEMINI_CLI_TRUST_WORKSPACE") == "true":
         return True, "GEMINI_CLI_TRUST_WORKSPACE=true"
-    security = settings.get("security") if isinstance(settings.get("security"), dict) else {}
-    folder_trust = security.get("folderTrust") if isinstance(security.get("folderTrust"), dict) else {}
+    security = table(settings, "security")
+    folder_trust = table(security, "folderTrust")
     if folder_trust.get("enabled", True) is False:
         return True, "folder trust is off in settings"
     from .. import jsonc

@@ -154,7 +154,8 @@ class _Run:
         except StoreError as e:
             self.result.notes.append(f"{e.message}; made it again from the mirror")
         self.imports = hlc.parse_imports(self.saved.get("imports"))
-        trusted = {w: v.get("sha256") for w, v in (self.saved.get("files") or {}).items() if isinstance(v, dict)}
+        trusted = {w: v["sha256"] for w, v in (self.saved.get("files") or {}).items()
+                   if isinstance(v, dict) and isinstance(v.get("sha256"), str)}
         self.result.notes += self.mirror.load(trusted)
         self.tombs_before = self._tombstones()
         self._ensure_repo()
@@ -352,7 +353,7 @@ class _Run:
             return False
         for w, theirs in self.theirs.items():
             mine = self.mirror.files.get(w, [])
-            if any(a is not b and a.tombstone and not b.tombstone for a, b in zip(mine, theirs)):
+            if any(a is not b and a.tombstone and not b.tombstone for a, b in zip(mine, theirs, strict=False)):
                 return True
         clean = self.saved.get("clean") or {}
         if clean.get("commit") and known <= set(clean.get("purges", [])) and self.git.is_ancestor(clean["commit"], fetched):
@@ -395,7 +396,7 @@ class _Run:
         lines = {w: len(e) for w, e in self.mirror.files.items()}
         for w in self.keep_remote:  # of this machine's lines, the remote holds those before the fork
             mine, theirs = self.mirror.files.get(w, []), self.theirs.get(w, [])
-            lines[w] = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a.ident != b.ident), len(theirs))
+            lines[w] = next((i for i, (a, b) in enumerate(zip(mine, theirs, strict=False)) if a.ident != b.ident), len(theirs))
         self.saved["remote_commit"], self.saved["remote_lines"] = commit, lines
         self.result.pushed = max(0, pushed)
         self.result.commit = commit

@@ -20,7 +20,9 @@ def canon(obj):
 
 def check_writer(writer, data, purges):
     """(records verified, problem or None, tombstones) of one writer's file; purge listings go into `purges`."""
-    state, tombs, lines = {"prev": "0" * 64, "clock": [-1, -1]}, {}, data.split(b"\n")
+    state: dict = {"prev": "0" * 64, "clock": [-1, -1]}
+    tombs: dict = {}
+    lines = data.split(b"\n")
     if lines.pop():
         return len(lines), f"line {len(lines) + 1} has no newline at its end", tombs
     for n, raw in enumerate(lines, 1):
@@ -61,7 +63,7 @@ def read_ref(git_dir, ref):
     out = subprocess.run(git + ["cat-file", "--batch"], input=b"\n".join(oids) + b"\n",
                          capture_output=True, check=True).stdout
     files, pos = {}, 0
-    for (_, path), oid in zip(entries, oids):
+    for _, path in entries:
         header_end = out.index(b"\n", pos)
         size = int(out[pos:header_end].split()[2])
         files[path.decode()] = out[header_end + 1 : header_end + 1 + size]
@@ -73,7 +75,9 @@ def verify(files):
     """One line per writer, and whether all hold."""
     if files.get("format", b"").strip() != b"retained-memory 1":
         return ["no `format` file saying retained-memory 1"], False
-    purges, results, tombs = set(), {}, {}
+    purges: set = set()
+    results: dict = {}
+    tombs: dict = {}
     for path, data in sorted(files.items()):
         if path.startswith("writers/") and path.endswith(".jsonl"):
             writer = path[len("writers/"):-len(".jsonl")]

@@ -201,7 +201,7 @@ def listed(files: Mapping[str, list[Entry]]) -> set[Target]:
     return {t for entries in files.values() for e in entries if e.purge for t in purge_targets(e.rec)}
 
 
-def vouch(files: dict[str, Parsed], also: set[Target] = frozenset()) -> dict[str, Parsed]:
+def vouch(files: dict[str, Parsed], also: frozenset[Target] | set[Target] = frozenset()) -> dict[str, Parsed]:
     """Cut each file before its first tombstone that no purge record lists (here or in `also`). A cut
     may remove a purge record that vouched for another file's tombstone, so repeat until none moves."""
     while True:
@@ -229,7 +229,7 @@ def merge(writer: str, mine: list[Entry], theirs: list[Entry]) -> Merged:
             seq = mine[i].rec["seq"]
             return Merged(mine, 0, f"writer {writer}: the remote's line {i + 1} (seq {seq}) is not the one this "
                                    "machine already holds: kept this machine's copy of that log")
-    picked = [b if a is not b and b.tombstone and not a.tombstone else a for a, b in zip(mine[:n], theirs[:n])]
+    picked = [b if a is not b and b.tombstone and not a.tombstone else a for a, b in zip(mine[:n], theirs[:n], strict=False)]
     if len(theirs) > n:
         return Merged(picked + theirs[n:], len(theirs) - n, None)
     return Merged(picked + mine[n:], 0, None)
@@ -249,10 +249,10 @@ def apply_purges(files: dict[str, list[Entry]]) -> list[Target]:
                         first[t] = (key, e.rec["id"])
     newly = []
     for t, (_key, by) in sorted(first.items()):
-        entries = files.get(t.writer)
-        if entries is None or not 1 <= t.seq <= len(entries):
+        held = files.get(t.writer)
+        if held is None or not 1 <= t.seq <= len(held):
             continue
-        e = entries[t.seq - 1]
+        e = held[t.seq - 1]
         if e.ident != (t.seq, t.id, t.sha256):
             continue
         tomb = records.tombstone(e.rec, by)
@@ -260,7 +260,7 @@ def apply_purges(files: dict[str, list[Entry]]) -> list[Target]:
         if raw != e.raw:
             if not e.tombstone:
                 newly.append(t)
-            entries[t.seq - 1] = Entry(raw, tomb)
+            held[t.seq - 1] = Entry(raw, tomb)
     return newly
 
 
