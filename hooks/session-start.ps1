@@ -5,16 +5,14 @@
 # one line on stderr, so a session is never blocked by memory.
 #
 # It runs the same code as `retained hook session-start`, passing the host's JSON on stdin through.
-# Which Python: $env:RETAINED_PYTHON, else the interpreter recorded below by `retained install`, else
-# `retained` on PATH, else `py -3` with the retained package. Extra arguments are passed on.
-$RecordedPython = "@RETAINED_PYTHON@"
+# Which Python: $env:RETAINED_PYTHON, else `retained` on PATH, else `py -3` with the retained package.
+# Extra arguments are passed on.
 $inputJson = [Console]::In.ReadToEnd()
 try {
-    foreach ($py in @($env:RETAINED_PYTHON, $RecordedPython)) {
-        if ($py -and -not $py.StartsWith("@") -and (Test-Path $py)) {
-            $inputJson | & $py -m retained hook session-start @args
-            exit 0
-        }
+    $py = $env:RETAINED_PYTHON
+    if ($py -and (Test-Path $py)) {
+        $inputJson | & $py -m retained hook session-start @args
+        exit 0
     }
     $cmd = Get-Command retained -ErrorAction SilentlyContinue
     if ($cmd) {

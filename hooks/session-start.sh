@@ -6,17 +6,12 @@
 # one line on stderr, so a session is never blocked by memory.
 #
 # It runs the same code as `retained hook session-start`, reading the host's JSON on stdin. Which
-# Python: $RETAINED_PYTHON, else the interpreter recorded below by `retained install`, else `retained`
-# on PATH, else python3 with the retained package. Extra arguments (e.g. --host NAME) are passed on.
-RECORDED_PYTHON="@RETAINED_PYTHON@"
-
-for py in "${RETAINED_PYTHON:-}" "$RECORDED_PYTHON"; do
-  case "$py" in ""|@*@) continue ;; esac
-  if [ -x "$py" ]; then
-    "$py" -m retained hook session-start "$@" || true
-    exit 0
-  fi
-done
+# Python: $RETAINED_PYTHON, else `retained` on PATH, else python3 with the retained package. Extra
+# arguments (e.g. --host NAME) are passed on.
+if [ -n "${RETAINED_PYTHON:-}" ] && [ -x "$RETAINED_PYTHON" ]; then
+  "$RETAINED_PYTHON" -m retained hook session-start "$@" || true
+  exit 0
+fi
 if command -v retained >/dev/null 2>&1; then
   retained hook session-start "$@" || true
   exit 0

@@ -1,4 +1,6 @@
-"""Format editors: apply retained's edits to JSON, JSONC, TOML (tomlkit) and YAML (pyyaml) text.
+"""Format editors: apply retained's edits to JSON, JSONC and TOML (tomlkit) text.
+
+No host retained wires keeps its config in YAML, so there is no YAML editor (and no pyyaml).
 
 Each editor changes only retained's own entries and can say, for verification, what a document looks
 like without them (`strip`), so a read-back can prove that nothing else changed.
@@ -7,11 +9,10 @@ like without them (`strip`), so a read-back can prove that nothing else changed.
 from __future__ import annotations
 
 import copy
-import re
 from typing import TYPE_CHECKING
 
 from . import jsonc
-from .edits import ServerEntry, get
+from .edits import get
 from .safe_file import ConfigError, describe_parse_error
 
 if TYPE_CHECKING:
@@ -107,48 +108,6 @@ class TOMLEditor:
         return out
 
 
-class YAMLEditor:
-    """YAML via pyyaml, which cannot keep comments: a file with comments is refused, never rewritten."""
-
-    default_text = ""
-
-    def load(self, path: Path, text: str) -> Any:
-        import yaml
-
-        try:
-            doc = yaml.safe_load(text) if text.strip() else {}
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            err = ConfigError(f"{path} does not parse" + (f" at line {mark.line + 1}" if mark else "") +
-                              "; retained did not touch it", hint="fix the YAML and run again")
-            raise err from None
-        if not isinstance(doc, dict):
-            raise ConfigError(f"{path} is not a YAML mapping; retained did not touch it")
-        return doc
-
-    def apply(self, path: Path, text: str, edits: list[Edit], *, install: bool,
-              defaults: dict[str, Any] | None = None, original: Any = None) -> str:
-        import yaml
-
-        doc = self.load(path, text)
-        if re.search(r"(^|\s)#", text):
-            raise ConfigError(f"{path} has comments, which retained cannot keep in YAML; it did not touch the file",
-                              hint="add the entry shown by --dry-run by hand")
-        for edit in edits:
-            if not isinstance(edit, ServerEntry):
-                raise ConfigError(f"{path}: {edit.op} edits are not supported in YAML")
-            at = edit.at
-            parent = doc
-            for key in at[:-1]:
-                parent = parent.setdefault(key, {}) if install else parent.get(key, {})
-            if install:
-                parent[at[-1]] = edit.value
-            else:
-                parent.pop(at[-1], None)
-        new = yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, default_flow_style=False)
-        return text if yaml.safe_load(new) == self.load(path, text) and new.strip() == text.strip() else new
-
-
 class OwnedTextEditor:
     """A file that is wholly retained's (a plugin): its document is {"content": text}."""
 
@@ -170,5 +129,4 @@ EDITORS: dict[str, Any] = {
     "jsonc": JSONEditor(comments=True, trailing_commas=True),
     "jsonc-strict-commas": JSONEditor(comments=True, trailing_commas=False),
     "toml": TOMLEditor(),
-    "yaml": YAMLEditor(),
 }

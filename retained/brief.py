@@ -16,6 +16,8 @@ if TYPE_CHECKING:  # the hook path imports no more than it runs
     from collections.abc import Collection
     from typing import Any
 
+    from .store import Store
+
 from .records import GLOBAL_SCOPE
 from .tokens import estimate_tokens
 
@@ -127,13 +129,13 @@ def render(rows: list[dict[str, Any]], total: int, *, project: str | None, budge
     }
 
 
-def brief_rows(store: Any, scopes: list[str] | None, limit: int) -> tuple[list[dict[str, Any]], int]:
+def brief_rows(store: Store, scopes: list[str] | None, limit: int) -> tuple[list[dict[str, Any]], int]:
     """Current records in brief order, and how many exist (see the module's docstring for the order)."""
     rows, total, _kinds = brief_rows_by_kind(store, scopes, limit)
     return rows, total
 
 
-def brief_rows_by_kind(store: Any, scopes: list[str] | None,
+def brief_rows_by_kind(store: Store, scopes: list[str] | None,
                        limit: int) -> tuple[list[dict[str, Any]], int, dict[str, int]]:
     """(rows in brief order, total current records, current records per kind)."""
     store.index.catch_up()
@@ -150,7 +152,7 @@ def brief_rows_by_kind(store: Any, scopes: list[str] | None,
     return (newest + standing + recent)[: max(limit, 1)], total, kinds
 
 
-def make_brief(store: Any, project: str | None, *, budget: int = DEFAULT_BUDGET, scope: str | None = None,
+def make_brief(store: Store, project: str | None, *, budget: int = DEFAULT_BUDGET, scope: str | None = None,
                loaded_at_start: Collection[str] = ()) -> dict[str, Any]:
     """The brief for a project (its scope plus global), or for one explicit scope ("*" for all).
 

@@ -34,6 +34,8 @@ if TYPE_CHECKING:  # for annotations only: argparse alone costs the hook path mo
 
     _AddCommand = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
 
+    from .store import Store
+
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
@@ -181,7 +183,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     return EXIT_OK if result["hits"] else EXIT_FAIL
 
 
-def _search_fast(store: Any, query: str, kw: dict[str, Any], wait_for_meaning: bool) -> dict[str, Any]:
+def _search_fast(store: Store, query: str, kw: dict[str, Any], wait_for_meaning: bool) -> dict[str, Any]:
     """A running `retained serve` of the store searches with its loaded model; without one, the answer
     comes by words at once (loading the model here would take most of half a second) unless the
     caller waits for meaning."""
@@ -406,7 +408,7 @@ def cmd_brief(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _brief_as_of(store: Any, project: str | None, args: argparse.Namespace) -> dict[str, Any]:
+def _brief_as_of(store: Store, project: str | None, args: argparse.Namespace) -> dict[str, Any]:
     """The brief as it would have read at --as-of: the records current then, checkpoints first."""
     from .brief import render
     from .project import read_scopes

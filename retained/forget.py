@@ -8,7 +8,6 @@ Both are records of kind `forget` in the log (docs/FORMAT.md, "Forgetting"). The
 from __future__ import annotations
 
 import hashlib
-import os
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +22,7 @@ if TYPE_CHECKING:  # the hook path imports no more than it runs
 
 from . import records
 from .errors import NotFound, StoreError, UsageError
+from .writes import redaction_enabled
 
 MAX_IDS = 500
 WINDOW = 12  # a purge leaves no run of this many characters of purged content in any file
@@ -58,7 +58,7 @@ def _rows(store: Store, ids: list[str]) -> list[dict[str, Any]]:
 
 
 def _redacted(reason: str | None, found: Counter[str]) -> str | None:
-    if reason is None or os.environ.get("RETAINED_REDACT", "on").strip().lower() in ("off", "0", "false", "no"):
+    if reason is None or not redaction_enabled():
         return reason
     from . import redact
 

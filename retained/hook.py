@@ -18,10 +18,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .switches import switch
+
 if TYPE_CHECKING:
     from typing import Any
 
     from .installers.host import Host
+    from .store import Store
 
 EVENTS = ("session-start", "stop", "prompt", "pre-compact")
 DUPLICATE_WINDOW_S = 120  # two hooks for one session start (one host's hook file read by another host too)
@@ -137,7 +140,7 @@ def _prune(store_dir: Path, now: float) -> None:
 
 
 # -- session start, and again after a compaction --------------------------------------------------------
-def _fit_for_host(host: Host, store: Any, project: str | None, budget: int) -> dict[str, Any]:
+def _fit_for_host(host: Host, store: Store, project: str | None, budget: int) -> dict[str, Any]:
     """The biggest brief within `budget` whose output the host keeps whole (its character and token caps)."""
     from .brief import make_brief
     from .installers.hosts import loaded_at_start
@@ -313,9 +316,9 @@ def prompt(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Pat
     return host.prompt_output("\n\n".join(parts))
 
 
-def _recall(store: Any, text: str, project: str | None, shown: set[str], env: dict[str, str]) -> dict[str, Any] | None:
+def _recall(store: Store, text: str, project: str | None, shown: set[str], env: dict[str, str]) -> dict[str, Any] | None:
     """The recall contract (retained/recall.py): the few relevant records, fenced, or None."""
-    if env.get("RETAINED_RECALL", "on").strip().lower() in ("off", "0", "false", "no"):
+    if not switch("RETAINED_RECALL", True, env):
         return None
     try:
         from .recall import recall
@@ -339,7 +342,9 @@ def _transcript_start(path: Any) -> str | None:
             head = f.read(256 * 1024)
     except OSError:
         return None
-    from datetime import datetime, timezone
+    from datetime import datetime
+
+    from . import records
 
     for raw in head.splitlines()[:50]:
         try:
@@ -352,9 +357,7 @@ def _transcript_start(path: Any) -> str | None:
                 when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
             except ValueError:
                 continue
-            if when.tzinfo is None:
-                when = when.replace(tzinfo=timezone.utc)
-            return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            return records.rfc3339(when)
     return None
 
 
@@ -390,7 +393,7 @@ def stop(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Path)
     """Ask once for a checkpoint when the session worked but wrote nothing to memory."""
     if data.get("stop_hook_active") is True or data.get("stopHookActive") is True:
         return None
-    if env.get("RETAINED_STOP_HOOK", "on").strip().lower() in ("off", "0", "false", "no"):
+    if not switch("RETAINED_STOP_HOOK", True, env):
         return None
     from .paths import read_only_requested
 

@@ -20,7 +20,10 @@ import os
 import re
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from .store import Store
 
 
 class HostMemories(Protocol):
@@ -112,14 +115,10 @@ def read_toml(path: Path) -> dict[str, Any]:
 
 
 def truthy(value: str | None) -> bool | None:
-    if value is None or not value.strip():
-        return None
-    v = value.strip().lower()
-    if v in ("1", "true", "yes", "on"):
-        return True
-    if v in ("0", "false", "no", "off"):
-        return False
-    return None
+    """A host's own on/off variable, read as retained reads its own (None: unset or another word)."""
+    from .switches import parse
+
+    return parse(value)
 
 
 # -- Markdown into items -------------------------------------------------------------------------
@@ -394,7 +393,7 @@ class HostLoaded:
         return body is not None and isinstance(text, str) and bool(text.strip()) and _normal(text) in body
 
 
-def leave_out_host_loaded(store: Any, rows: list[dict[str, Any]],
+def leave_out_host_loaded(store: Store, rows: list[dict[str, Any]],
                           loaded: Collection[str]) -> tuple[list[dict[str, Any]], int]:
     """The brief's rows less those a host already loads (from a file named in `loaded`) that still holds them."""
     from . import records

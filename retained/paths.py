@@ -65,7 +65,9 @@ def store_dir(explicit: str | os.PathLike[str] | None = None, env: Mapping[str, 
 
 def read_only_requested(env: Mapping[str, str] = os.environ) -> bool:
     """RETAINED_READ_ONLY=1: change no file in the store (doctor runs hooks and servers this way)."""
-    return env.get("RETAINED_READ_ONLY", "").strip().lower() in ("1", "true", "yes", "on")
+    from .switches import switch
+
+    return switch("RETAINED_READ_ONLY", False, env)
 
 
 # Files of a store this user must be able to change to write to it (named in log.py and index/schema.py).

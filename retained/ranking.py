@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the hook path imports no more than it runs
     from typing import Any
 
+    from .store import Store
+
 from .index import phrase_query, quote_query
 
 MEANING_WEIGHT = 0.8
@@ -94,7 +96,7 @@ class Found:
         self.known_before: set[str] = set()
 
 
-def meaning_query(store: Any, query: str, inline_embed: int, warnings: list[str],
+def meaning_query(store: Store, query: str, inline_embed: int, warnings: list[str],
                   need_vectors: bool) -> tuple[str, Any]:
     """('on', query vector) or ('off: <reason>', None). Embeds new records first (up to inline_embed
     of them here, the rest in a background thread), so records found by words are found by meaning."""
@@ -124,7 +126,7 @@ def meaning_query(store: Any, query: str, inline_embed: int, warnings: list[str]
         return f"off: {e}", None
 
 
-def rank(store: Any, query: str, terms: list[str], qvec: Any, filters: dict[str, Any], k: int) -> Found:
+def rank(store: Store, query: str, terms: list[str], qvec: Any, filters: dict[str, Any], k: int) -> Found:
     idx = store.index
     mode = "all"
     lex_total, exact = 0, True
@@ -136,7 +138,8 @@ def rank(store: Any, query: str, terms: list[str], qvec: Any, filters: dict[str,
         if lex_total == 0 and len(terms) > 1:
             mode = "any"
             match = quote_query(terms, any_word=True)
-            lex_total, exact, lex_rows = idx.ranked(match, limit=want, need=k, **filters)
+            if match is not None:
+                lex_total, exact, lex_rows = idx.ranked(match, limit=want, need=k, **filters)
     cands: dict[int, Candidate] = {row["line"]: Candidate(row, bm25=row["rank"]) for row in lex_rows}
     total = lex_total
 
@@ -233,7 +236,7 @@ def meaning_floor(terms: list[str], text: str) -> float:
     return ONE_WORD_FLOOR if len(terms) < 2 else MEANING_FLOOR
 
 
-def _meaning(store: Any, qvec: Any, terms: list[str], filters: dict[str, Any], cands: dict[int, Candidate]) -> bool:
+def _meaning(store: Store, qvec: Any, terms: list[str], filters: dict[str, Any], cands: dict[int, Candidate]) -> bool:
     """Add meaning candidates and every candidate's cosine and lead; True when every record that could
     clear the floor was looked at."""
     import numpy as np

@@ -62,7 +62,7 @@ def parse_as_of(value: Any) -> str | None:
     except ValueError:
         raise UsageError(f"as_of {value!r} is not an RFC 3339 time or a date",
                          hint="e.g. 2026-11-30 or 2026-11-30T12:00:00Z") from None
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return records.rfc3339(moment)
 
 
 def rebuilt_note(reason: str, *, in_place: bool) -> str:

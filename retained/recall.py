@@ -11,14 +11,16 @@ the semantic tier is off. `RETAINED_RECALL=off` turns it off.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the hook path imports no more than it runs
     from typing import Any
 
+    from .store import Store
+
 from .brief import BEGIN, END, _line
 from .records import GLOBAL_SCOPE
+from .switches import switch
 from .tokens import estimate_tokens
 
 DEFAULT_BUDGET = 250
@@ -27,8 +29,7 @@ _CANDIDATES = 12
 
 
 def recall_enabled(env: dict[str, str] | None = None) -> bool:
-    value = (os.environ if env is None else env).get("RETAINED_RECALL", "on").strip().lower()
-    return value not in ("off", "0", "false", "no")
+    return switch("RETAINED_RECALL", True, env)
 
 
 def _relevant(hit: dict[str, Any], terms: list[str], detail: dict[str, Any]) -> bool:
@@ -69,7 +70,7 @@ ALONE_LEAD = 0.15
 PROMPT_CHARS = 2000
 
 
-def recall(store: Any, prompt: str, *, project: str | None, shown: set[str],
+def recall(store: Store, prompt: str, *, project: str | None, shown: set[str],
            budget_tokens: int = DEFAULT_BUDGET, max_records: int = DEFAULT_MAX_RECORDS) -> dict[str, Any] | None:
     """The records relevant to `prompt` not in `shown`, fenced as data: {"text", "ids"}; else None."""
     if not recall_enabled() or not isinstance(prompt, str) or not prompt.strip():

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the hook path imports no more than it runs
     from collections.abc import Mapping
+    from datetime import datetime
     from typing import Any
 
 from . import safejson
@@ -233,11 +234,21 @@ def text_key(text: str) -> str:
     return hashlib.sha256(normalise_text(text).encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def now_rfc3339() -> str:
-    """Current UTC time, RFC 3339 with microseconds and a Z suffix."""
+def rfc3339(moment: datetime | None = None) -> str:
+    """`moment` (default: now) in UTC as the log writes times: RFC 3339 with microseconds and a Z. A
+    moment without a zone is taken as UTC."""
     from datetime import datetime, timezone
 
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if moment is None:
+        moment = datetime.now(timezone.utc)
+    elif moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def now_rfc3339() -> str:
+    """Current UTC time, RFC 3339 with microseconds and a Z suffix."""
+    return rfc3339()
 
 
 def new_id() -> str:

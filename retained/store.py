@@ -34,7 +34,6 @@ from .reads import DEFAULT_K, MAX_K, MAX_LIST, check_int, parse_as_of
 __all__ = ["DEFAULT_K", "INLINE_EMBED", "MAX_K", "MAX_LIST", "Store", "parse_as_of"]
 
 INLINE_EMBED = 256  # a search embeds up to this many new records itself; more go to a background thread
-ALL_SCOPES = "*"
 
 
 class Store:

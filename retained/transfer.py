@@ -21,27 +21,30 @@ import sys
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from . import durable, native, records
 from .errors import NotFound, StoreError, UsageError
+from .writes import redaction_enabled
+
+if TYPE_CHECKING:
+    from .store import Store
 
 FORMATS = ("jsonl", "markdown")
-LIFECYCLE_KIND = getattr(records, "FORGET_KIND", "forget")
+LIFECYCLE_KIND = records.FORGET_KIND
 
 
 # -- export ---------------------------------------------------------------------------------------
-def _hidden(store: Any) -> set[str]:
-    """Ids a retraction currently hides (empty until the store knows retractions)."""
-    fn = getattr(store.index, "retracted_ids", None)
-    return set(fn()) if fn is not None else set()
+def _hidden(store: Store) -> set[str]:
+    """Ids a retraction currently hides."""
+    return set(store.index.retracted_ids())
 
 
 def _is_tombstone(row: Mapping[str, Any]) -> bool:
     return bool(row.get("tomb"))
 
 
-def export_jsonl(store: Any, out: IO[bytes], *, scopes: list[str] | None,
+def export_jsonl(store: Store, out: IO[bytes], *, scopes: list[str] | None,
                  include_history: bool = False) -> dict[str, Any]:
     """The log's lines, verbatim, for the chosen scopes. Retracted records and the forget records
     themselves only with `include_history`; purged ones as the tombstones the log holds."""
@@ -98,7 +101,7 @@ def project_label(scope: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", tail).strip("-.") or "project"
 
 
-def markdown_documents(store: Any, *, scopes: list[str] | None, include_history: bool = False) -> dict[str, str]:
+def markdown_documents(store: Store, *, scopes: list[str] | None, include_history: bool = False) -> dict[str, str]:
     """scope → one Markdown document of its current memory grouped by kind (ids and dates on each item)."""
     store.refresh()
     hidden = _hidden(store)
@@ -143,7 +146,7 @@ def markdown_documents(store: Any, *, scopes: list[str] | None, include_history:
     return docs
 
 
-def export(store: Any, *, scopes: list[str] | None, fmt: str = "jsonl", include_history: bool = False,
+def export(store: Store, *, scopes: list[str] | None, fmt: str = "jsonl", include_history: bool = False,
            path: str | None = None, stdout: IO[bytes] | None = None) -> dict[str, Any]:
     """Export to `path` (a file for jsonl; a folder, or one .md file for one project, for markdown).
 
@@ -169,7 +172,7 @@ def export(store: Any, *, scopes: list[str] | None, fmt: str = "jsonl", include_
     return summary
 
 
-def _refuse_inside_store(store: Any, target: Path) -> None:
+def _refuse_inside_store(store: Store, target: Path) -> None:
     """An export never writes over or into a file of the store it reads (through a symlink or `..` too)."""
     home = Path(os.path.realpath(store.directory))
     where = Path(os.path.realpath(target))
@@ -178,7 +181,7 @@ def _refuse_inside_store(store: Any, target: Path) -> None:
                          "store's own files", hint="write the export somewhere outside the store directory")
 
 
-def _export_jsonl_to(store: Any, scopes: list[str] | None, include_history: bool, target: Path | None,
+def _export_jsonl_to(store: Store, scopes: list[str] | None, include_history: bool, target: Path | None,
                      stdout: IO[bytes]) -> dict[str, Any]:
     if target is None:
         result = export_jsonl(store, stdout, scopes=scopes, include_history=include_history)
@@ -278,7 +281,7 @@ def looks_like_jsonl(path: Path) -> bool:
         return False
 
 
-def plan_jsonl(store: Any, path: Path, scope: str | None) -> tuple[list[Action], list[str]]:
+def plan_jsonl(store: Store, path: Path, scope: str | None) -> tuple[list[Action], list[str]]:
     """A retained export: each record keeps its id, kind, scope, supersede link and unknown fields."""
     actions: list[Action] = []
     notes: list[str] = []
@@ -344,7 +347,7 @@ def _importable(n: int, raw: bytes, counts: Counter[str], notes: list[str]) -> d
     return rec
 
 
-def plan_items(store: Any, items: list[native.Item], scope: str | None) -> list[Action]:
+def plan_items(store: Store, items: list[native.Item], scope: str | None) -> list[Action]:
     actions: list[Action] = []
     keys: set[str] = set()
     for item in items:
@@ -363,7 +366,7 @@ def plan_items(store: Any, items: list[native.Item], scope: str | None) -> list[
     return actions
 
 
-def plan(store: Any, *, path: str | None, source: str | None, scope: str | None, memories: native.HostMemories,
+def plan(store: Store, *, path: str | None, source: str | None, scope: str | None, memories: native.HostMemories,
          env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """What an import would do, without writing anything. `memories`: the hosts' own memories (the
     host registry's answer, passed in by the caller)."""
@@ -379,7 +382,7 @@ def plan(store: Any, *, path: str | None, source: str | None, scope: str | None,
     if source is not None:
         if source not in sources:
             raise UsageError(f"unknown source {source!r}", hint=f"use one of: {', '.join(sources)}, or give a PATH")
-        known = store.index.scope_names() if hasattr(store.index, "scope_names") else []
+        known = store.index.scope_names()
         items, notes = memories.source_items(source, env, known)
         actions = plan_items(store, items, scope)
         label = source
@@ -401,14 +404,14 @@ def plan(store: Any, *, path: str | None, source: str | None, scope: str | None,
 
 
 def _redacted(value: Any, found: Counter[str]) -> Any:
-    if os.environ.get("RETAINED_REDACT", "on").strip().lower() in ("off", "0", "false", "no"):
+    if not redaction_enabled():
         return value
     from . import redact
 
     return redact.redact_value(value, found)
 
 
-def apply(store: Any, result: dict[str, Any]) -> dict[str, Any]:
+def apply(store: Store, result: dict[str, Any]) -> dict[str, Any]:
     """Write the plan's additions: kept-id records re-appended and proven, others as ordinary writes."""
     store.check_writable()
     receipts: list[dict[str, Any]] = []
@@ -439,7 +442,7 @@ def apply(store: Any, result: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _append_kept(store: Any, actions: list[Action], source: str, found: Counter[str],
+def _append_kept(store: Store, actions: list[Action], source: str, found: Counter[str],
                  notes: list[str]) -> list[dict[str, Any]]:
     """Append records keeping their ids, in file order (so a supersede follows what it supersedes),
     each one sealed onto this chain and proven: written, fsynced, read back, linked."""

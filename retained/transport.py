@@ -32,6 +32,7 @@ from .project import project_scope
 from .server import GUIDANCE, build_server, compute_instructions
 from .stdio_guard import EarlyReplies, GuardedIn, WireOut
 from .store import Store
+from .switches import switch
 from .tools import TOOL_NAMES, definitions, here_phrase
 
 log = logging.getLogger("retained.server")
@@ -81,7 +82,7 @@ def replace_in_strings(value: Any, old: str, new: str) -> Any:
 
 
 def _early_replies(out: WireOut, project: str | None, instructions: Any) -> EarlyReplies | None:
-    if os.environ.get("RETAINED_EARLY_INITIALIZE", "on").strip().lower() in ("off", "0", "false", "no"):
+    if not switch("RETAINED_EARLY_INITIALIZE", True):
         return None
     snapshot = early_snapshot(project)
     if snapshot is None:
@@ -121,7 +122,7 @@ def _open_store(directory: Path) -> Any:
         return _UnusableStore(e)
 
 
-def _exit_on_sigterm(store: Any) -> None:
+def _exit_on_sigterm(store: Store) -> None:
     def _on_sigterm(signum: int, frame: Any) -> None:
         # Let an append that is under way finish, so nothing is left half-written, then leave at once
         # (a normal exit would wait for the stdin reader thread, which cannot be interrupted).
@@ -137,12 +138,12 @@ class _Instructions:
     Start-up then stays within one import's time.
     """
 
-    def __init__(self, store: Any, project: str | None) -> None:
+    def __init__(self, store: Store, project: str | None) -> None:
         self._text: str | None = None
         self._worker = threading.Thread(target=self._compute, args=(store, project), daemon=True)
         self._worker.start()
 
-    def _compute(self, store: Any, project: str | None) -> None:
+    def _compute(self, store: Store, project: str | None) -> None:
         if isinstance(store, _UnusableStore):  # say why in the instructions, where the model reads it
             self._text = f"{GUIDANCE}\n\nThe memory store cannot be used now: {store.reason}"
             return

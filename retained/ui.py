@@ -26,11 +26,14 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
 from . import records
 from .errors import NotFound, RetainedError, UsageError
+
+if TYPE_CHECKING:
+    from .store import Store
 
 STATIC = Path(__file__).with_name("ui_static")
 PAGE = 50
@@ -123,7 +126,7 @@ async def _refuse(scope: dict[str, Any], send: Any, why: str) -> None:
 class Api:
     """What the page asks; plain functions over the store, each returning JSON-ready data."""
 
-    def __init__(self, store: Any, token: str, store_dir: Path) -> None:
+    def __init__(self, store: Store, token: str, store_dir: Path) -> None:
         self.store, self.token, self.store_dir = store, token, store_dir
         self._facets: tuple[tuple[int, int], dict[str, Any]] | None = None  # kind counts, keyed by log size
         self._scopes: tuple[tuple[int, int], dict[str, Any]] | None = None  # facets, likewise
@@ -289,12 +292,14 @@ class Api:
         if row is None:
             raise NotFound(f"no record {rid!r}", hint="reload the page")
         text = body.get("text")
+        if not isinstance(text, str):
+            raise UsageError("the corrected text must be a string", hint="type the new text in the box")
         kind = body.get("kind") or row["kind"]
         receipt = self.store.write(text, kind=kind, scope=row["scope"], supersedes=rid, source="retained ui")
         return receipt
 
     def forget(self, body: dict[str, Any], undo: bool = False) -> dict[str, Any]:
-        ids = body.get("ids")
+        ids = _ids(body)
         reason = body.get("reason") or None
         return self.store.unforget(ids, reason) if undo else self.store.forget(ids, reason)
 
@@ -304,6 +309,13 @@ class Api:
             raise UsageError("a purge needs the confirmation naming exactly the records it removes",
                              hint="confirm in the dialog, which lists them")
         return self.store.purge(ids, body.get("reason") or None)
+
+
+def _ids(body: dict[str, Any]) -> list[str]:
+    ids = body.get("ids")
+    if not isinstance(ids, list) or not ids or not all(isinstance(i, str) for i in ids):
+        raise UsageError("ids must be a list of record ids", hint="reload the page and pick the records again")
+    return ids
 
 
 KNOWN_KINDS = ("decision", "convention", "preference", "fact", "todo", "note", "checkpoint")
@@ -372,7 +384,7 @@ def _instant(value: str | None) -> str | None:
     """A date or date-time as the RFC 3339 UTC text records' `ts` compare against."""
     if not value:
         return None
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     text = value.strip().replace(" ", "T")
     if len(text) == 10:
@@ -381,9 +393,7 @@ def _instant(value: str | None) -> str | None:
         dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise UsageError(f"{value!r} is not a date or time", hint="use YYYY-MM-DD or YYYY-MM-DDTHH:MM") from None
-    if dt.tzinfo is not None:
-        dt = dt.astimezone(timezone.utc).replace(tzinfo=None)
-    return dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return records.rfc3339(dt)
 
 
 # -- the app ------------------------------------------------------------------------------------------
@@ -472,7 +482,7 @@ def quote_id(rid: str) -> str:
     return quote(rid, safe="")
 
 
-def build_app(store: Any, token: str, port: int, store_dir: Path) -> Any:
+def build_app(store: Store, token: str, port: int, store_dir: Path) -> Any:
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any
 
+    from .store import Store
+
 from . import __version__
 
 SOCKET_NAME = "recall.sock"
@@ -116,7 +118,7 @@ _DEFAULTS = {"kind": None, "max_tokens": None, "include_superseded": False, "as_
 class Lender:
     """The server's socket: answers `search` (and `ping`) for the hook of the same store."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
         self.path = socket_path(store.directory)
         self._sock: socket.socket | None = None
@@ -226,7 +228,7 @@ class Lender:
         return {"v": PROTOCOL, "result": result, "cosines": cosines}
 
 
-def after_handshake(store: Any) -> Lender | None:
+def after_handshake(store: Store) -> Lender | None:
     """Start lending and warm the semantic tier, on a background thread; returns the lender at once."""
     from .paths import read_only_requested
 

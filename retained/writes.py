@@ -5,7 +5,6 @@ gets a warning naming the record it may replace).
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections import Counter
 from typing import TYPE_CHECKING
@@ -19,6 +18,7 @@ if TYPE_CHECKING:
 from . import records
 from .errors import NotFound, UsageError
 from .index import query_terms, quote_query
+from .switches import switch
 
 
 def check_args(text: str, *, kind: str, scope: str | None, default_scope: str | None, source: str | None,
@@ -43,7 +43,8 @@ def check_args(text: str, *, kind: str, scope: str | None, default_scope: str | 
 
 
 def redaction_enabled() -> bool:
-    return os.environ.get("RETAINED_REDACT", "on").strip().lower() not in ("off", "0", "false", "no")
+    """RETAINED_REDACT=off keeps text verbatim (the README says what that risks)."""
+    return switch("RETAINED_REDACT", True)
 
 
 def redacted(text: str, source: str | None,

@@ -91,6 +91,14 @@ def class_lengths(source: str) -> dict[str, int]:
     return {n.name: n.end_lineno - n.lineno + 1 for n in tree.body if isinstance(n, ast.ClassDef) and n.end_lineno}
 
 
+def long_functions(source: str, at_least: int) -> dict[str, int]:
+    """Lines of every function (methods and nested ones too) of `at_least` lines or more, by name."""
+    tree = ast.parse(source)
+    return {n.name: n.end_lineno - n.lineno + 1 for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno
+            and n.end_lineno - n.lineno + 1 >= at_least}
+
+
 def _rel(path: Path) -> str:
     return path.relative_to(ROOT).as_posix()
 
@@ -127,6 +135,24 @@ def test_index_and_store_stay_under_400_lines():
     assert index < CLASS_MAX and store < CLASS_MAX, {"Index": index, "Store": store}
 
 
+FUNCTION_LONG, FUNCTION_LONG_MAX, FUNCTION_MAX = 50, 8, 100
+
+
+def test_functions_stay_short_and_no_class_grows_past_400_lines():
+    """At most 8 functions of 50 lines or more in the whole package, none over 100, and no class over
+    400 lines (issue 16: a function a reader can hold, a class a reader can finish)."""
+    long, classes = {}, {}
+    for path in _modules():
+        source = path.read_text("utf-8")
+        long.update({f"{_rel(path)}:{name}": n for name, n in long_functions(source, FUNCTION_LONG).items()})
+        tree = ast.parse(source)
+        classes.update({f"{_rel(path)}:{n.name}": n.end_lineno - n.lineno + 1 for n in ast.walk(tree)
+                        if isinstance(n, ast.ClassDef) and n.end_lineno})
+    assert len(long) <= FUNCTION_LONG_MAX, sorted(long.items(), key=lambda kv: -kv[1])
+    assert all(n <= FUNCTION_MAX for n in long.values()), {k: n for k, n in long.items() if n > FUNCTION_MAX}
+    assert all(n <= CLASS_MAX for n in classes.values()), {k: n for k, n in classes.items() if n > CLASS_MAX}
+
+
 def test_every_package_folder_is_listed_for_the_wheel():
     """pyproject lists its packages one by one: a new package folder left out of the list is missing
     from every built install, while the editable install of development hides it."""
@@ -159,3 +185,5 @@ def test_each_detector_sees_a_planted_violation():
     )
     assert [line for line, _ in private_uses(planted_private, {"_write_lock", "_refresh"})] == [1, 2, 3]
     assert class_lengths("class A:\n" + "    x = 1\n" * 400) == {"A": 401}
+    planted_long = "class C:\n    def m(self):\n" + "        x = 1\n" * 60 + "def short():\n    return 1\n"
+    assert long_functions(planted_long, FUNCTION_LONG) == {"m": 61}

@@ -40,3 +40,21 @@ def test_every_cli_command_is_in_the_readme():
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     for name in sub.choices:
         assert f"retained {name}" in readme, name
+
+
+def test_the_architecture_page_names_only_modules_that_exist_and_stays_short():
+    """docs/ARCHITECTURE.md is a newcomer's map: every file or folder it names in backticks is there,
+    and it stays under 150 lines."""
+    page = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    assert len(page.splitlines()) < 150
+    named = set(re.findall(r"`((?:retained|installers|templates|hooks|docs|bench|tests)/[\w./-]*)`", page))
+    assert len(named) >= 30, named  # the page names the rooms, not a few of them
+    missing = sorted(n for n in named if not (ROOT / n).exists())
+    assert not missing, f"docs/ARCHITECTURE.md names what is not in the tree: {missing}"
+
+
+def test_the_architecture_page_fails_on_a_module_that_disappears(tmp_path):
+    """The check above is not vacuous: a named module that is gone is reported."""
+    page = (ROOT / "docs" / "ARCHITECTURE.md").read_text() + "\n`retained/no_such_module.py`\n"
+    named = set(re.findall(r"`((?:retained|installers|templates|hooks|docs|bench|tests)/[\w./-]*)`", page))
+    assert [n for n in named if not (ROOT / n).exists()] == ["retained/no_such_module.py"]

@@ -9,7 +9,6 @@ import pytest
 from retained.installers import jsonc
 from retained.installers.edits import make
 from retained.installers.formats import EDITORS
-from retained.installers.safe_file import ConfigError
 
 ENTRY = {"command": "/x/retained", "args": ["serve"]}
 
@@ -46,20 +45,6 @@ def test_strict_json_refuses_comments_and_trailing_commas():
         jsonc.parse('{"a": 1 // no\n}', comments=False)
     with pytest.raises(jsonc.JSONCError, match="trailing comma"):
         jsonc.parse('{"a": 1,}', trailing_commas=False)
-
-
-def test_yaml_editor_edits_plain_files_and_refuses_commented_ones(tmp_path):
-    ed = EDITORS["yaml"]
-    path = tmp_path / "config.yaml"
-    out = ed.apply(path, "model: x\nservers:\n  other: {command: y}\n",
-                   [make({"op": "member", "at": ["servers", "retained"], "value": ENTRY})], install=True)
-    assert ed.load(path, out)["servers"] == {"other": {"command": "y"}, "retained": ENTRY}
-    back = ed.apply(path, out, [make({"op": "member", "at": ["servers", "retained"], "value": ENTRY})], install=False)
-    assert ed.load(path, back) == {"model": "x", "servers": {"other": {"command": "y"}}}
-    with pytest.raises(ConfigError, match="comments"):
-        ed.apply(path, "# mine\nmodel: x\n", [make({"op": "member", "at": ["s", "r"], "value": ENTRY})], install=True)
-    with pytest.raises(ConfigError, match="does not parse at line 2"):
-        ed.load(path, "a: 1\nb: c: d\n")
 
 
 def test_toml_editor_keeps_comments(tmp_path):
