@@ -78,7 +78,9 @@ elif what == "write":
 
 
 def child(tree: Path, store: Path, *args: str, env: dict[str, str] | None = None) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, str(store), *args], capture_output=True, text=True,
+    # cwd: `python -c` puts the current directory first on sys.path, ahead of PYTHONPATH; run from the
+    # bench's own checkout, every tree would import that checkout's retained.
+    out = subprocess.run([sys.executable, "-c", CHILD, str(store), *args], capture_output=True, text=True, cwd=store,
                          env=dict(os.environ, PYTHONPATH=str(tree), **(env or {})), timeout=3600)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
@@ -171,7 +173,8 @@ def python_pass(runs: int) -> float:
 
 def hook_line(tree: Path, runs: int) -> str:
     out = subprocess.run([sys.executable, str(tree / "bench" / "semantic_bench.py"), "--hook-only", "--runs", str(runs)],
-                         capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(tree)), timeout=3600)
+                         capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(tree)), timeout=3600,
+                         cwd=tempfile.gettempdir())
     return " / ".join(line for line in out.stdout.splitlines() if "prompt hook" in line or "RSS" in line) or out.stderr[-300:]
 
 

@@ -371,7 +371,9 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         _out(f"reindexed {result['records']} records from {result['lines_read']} lines"
              + (f"; {result['corrupt_lines']} corrupt line(s) skipped" if result["corrupt_lines"] else ""))
         if result.get("semantic") == "on":
-            _out(f"embedded {result['embedded']} records in {result['embed_seconds']:.1f} s")
+            reused = result.get("vectors_reused", 0)
+            kept = f" ({reused} took the vector kept for their text, {result.get('model_embedded', 0)} went to the model)"
+            _out(f"embedded {result['embedded']} records in {result['embed_seconds']:.1f} s" + (kept if reused else ""))
         elif result.get("semantic"):
             _out(f"no vectors: semantic {result['semantic']}; search uses words only")
     return EXIT_OK
@@ -489,7 +491,8 @@ def cmd_export(args: argparse.Namespace) -> int:
             left = result["left_out"]
             extra = "".join([f", {result['tombstones']} tombstone(s)" if result["tombstones"] else "",
                              f", {result['retracted']} retracted" if result["retracted"] else "",
-                             f"; left out {left['retracted']} retracted (--include-history keeps them)" if left["retracted"] else ""])
+                             f"; left out {left['retracted']} retracted (--include-history keeps them)"
+                             if left["retracted"] else ""])
             say(f"exported {result['records']} records{extra} to {'stdout' if to_stdout else result['path']}")
         else:
             where = "stdout" if to_stdout else ", ".join(result["files"]) or result["path"]

@@ -401,11 +401,13 @@ class Store:
         reason = sem.off_reason()
         if reason:
             return {"embedded": 0, "semantic": f"off: {reason}"}
-        started = _time.monotonic()
+        started, before = _time.monotonic(), sem.embedded
         try:
             n = sem.catch_up(progress=progress)
         except Unavailable as e:
             return {"embedded": 0, "semantic": f"off: {e}"}
         took = _time.monotonic() - started
+        new = sem.embedded - before  # the rest took the vectors kept for their texts (index/kept.py)
         return {"embedded": n, "semantic": "on", "embed_seconds": round(took, 3),
-                "embed_per_second": round(n / took, 1) if took > 0 and n else 0.0}
+                "embed_per_second": round(n / took, 1) if took > 0 and n else 0.0,
+                "model_embedded": new, "vectors_reused": n - new}
