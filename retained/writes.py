@@ -37,7 +37,8 @@ def check_args(text: str, *, kind: str, scope: str | None, default_scope: str | 
     if supersedes is not None and (not isinstance(supersedes, str) or not supersedes.strip()):
         raise UsageError("supersedes must be a record id", hint="find it with search or list")
     if kind == records.FORGET_KIND:
-        raise UsageError("kind 'forget' is kept for retractions", hint="use memory_forget (or `retained forget`) to forget a record")
+        raise UsageError("kind 'forget' is kept for retractions",
+                         hint="use memory_forget (or `retained forget`) to forget a record")
     return records.check_fields(fields)
 
 
@@ -153,7 +154,7 @@ def _near_duplicates(index: Index, text: str, scope: str) -> list[str]:
     mine = records.near_form(text)
     seen: dict[str, dict[str, Any]] = {}
     for half in (words[0::2], words[1::2]):
-        for row in index.similar_candidates(quote_query(half), scope, 20):
+        for row in index.similar_candidates(quote_query(half, prefix=False), scope, 20):
             seen.setdefault(row["id"], row)
     out = []
     for row in seen.values():
