@@ -271,6 +271,10 @@ def layout(tree: Path, base: Path, tag: str) -> Path:
     for part in ("installers", "hooks", "templates"):
         if (tree / part).is_dir() and not (dest / "retained" / part).exists():
             shutil.copytree(tree / part, dest / "retained" / part, ignore=skip)
+    # Bytecode, as an install has it: without it (PYTHONDONTWRITEBYTECODE, an editable checkout) every
+    # fresh process compiles retained's modules again, ~0.2 s idle and 0.6 s on a loaded machine.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(dest / "retained")], check=True,
+                   env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"})
     return dest
 
 
