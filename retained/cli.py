@@ -63,6 +63,26 @@ def _progress(label: str) -> Callable[[int, int], None] | None:
     return report
 
 
+def _rate_progress(label: str) -> Callable[[int, int], None] | None:
+    """Like _progress, with the count and the rate (records a second): for embedding."""
+    if not sys.stderr.isatty():
+        return None
+    import time
+
+    started = time.monotonic()
+
+    def report(done: int, total: int) -> None:
+        pct = 100 if total <= 0 else min(100, done * 100 // total)
+        took = time.monotonic() - started
+        rate = f", {done / took:.0f} records/s" if took > 0 else ""
+        sys.stderr.write(f"\r{label}: {pct:3d}% ({done} of {total}{rate})")
+        if done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    return report
+
+
 def _store(args: argparse.Namespace):
     from .paths import store_dir
     from .store import Store
@@ -364,7 +384,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_reindex(args: argparse.Namespace) -> int:
     with _store(args) as store:
-        result = store.reindex(progress=_progress("reindex"))  # rebuilds the index, then its vectors
+        # rebuilds the index, then its vectors (kept ones are reused; new texts go to the model)
+        result = store.reindex(progress=_progress("reindex"), embed_progress=_rate_progress("vectors"))
     if args.json:
         _print_json(result)
     else:

@@ -380,14 +380,16 @@ class Store:
 
         return verify(self.log, self.index, self.refresh(), progress)
 
-    def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-        """Rebuild the index from the log."""
+    def reindex(self, progress: Callable[[int, int], None] | None = None,
+                embed_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """Rebuild the index from the log, then give every record a vector (`embed_progress`, else
+        `progress`, follows that part)."""
         self.check_writable()
         lines = self.index.rebuild(progress)
         counts = self.index.counts()
         result = {"lines_read": lines, "records": counts["records"], "corrupt_lines": counts["corrupt"],
                   "chain_breaks": counts["breaks"]}
-        result.update(self.embed_all(progress))
+        result.update(self.embed_all(embed_progress or progress))
         return result
 
     def embed_all(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
