@@ -12,6 +12,10 @@ PYTHONPATH is the tree; the load average is printed at the start and the end. Fi
 * in-process write p50 at each size, beside the append+fsync+read-back floor;
 * the CLI's cold `search` (a fresh process, no server running), p50;
 * the prompt hook (semantic_bench.py --hook-only of each tree);
+* MCP write p50 (words only) at 1k and each size, and spawn -> first write acknowledged;
+* embedding records/s one record a call beside one call of 512 (sorted by length inside);
+* reindex: at 1k with the model (twice: the second finds the vectors kept, where the tree keeps them);
+  at each size words only, and (this tree) with every text's vector kept;
 * the retrieval and recall eval (bench/eval/run_eval.py with this tree's sets).
 """
 
@@ -64,6 +68,39 @@ elif what == "search":
         for q in qs:
             t = time.perf_counter(); r = s.search(q, scopes=["/p/a", "global"]); ts.append(time.perf_counter() - t)
         print(json.dumps({"p50_ms": statistics.median(ts) * 1000, "semantic": r["semantic"]}))
+elif what == "reindex":
+    # argv[3]: "words" (RETAINED_EMBED=off), "twice" (reindex, then the figure is the second one), or
+    # "kept" (random vectors put in the kept file for every text first, where the tree has one)
+    how = sys.argv[3]
+    if how == "words":
+        os.environ["RETAINED_EMBED"] = "off"
+    with Store(d) as s:
+        if how == "kept":
+            import numpy as np
+            from retained.embed import LOCAL_DIM, LOCAL_KEY
+            from retained.index.kept import text_hash
+            texts = list(dict.fromkeys(json.loads(line)["text"] for line in open(d / "log.jsonl", encoding="utf-8")))
+            mat = np.random.default_rng(3).standard_normal((len(texts), LOCAL_DIM)).astype(np.float32)
+            mat /= np.linalg.norm(mat, axis=1, keepdims=True)
+            s.index.kept.put(LOCAL_KEY, [(text_hash(t), LOCAL_DIM, mat[i].astype(np.float16).tobytes())
+                                         for i, t in enumerate(texts)])
+        first = None
+        if how == "twice":
+            t = time.perf_counter(); first = s.reindex(); first["seconds"] = time.perf_counter() - t
+        t = time.perf_counter(); r = s.reindex(); r["seconds"] = time.perf_counter() - t
+    print(json.dumps({"first": first, "last": r}))
+elif what == "embedrate":
+    # records/s of the tree's local embedder: one record a call, and the store's records in one call
+    from retained.embed import embedder
+    texts = [json.loads(line)["text"] for line in open(d / "log.jsonl", encoding="utf-8")][: int(sys.argv[3])]
+    e = embedder()
+    e.embed(["warm up"])
+    t = time.perf_counter()
+    for x in texts[:100]:
+        e.embed([x])
+    single = 100 / (time.perf_counter() - t)
+    t = time.perf_counter(); e.embed(texts); batched = len(texts) / (time.perf_counter() - t)
+    print(json.dumps({"single": single, "batched": batched}))
 elif what == "write":
     from store_bench import sentence
     os.environ["RETAINED_EMBED"] = "off"
@@ -78,7 +115,9 @@ elif what == "write":
 
 
 def child(tree: Path, store: Path, *args: str, env: dict[str, str] | None = None) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, str(store), *args], capture_output=True, text=True,
+    # cwd: `python -c` puts the current directory first on sys.path, ahead of PYTHONPATH; run from the
+    # bench's own checkout, every tree would import that checkout's retained.
+    out = subprocess.run([sys.executable, "-c", CHILD, str(store), *args], capture_output=True, text=True, cwd=store,
                          env=dict(os.environ, PYTHONPATH=str(tree), **(env or {})), timeout=3600)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
@@ -131,6 +170,33 @@ def server_rss(tree: Path, store: Path, idle_s: float | None = None) -> dict[str
         srv.close()
 
 
+def mcp_writes(tree: Path, store: Path, runs: int, embed: str = "off") -> dict[str, float]:
+    """Seconds from spawning `retained serve` to its first write's receipt, then the p50 of `runs`
+    more memory_write calls (MCP, incl. the ack), words only unless `embed`."""
+    from store_bench import sentence
+
+    from tests.mcp_wire import WireServer
+
+    rng = random.Random(7)
+    env = {"RETAINED_DIR": str(store), "RETAINED_EMBED": embed, "PYTHONPATH": str(tree)}
+    t0 = time.perf_counter()
+    srv = WireServer(env=env, cwd=str(store))
+    try:
+        srv.initialize()
+        reply = srv.call("w0", "memory_write", {"text": "first write " + sentence(rng), "scope": "/p/a"})
+        first = time.perf_counter() - t0
+        assert "result" in reply and not reply["result"].get("isError"), reply
+        ts = []
+        for i in range(runs):
+            t = time.perf_counter()
+            reply = srv.call(f"w{i + 1}", "memory_write", {"text": sentence(rng) + f" {rng.random()}", "scope": "/p/a"})
+            ts.append(time.perf_counter() - t)
+            assert "result" in reply, reply
+        return {"first_s": first, "p50_ms": statistics.median(ts) * 1000}
+    finally:
+        srv.close()
+
+
 def fsync_floor(base: Path, runs: int) -> float:
     """p50 of append one record-sized line + fsync + read it back: what a durable write cannot beat."""
     f = base / "floor.jsonl"
@@ -171,7 +237,8 @@ def python_pass(runs: int) -> float:
 
 def hook_line(tree: Path, runs: int) -> str:
     out = subprocess.run([sys.executable, str(tree / "bench" / "semantic_bench.py"), "--hook-only", "--runs", str(runs)],
-                         capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(tree)), timeout=3600)
+                         capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(tree)), timeout=3600,
+                         cwd=tempfile.gettempdir())
     return " / ".join(line for line in out.stdout.splitlines() if "prompt hook" in line or "RSS" in line) or out.stderr[-300:]
 
 
@@ -192,6 +259,25 @@ def eval_summary(tree: Path) -> str:
     return "; ".join(parts)
 
 
+def layout(tree: Path, base: Path, tag: str) -> Path:
+    """A copy of `tree` in the installed layout (installers/, hooks/, templates/ inside retained/, as
+    pyproject.toml maps them), so that PYTHONPATH alone selects the tree: with the source layout,
+    `retained.installers` would be found through whatever editable install the interpreter has."""
+    dest = base / f"tree-{tag}"
+    skip = shutil.ignore_patterns(".venv", ".git", "__pycache__", "*.pyc", ".pytest_cache")
+    for part in ("retained", "bench", "tests"):
+        if (tree / part).is_dir():
+            shutil.copytree(tree / part, dest / part, ignore=skip)
+    for part in ("installers", "hooks", "templates"):
+        if (tree / part).is_dir() and not (dest / "retained" / part).exists():
+            shutil.copytree(tree / part, dest / "retained" / part, ignore=skip)
+    # Bytecode, as an install has it: without it (PYTHONDONTWRITEBYTECODE, an editable checkout) every
+    # fresh process compiles retained's modules again, ~0.2 s idle and 0.6 s on a loaded machine.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(dest / "retained")], check=True,
+                   env={k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"})
+    return dest
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--baseline", required=True, type=Path, help="a checkout of the baseline (e.g. main)")
@@ -199,9 +285,9 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--skip-hook", action="store_true")
     args = ap.parse_args()
-    trees = {"this tree": ROOT, "baseline": args.baseline.resolve()}
     sizes = [int(x) for x in args.sizes.split(",") if x]
     base = Path(tempfile.mkdtemp(prefix="retained-i18-"))
+    trees = {"this tree": layout(ROOT, base, "this"), "baseline": layout(args.baseline.resolve(), base, "baseline")}
     print(f"load average at start: {load_average()} ({os.cpu_count()} cores); python -c pass p50 "
           f"{python_pass(args.runs):.1f} ms; append+fsync+read-back floor p50 {fsync_floor(base, 200):.2f} ms")
     try:
@@ -209,16 +295,35 @@ def main() -> int:
             small = store_for(base, tree, 1000, name.replace(" ", "-"))
             s = child(tree, small, "search", str(args.runs * 3))
             w = child(tree, small, "write", str(args.runs * 3), "1")
+            m = mcp_writes(tree, small, args.runs * 3)
+            spawn = mcp_writes(tree, small, 1, embed="local")
             print(f"[{name}] 1k records: search p50 {s['p50_ms']:.1f} ms with semantic {s['semantic']}; "
-                  f"in-process write p50 {w['p50_ms']:.2f} ms; CLI cold search p50 {cli_cold(tree, small, args.runs):.0f} ms",
-                  flush=True)
+                  f"in-process write p50 {w['p50_ms']:.2f} ms; MCP write p50 {m['p50_ms']:.2f} ms; spawn -> first write "
+                  f"acknowledged {spawn['first_s']:.2f} s (semantic on), {m['first_s']:.2f} s (off); "
+                  f"CLI cold search p50 {cli_cold(tree, small, args.runs):.0f} ms", flush=True)
+            rate = child(tree, small, "embedrate", "512")
+            r = child(tree, small, "reindex", "twice")
+            print(f"[{name}] 1k records: embedding {rate['single']:.0f} records/s one at a time, {rate['batched']:.0f} "
+                  f"records/s as one call (sorted by length); reindex with the model: first {r['first']['seconds']:.1f} s "
+                  f"({r['first'].get('embed_per_second')} records/s), again {r['last']['seconds']:.2f} s "
+                  f"(model embedded {r['last'].get('model_embedded', r['last'].get('embedded'))} of "
+                  f"{r['last'].get('embedded')})", flush=True)
             for n in sizes:
                 d = store_for(base, tree, n, name.replace(" ", "-"))
                 rss = server_rss(tree, d, idle_s=2 if name == "this tree" else None)
                 w = child(tree, d, "write", str(args.runs * 3), "2")
+                m = mcp_writes(tree, d, args.runs * 3)
                 idle = f", {rss['VmRSS idle']:.0f} MB after the model was dropped for idleness" if "VmRSS idle" in rss else ""
                 print(f"[{name}] {n} records: `retained serve` RSS {rss['VmRSS']:.0f} MB (peak {rss['VmHWM']:.0f}) with the "
-                      f"model and vectors loaded{idle}; in-process write p50 {w['p50_ms']:.2f} ms", flush=True)
+                      f"model and vectors loaded{idle}; in-process write p50 {w['p50_ms']:.2f} ms; MCP write p50 "
+                      f"{m['p50_ms']:.2f} ms", flush=True)
+                words = child(tree, d, "reindex", "words")["last"]
+                line = f"[{name}] {n} records: reindex words only {words['seconds']:.1f} s"
+                if name == "this tree":
+                    kept = child(tree, d, "reindex", "kept")["last"]
+                    line += (f"; reindex with every text's vector kept {kept['seconds']:.1f} s (model embedded "
+                             f"{kept.get('model_embedded')}, reused {kept.get('vectors_reused')})")
+                print(line, flush=True)
                 shutil.rmtree(d, ignore_errors=True)
             if not args.skip_hook:
                 print(f"[{name}] {hook_line(tree, args.runs)}", flush=True)

@@ -65,6 +65,26 @@ def _progress(label: str) -> Callable[[int, int], None] | None:
     return report
 
 
+def _rate_progress(label: str) -> Callable[[int, int], None] | None:
+    """Like _progress, with the count and the rate (records a second): for embedding."""
+    if not sys.stderr.isatty():
+        return None
+    import time
+
+    started = time.monotonic()
+
+    def report(done: int, total: int) -> None:
+        pct = 100 if total <= 0 else min(100, done * 100 // total)
+        took = time.monotonic() - started
+        rate = f", {done / took:.0f} records/s" if took > 0 else ""
+        sys.stderr.write(f"\r{label}: {pct:3d}% ({done} of {total}{rate})")
+        if done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    return report
+
+
 def _store(args: argparse.Namespace):
     from .paths import store_dir
     from .store import Store
@@ -366,14 +386,17 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_reindex(args: argparse.Namespace) -> int:
     with _store(args) as store:
-        result = store.reindex(progress=_progress("reindex"))  # rebuilds the index, then its vectors
+        # rebuilds the index, then its vectors (kept ones are reused; new texts go to the model)
+        result = store.reindex(progress=_progress("reindex"), embed_progress=_rate_progress("vectors"))
     if args.json:
         _print_json(result)
     else:
         _out(f"reindexed {result['records']} records from {result['lines_read']} lines"
              + (f"; {result['corrupt_lines']} corrupt line(s) skipped" if result["corrupt_lines"] else ""))
         if result.get("semantic") == "on":
-            _out(f"embedded {result['embedded']} records in {result['embed_seconds']:.1f} s")
+            reused = result.get("vectors_reused", 0)
+            kept = f" ({reused} took the vector kept for their text, {result.get('model_embedded', 0)} went to the model)"
+            _out(f"embedded {result['embedded']} records in {result['embed_seconds']:.1f} s" + (kept if reused else ""))
         elif result.get("semantic"):
             _out(f"no vectors: semantic {result['semantic']}; search uses words only")
     return EXIT_OK

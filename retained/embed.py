@@ -20,6 +20,7 @@ records embedded again, so two vector spaces are never mixed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -49,7 +50,10 @@ DIGEST_TTL_S = 60.0  # how long an Ollama model's digest is trusted before /api/
 EXACT_MAX = 20_000
 APPROX_CANDIDATES = 2048  # the approximate stage rescores at least this many (and at most APPROX_MAX)
 APPROX_MAX = 16_384
-PAGE = 50_000  # vectors read from the index at a time when the cache is (re)built
+KEPT_PAGE = 2000  # pending records looked up in the kept vectors at a time
+NEW_BATCH = 512  # new texts per embedder call when everything is embedded now (one sort by length)
+PAGE = 4096  # vectors read from the index at a time when the cache is (re)built: at 100k records pages of
+# 50,000 peaked at 365 MB and left 175 MB resident, pages of 4096 peaked at 144 MB and left 79 (heap released)
 QUERY_CACHE = 128  # query vectors kept per store (1.5 KB each)
 CHUNK = 4096  # int8 rows converted to float32 at a time by a search (1.5 MB: stays in cache)
 
@@ -417,10 +421,8 @@ class OllamaEmbedder(Embedder):
                 return json.loads(resp.read())
         except urllib.error.HTTPError as e:
             detail = ""
-            try:
+            with contextlib.suppress(Exception):
                 detail = json.loads(e.read()).get("error", "")
-            except Exception:
-                pass
             raise Unavailable(f"ollama at {self.where} answered {e.code}" + (f": {detail}" if detail else "")) from None
         except (OSError, ValueError) as e:
             reason = getattr(e, "reason", None) or e
@@ -523,6 +525,8 @@ class Semantic:
         self.deferred: str | None = None  # see defer()
         self._queries: dict[tuple[str, str], Any] = {}  # query vectors, oldest first (see query_vector)
         self._queries_lock = threading.Lock()
+        self.embedded = 0  # texts this process gave the model (catch_up)
+        self.reused = 0  # records that took a kept vector instead
 
     # -- state ---------------------------------------------------------------------------------
     def defer(self, reason: str) -> None:
@@ -578,20 +582,39 @@ class Semantic:
         return self.index.vectors_pending_count(self.embedder.key)
 
     def catch_up(self, limit: int | None = None, progress: Any = None, deadline: float | None = None) -> int:
-        """Embed records that have no vector of this model yet, in batches; returns how many."""
+        """Give records that have no vector of this model yet one, in line order; returns how many.
+
+        A text embedded before (by this model, under any line, in any earlier index) takes its kept
+        vector (retained/index/kept.py): no model call. The others are embedded NEW_BATCH at a time,
+        sorted by length inside the embedder, and kept. `self.reused` and `self.embedded` count both."""
         if self.embedder is None or self.off_reason():
             return 0
+        from .index.kept import text_hash
+
         key = self.embedder.key
         self.index.drop_other_vectors(key)
         done = 0
         total = self.index.vectors_pending_count(key) if progress else 0
+        new_batch = NEW_BATCH if limit is None else BATCH * 4
         while limit is None or done < limit:
-            want = BATCH * 4 if limit is None else min(BATCH * 4, limit - done)
+            want = KEPT_PAGE if limit is None else min(KEPT_PAGE, limit - done)
             rows = self.index.vectors_pending(key, want)
             if not rows:
                 break
-            vecs = self._embed([r[2] for r in rows])
-            self.index.put_vectors(key, [(line, sha, vecs[i]) for i, (line, sha, _text) in enumerate(rows)])
+            hashes = [text_hash(r[2]) for r in rows]
+            known = self.index.kept.get(key, hashes)
+            unknown = [i for i, h in enumerate(hashes) if h not in known]
+            if len(unknown) > new_batch:  # rows are put in line order: stop before the next batch's first
+                rows, hashes, unknown = rows[:unknown[new_batch]], hashes[:unknown[new_batch]], unknown[:new_batch]
+            blobs: dict[int, bytes] = {}
+            if unknown:
+                vecs = self._embed([rows[i][2] for i in unknown])
+                blobs = {i: to_blob(vecs[j]) for j, i in enumerate(unknown)}
+                self.index.kept.put(key, [(hashes[i], int(vecs.shape[1]), blobs[i]) for i in unknown])
+            put = [(line, sha, blobs[i] if i in blobs else known[hashes[i]][1]) for i, (line, sha, _t) in enumerate(rows)]
+            self.index.put_vectors(key, put)
+            self.embedded += len(unknown)
+            self.reused += len(rows) - len(unknown)
             done += len(rows)
             if progress is not None:
                 progress(done, max(total, done))
@@ -653,10 +676,8 @@ class Semantic:
             return
 
         def read() -> None:
-            try:
+            with contextlib.suppress(Exception):
                 self._matrix()
-            except Exception:
-                pass
 
         self._prefetch = threading.Thread(target=read, name="retained-vectors", daemon=True)
         self._prefetch.start()
@@ -687,10 +708,14 @@ class Semantic:
             fresh = self._vecs is None or ino != seen_ino or lo != seen_lo or hi < seen_hi
             vecs = Vectors() if fresh else self._vecs
             assert vecs is not None
+            added = len(vecs)
             if not vecs.add_from(self.index, key, -1 if fresh else seen_hi):
                 vecs = Vectors()  # a line embedded again, or another width: read everything
                 vecs.add_from(self.index, key, -1)
+                added = 0
             self._vecs, self._seen = vecs, (lo, hi, ino)
+            if len(vecs) - added > PAGE:
+                release_heap()  # the pages read and the arrays outgrown are freed: give them back
             return vecs
 
     @property

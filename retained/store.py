@@ -379,14 +379,16 @@ class Store:
 
         return verify(self.log, self.index, self.refresh(), progress)
 
-    def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-        """Rebuild the index from the log."""
+    def reindex(self, progress: Callable[[int, int], None] | None = None,
+                embed_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """Rebuild the index from the log, then give every record a vector (`embed_progress`, else
+        `progress`, follows that part)."""
         self.check_writable()
         lines = self.index.rebuild(progress)
         counts = self.index.counts()
         result = {"lines_read": lines, "records": counts["records"], "corrupt_lines": counts["corrupt"],
                   "chain_breaks": counts["breaks"]}
-        result.update(self.embed_all(progress))
+        result.update(self.embed_all(embed_progress or progress))
         return result
 
     def embed_all(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
@@ -400,11 +402,13 @@ class Store:
         reason = sem.off_reason()
         if reason:
             return {"embedded": 0, "semantic": f"off: {reason}"}
-        started = _time.monotonic()
+        started, before = _time.monotonic(), sem.embedded
         try:
             n = sem.catch_up(progress=progress)
         except Unavailable as e:
             return {"embedded": 0, "semantic": f"off: {e}"}
         took = _time.monotonic() - started
+        new = sem.embedded - before  # the rest took the vectors kept for their texts (index/kept.py)
         return {"embedded": n, "semantic": "on", "embed_seconds": round(took, 3),
-                "embed_per_second": round(n / took, 1) if took > 0 and n else 0.0}
+                "embed_per_second": round(n / took, 1) if took > 0 and n else 0.0,
+                "model_embedded": new, "vectors_reused": n - new}

@@ -155,7 +155,7 @@ def _near_duplicates(index: Index, text: str, scope: str) -> list[str]:
     mine = records.near_form(text)
     seen: dict[str, dict[str, Any]] = {}
     for half in (words[0::2], words[1::2]):
-        for row in index.similar_candidates(quote_query(half), scope, 20):
+        for row in index.similar_candidates(quote_query(half, prefix=False), scope, 20):
             seen.setdefault(row["id"], row)
     out = []
     for row in seen.values():

@@ -13,6 +13,7 @@ Every SQL statement of retained lives in this package, each in a named function:
   queries.py   the named read queries
   search.py    query_terms / quote_query / phrase_query and the ranked full-text queries
   vectors.py   the vectors table (the semantic tier)
+  kept.py      vectors kept by (model, text hash) in a file of their own, which outlives the index
 `Index` below is what the rest of retained calls: one connection and one lock shared by a
 server's threads, the catch-up and its fast path, and one method per named query.
 """
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from ..log import Log
 
 from . import catchup, queries, repair, schema, search, vectors
+from .kept import Kept, text_hash
 from .schema import INDEX_NAME
 from .search import STOPWORDS, phrase_query, query_terms, quote_query
 from .sources import KEY_BITS, Source, load_state, local, unchanged
@@ -69,6 +71,7 @@ class Index:
         self._seen_scopes: set[str] = set()  # scopes already noted in scope_keys by this process
         self.rebuilt: str | None = None  # why the index was found damaged and rebuilt, until a read says so
         self.rebuilt_in_place = False  # ... and whether only the full-text table was, from the records table
+        self.kept = Kept(directory, read_only=read_only)  # vectors by (model, text hash): outlive a rebuild
 
     # -- connection ---------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
@@ -101,6 +104,7 @@ class Index:
             if self._db is not None:
                 self._db.close()
                 self._db = None
+        self.kept.close()
 
     # -- catching up with the logs --------------------------------------------------------------
     def catch_up(self, progress: Callable[[int, int], None] | None = None) -> int:
@@ -195,10 +199,15 @@ class Index:
         """Bring the index in line with the local log whose purged lines became tombstones, and
         install that log (see `repair.apply_purge`); the next catch-up compacts."""
         with self._lock:
+            # The purged texts' kept vectors go first (a purge that fails after this only costs model
+            # calls) and again after (a vector another process kept meanwhile).
+            gone = [text_hash(t) for t in repair.texts_of(self._conn(), [p["line"] for p in purged])]
+            self.kept.forget(gone)
             try:
                 repair.apply_purge(self._conn(), self.log_sources[0], purged, by, new_stat, install)
             finally:
                 self._known = {}
+            self.kept.forget(gone)
 
     fts_levels = _on_db(repair.fts_levels)
 

@@ -119,6 +119,16 @@ def apply_purge(db: sqlite3.Connection, source: Source, purged: list[dict[str, A
         raise
 
 
+def texts_of(db: sqlite3.Connection, lines: list[int]) -> list[str]:
+    """The texts the index holds for these lines (a purge's, whose kept vectors must go too)."""
+    out = []
+    for line in lines:
+        row = db.execute("SELECT text FROM records WHERE line = ? AND tomb = 0", (line,)).fetchone()
+        if row is not None and row[0]:
+            out.append(row[0])
+    return out
+
+
 def _tombstones(db: sqlite3.Connection, state: dict[str, Any], order: list[dict[str, Any]], by: str) -> None:
     """Turn each purged row into its tombstone's, moving every later row back by the bytes removed
     before it; the state's offsets and last-line fingerprint follow."""

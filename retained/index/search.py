@@ -173,11 +173,17 @@ def rows_for_lines(db: sqlite3.Connection, lines: list[int], *, scopes: list[str
     return out
 
 
+# The near-duplicate check of a write looks at this many of the newest full-text matches (no bm25:
+# scoring every match of common words was 92% of a write's time at 100k records, and grew with the store).
+SIMILAR_WINDOW = 200
+
+
 def similar_candidates(db: sqlite3.Connection, match: str | None, scope: str, limit: int) -> list[dict[str, Any]]:
-    """Current records of the scope holding every word of `match`, best first (for near-duplicates)."""
+    """Current records of the scope holding every word of `match`, newest first, among the newest
+    SIMILAR_WINDOW matches (for near-duplicates: cost bounded however large the store)."""
     if match is None:
         return []
-    return rows(db, "WITH m AS MATERIALIZED (SELECT rowid AS line, bm25(fts) AS rank FROM fts WHERE fts MATCH ?)"
+    return rows(db, "WITH m AS MATERIALIZED (SELECT rowid AS line FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT ?)"
                 " SELECT r.id, r.kind, r.ts, r.text FROM m JOIN records r ON r.line = m.line"
-                " WHERE r.scope = ? AND r.superseded_by IS NULL AND " + visible("r") + " ORDER BY m.rank LIMIT ?",
-                (match, scope, limit))
+                " WHERE r.scope = ? AND r.superseded_by IS NULL AND " + visible("r") + " ORDER BY m.line DESC LIMIT ?",
+                (match, SIMILAR_WINDOW, scope, limit))

@@ -42,16 +42,19 @@ def drop_others(db: sqlite3.Connection, model: str) -> int:
 
 
 def put(db: sqlite3.Connection, model: str, found: list[tuple[int, str, Any]]) -> None:
-    """Store (line, record sha256, vector) rows in one transaction; a row whose record changed
-    meanwhile (another sha256 on that line now) is skipped."""
+    """Store (line, record sha256, vector or float16 blob) rows in one transaction; a row whose record
+    changed meanwhile (another sha256 on that line now) is skipped."""
     from ..embed import to_blob
+
+    def row(line: int, sha: str, vec: Any) -> tuple[Any, ...]:
+        blob = vec if isinstance(vec, bytes) else to_blob(vec)
+        return (model, len(blob) // 2, blob, line, sha)
 
     db.execute("BEGIN IMMEDIATE")
     try:
-        for line, sha, vec in found:
-            db.execute("INSERT OR REPLACE INTO vectors (line, model, sha256, dim, vec)"
+        db.executemany("INSERT OR REPLACE INTO vectors (line, model, sha256, dim, vec)"
                        " SELECT line, ?, sha256, ?, ? FROM records WHERE line = ? AND sha256 = ?",
-                       (model, len(vec), to_blob(vec), line, sha))
+                       (row(*f) for f in found))
         db.execute("COMMIT")
     except BaseException:
         db.execute("ROLLBACK")

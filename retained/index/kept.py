@@ -1,0 +1,182 @@
+"""Vectors kept beside the index: one per (model identity, sha256 of the text), in `vectors.sqlite3`.
+
+A vector is a function of the model and the text, and the most expensive thing derived from the log
+(100-200 records a second on two cores). The index's own vectors table is cleared with the index: by
+`retained reindex`, by a damaged index rebuilt from the log, by a replaced log. This file is not: the
+rebuilt index takes each text's vector from here and asks the model only for texts it never saw.
+An import of records already seen costs no model call either.
+
+It holds no text and nothing the log does not imply; delete it and every text is embedded again.
+A purge deletes the vectors of the purged texts (secure_delete zeroes their bytes, the WAL is
+truncated), before the purge is applied and again after. A damaged file is discarded and started afresh.
+A read-only store neither reads nor writes it (its in-memory index embeds what the file's index lacks).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import sqlite3
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+KEPT_NAME = "vectors.sqlite3"
+_CHUNK = 500  # hashes per look-up (SQLite's default limit on parameters is far above)
+
+
+def text_hash(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+class Kept:
+    """The kept vectors of one store; every method is safe to call from a server's threads and
+    never raises on a damaged or unwritable file (the cache then simply misses)."""
+
+    def __init__(self, directory: Path, read_only: bool = False) -> None:
+        self.path = Path(directory) / KEPT_NAME
+        self.read_only = read_only
+        self._db: sqlite3.Connection | None = None
+        self._ino: int | None = None
+        self._lock = threading.Lock()
+        self._broken = False
+
+    def _conn(self) -> sqlite3.Connection | None:
+        if self._broken:
+            return None
+        try:
+            ino: int | None = os.stat(self.path).st_ino
+        except FileNotFoundError:
+            ino = None
+        if self._db is not None and ino == self._ino:
+            return self._db
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        if self.read_only:
+            return None  # opening a WAL file, even read-only, leaves a -shm behind: a read-only store changes no file
+        for attempt in range(2):
+            try:
+                self._db = _open(self.path)
+                self._ino = os.stat(self.path).st_ino
+                return self._db
+            except sqlite3.OperationalError:
+                self._close()
+                return None  # busy, locked, unwritable: a miss, not a reason to discard
+            except (sqlite3.DatabaseError, OSError):
+                self._close()
+                if attempt == 0:
+                    discard(self.path)  # not a database, or damaged: it is a cache, start afresh
+        self._broken = True
+        return None
+
+    def _close(self) -> None:
+        if self._db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()
+        self._db = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._close()
+
+    def get(self, model: str, hashes: list[bytes]) -> dict[bytes, tuple[int, bytes]]:
+        """{text hash: (dim, float16 blob)} of the hashes kept for `model`."""
+        out: dict[bytes, tuple[int, bytes]] = {}
+        if not hashes:
+            return out
+        with self._lock:
+            try:
+                db = self._conn()
+                if db is None:
+                    return out
+                for start in range(0, len(hashes), _CHUNK):
+                    part = hashes[start:start + _CHUNK]
+                    marks = ",".join("?" * len(part))
+                    for sha, dim, vec in db.execute(
+                            f"SELECT sha, dim, vec FROM kept WHERE sha IN ({marks}) AND model = ?", (*part, model)):
+                        out[sha] = (dim, vec)
+            except sqlite3.Error:
+                return out
+        return out
+
+    def put(self, model: str, rows: Iterable[tuple[bytes, int, bytes]]) -> None:
+        """Keep (text hash, dim, float16 blob) rows of `model`, in one transaction."""
+        if self.read_only:
+            return
+        with self._lock:
+            try:
+                db = self._conn()
+                if db is None:
+                    return
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    db.executemany("INSERT OR REPLACE INTO kept (model, sha, dim, vec) VALUES (?, ?, ?, ?)",
+                                   ((model, sha, dim, vec) for sha, dim, vec in rows))
+                    db.execute("COMMIT")
+                except BaseException:
+                    if db.in_transaction:
+                        db.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error:
+                pass
+
+    def forget(self, hashes: list[bytes]) -> None:
+        """Delete every model's vector of these texts, and leave none of their bytes in the file or its WAL."""
+        if self.read_only or not hashes:
+            return
+        with self._lock:
+            try:
+                db = self._conn()
+                if db is None:
+                    return
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    for start in range(0, len(hashes), _CHUNK):
+                        part = hashes[start:start + _CHUNK]
+                        db.execute(f"DELETE FROM kept WHERE sha IN ({','.join('?' * len(part))})", part)
+                    db.execute("COMMIT")
+                except BaseException:
+                    if db.in_transaction:
+                        db.execute("ROLLBACK")
+                    raise
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error:
+                pass
+
+    def count(self, model: str | None = None) -> int:
+        with self._lock:
+            try:
+                db = self._conn()
+                if db is None:
+                    return 0
+                if model is None:
+                    return int(db.execute("SELECT COUNT(*) FROM kept").fetchone()[0])
+                return int(db.execute("SELECT COUNT(*) FROM kept WHERE model = ?", (model,)).fetchone()[0])
+            except sqlite3.Error:
+                return 0
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    if not path.exists():
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    db = sqlite3.connect(path, timeout=5, isolation_level=None, check_same_thread=False)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")  # a cache: a lost transaction costs a model call
+        db.execute("PRAGMA busy_timeout=5000")
+        db.execute("PRAGMA secure_delete=ON")  # a purged text's vector leaves no bytes behind
+        db.execute("CREATE TABLE IF NOT EXISTS kept (model TEXT NOT NULL, sha BLOB NOT NULL, dim INTEGER NOT NULL,"
+                   " vec BLOB NOT NULL, PRIMARY KEY (sha, model)) WITHOUT ROWID")
+        db.execute("SELECT 1 FROM kept LIMIT 1")
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def discard(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(str(path) + suffix)
