@@ -725,38 +725,71 @@ def _hook_command(add: _AddCommand) -> None:
 
 
 def _fast_hook(argv: list[str]) -> int | None:
-    """`retained [--dir D] hook EVENT [--host H] [--budget N] [--dir D]` without argparse.
+    """`retained [--dir D] hook EVENT [--host H] [--budget N] [--dir D]`, parsed without argparse.
 
-    Hosts run this at every session start; argparse alone costs more than the brief. Anything this
-    does not recognise returns None, and the full parser takes over (and reports usage errors).
+    Hosts run this at every session start and prompt; argparse alone costs more than the brief, and
+    argparse exits 2 on a flag it does not know, which Claude Code reads from a prompt hook as "block
+    this prompt" (issue 17 item 10). So a hook's command line is read leniently: whatever is wrong in
+    it (an unknown or newer flag, a bad --budget, an unknown --host, an unknown event) is noted on
+    stderr, the rest is used, and the exit is 0. Only `--help` goes to the full parser.
     """
     args = list(argv)
     opts: dict[str, str] = {}
-    if len(args) >= 2 and args[0] == "--dir":
-        opts["--dir"] = args[1]
-        args = args[2:]
-    if len(args) < 2 or args[0] != "hook":  # before importing the hook module: `serve` must not pay for it
+    while args and args[0] in ("--dir", "--json"):  # the options before the command
+        if args[0] == "--json":
+            args = args[1:]
+        elif len(args) >= 2:
+            opts["--dir"], args = args[1], args[2:]
+        else:
+            return None
+    if not args or args[0] != "hook":  # before importing the hook module: `serve` must not pay for it
+        return None
+    rest = args[1:]
+    if "-h" in rest or "--help" in rest:
         return None
     from .hook import EVENTS
 
-    if args[1] not in EVENTS:
-        return None
-    event, rest = args[1], args[2:]
+    problems: list[str] = []
+    event: str | None = None
     while rest:
-        if len(rest) < 2 or rest[0] not in ("--host", "--budget", "--dir"):
-            return None
-        opts[rest[0]] = rest[1]
-        rest = rest[2:]
+        arg = rest.pop(0)
+        if arg.startswith("-") and len(arg) > 1:
+            name, eq, value = arg.partition("=")
+            if name in ("--host", "--budget", "--dir"):
+                if eq:
+                    opts[name] = value
+                elif rest and not rest[0].startswith("--"):
+                    opts[name] = rest.pop(0)
+                else:
+                    problems.append(f"{name} without a value was ignored")
+            elif name != "--json":
+                problems.append(f"unknown flag {name} was ignored")
+        elif event is None:
+            event = arg
+        else:
+            problems.append(f"unexpected argument {arg[:40]!r} was ignored")
     host = opts.get("--host")
     if host is not None:
-        from .installers.hosts import get
+        from .installers.hosts import get, names
 
         if get(host) is None:
-            return None
+            problems.append(f"unknown --host {host[:40]!r} was ignored (known: {', '.join(names())})")
+            host = None
     budget = opts.get("--budget", "800")
-    if not budget.isdigit() or int(budget) < 1:
-        return None
-    return _run_hook(event, host, opts.get("--dir"), int(budget))
+    if not (budget.isascii() and budget.isdigit() and len(budget) <= 9) or int(budget) < 1:
+        problems.append(f"--budget {budget[:40]!r} is not a positive whole number; 800 was used")
+        budget = "800"
+    for problem in problems:
+        _err(f"retained hook: {problem}")
+    if event is None or event not in EVENTS:
+        said = "no event" if event is None else f"unknown event {event[:40]!r}"
+        _err(f"retained hook: skipped ({said}; use one of {', '.join(EVENTS)})")
+        return EXIT_OK
+    dir_arg = opts.get("--dir")
+    if dir_arg is not None and not dir_arg.strip():
+        _err("retained hook: skipped (--dir is empty)")
+        return EXIT_OK
+    return _run_hook(event, host, dir_arg, int(budget))
 
 
 # Whether the command line asked for --json: then errors are a JSON object on stdout as well.

@@ -23,17 +23,29 @@ def _words_only(monkeypatch):
 HOOK_INPUT = json.dumps({"session_id": "s1", "prompt": "how do we deploy", "hook_event_name": "UserPromptSubmit"})
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 10: argparse rejects these before cmd_hook runs and exits 2, "
-                                       "which Claude Code reads from a prompt hook as 'block this prompt'")
 @pytest.mark.parametrize("args", [["prompt", "--bogus"], ["prompt", "--budget", "abc"], ["prompt", "--budget", "0"],
                                   ["prompt", "--host", "no-such-host"], ["session-start", "--future-flag", "x"],
-                                  ["no-such-event"], ["stop", "--host"]])
+                                  ["no-such-event"], ["stop", "--host"],
+                                  # other members of the class: = forms, huge or negative numbers, no event,
+                                  # a stray argument, a short flag, an empty --dir
+                                  ["prompt", "--budget=abc"], ["prompt", "--budget", "9" * 5000],
+                                  ["session-start", "--budget", "-5"], [], ["prompt", "extra-word"],
+                                  ["session-start", "-x"], ["prompt", "--host=nope"], ["stop", "--dir", ""]])
 def test_a_hook_exits_0_on_any_command_line_and_says_why_on_stderr(args):
     proc = cli("hook", *args, input=HOOK_INPUT)
     no_crash(proc)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip(), "the problem is noted on stderr"
     assert not proc.stdout.strip() or json.loads(proc.stdout), "stdout is nothing or the host's JSON"
+
+
+def test_a_hook_with_an_ignored_flag_still_does_its_work(store_dir):
+    """A newer hook line (a flag this version does not know) still gets its brief: the rest is used."""
+    assert cli("write", "deploys go through the blue-green script").returncode == 0
+    start = json.dumps({"session_id": "s2", "hook_event_name": "SessionStart", "source": "startup"})
+    proc = cli("hook", "session-start", "--host", "claude", "--flag-from-the-future", input=start)
+    assert proc.returncode == 0 and "--flag-from-the-future" in proc.stderr, proc.stderr
+    assert "blue-green" in json.loads(proc.stdout)["hookSpecificOutput"]["additionalContext"]
 
 
 @pytest.mark.parametrize("stdin", [b"", b"not json", b"[1, 2]", b"\xff\xfe\x00", b'{"session_id": ' + b"[" * 5000,
