@@ -560,6 +560,19 @@ def _positive(text: str) -> int:
     return value
 
 
+def _port(text: str) -> int:
+    """A TCP port, 0 (any free one) to 65535: anything else is a usage error, not a bind failure."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port (0 to 65535; 0 picks a free one)")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line: `retained [--dir DIR] [--json] COMMAND ...`, a sub-parser per command."""
     import argparse  # not at module level: the hook path never needs it
@@ -569,7 +582,8 @@ def build_parser() -> argparse.ArgumentParser:
             hint = f"`{self.prog} --help`"
             if _JSON_ERRORS[0]:
                 _print_json({"error": message, "hint": hint})
-            self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (hint: {hint})\n")
+            # the same shape as every other error (`_fail`); the hint names the command
+            self.exit(EXIT_USAGE, f"error: {message} (hint: {hint})\n")
 
     common = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: `retained --json verify` and `retained verify --json` both work, neither resets the other.
@@ -584,7 +598,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add(name: str, func: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, parents=[common], help=help, description=help)
-        p.set_defaults(func=func)
+        p.set_defaults(func=func, parser_of_command=p)  # its own help for a flag it does not know
         return p
 
     # In this order in `retained --help`.
@@ -695,7 +709,7 @@ def _transfer_commands(add: _AddCommand) -> None:
 
     p = add("ui", cmd_ui, "a local web page to see, search, correct and forget memories (127.0.0.1, token)")
     p.add_argument("--no-open", action="store_true", help="print the address instead of opening a browser")
-    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--port", type=_port, default=0, help="port on 127.0.0.1 (default: a free one)")
 
     p = add("export", cmd_export, "write the memory out: jsonl (records verbatim) or Markdown (one file per project)")
     p.add_argument("--scope", help="one scope, or '*' for all (default: every scope)")
@@ -834,7 +848,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         _JSON_ERRORS[0] = "--json" in argv
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:  # reported by the command's own parser, whose hint is `retained <command> --help`
+            getattr(args, "parser_of_command", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
         args.dir = getattr(args, "dir", None)
         args.json = getattr(args, "json", False)
         if not getattr(args, "func", None):

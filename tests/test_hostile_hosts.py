@@ -149,11 +149,9 @@ def test_a_dry_run_never_says_done(claude_home):
     assert "done" not in (proc.stdout + proc.stderr).splitlines()[-1], proc.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 24: cli's parser error hint is always `retained --help`, "
-                                       "not the command's own help")
-@pytest.mark.parametrize("command", ["list", "search", "install", "export"])
+@pytest.mark.parametrize("command", ["list", "search", "install", "export", "doctor", "verify", "import", "forget"])
 def test_an_unknown_flag_points_to_the_commands_own_help(command):
-    args = [command] + (["x"] if command == "search" else []) + ["--no-such-flag"]
+    args = [command] + (["x"] if command in ("search", "forget") else []) + ["--no-such-flag"]
     proc = cli(*args)
     assert proc.returncode == 2
     assert f"retained {command} --help" in proc.stderr, proc.stderr
