@@ -123,15 +123,18 @@ class OwnMemory(_Named):
         """The folder under which this host keeps its memory folders (None: it keeps none)."""
         return None
 
-    def memory_path_items(self, path: Path, scope: str | None, env: Mapping[str, str]) -> list[Any] | None:
-        """Items of `path` when it is one of this host's memory folders (None: not this host's)."""
+    def memory_path_items(self, path: Path, scope: str | None, env: Mapping[str, str],
+                          notes: list[str] | None = None) -> list[Any] | None:
+        """Items of `path` when it is one of this host's memory folders (None: not this host's); what it
+        recognised but left out goes to `notes`."""
         from .. import native
 
         root = self.memory_root(env)
         inner = path / "memory" if (path / "memory").is_dir() else path
         if root is None or root.resolve() not in inner.resolve().parents:
             return None
-        return native.memory_dir_items(inner, fmt=self.memory_folder_format, scope=scope or native.project_of(path))
+        return native.memory_dir_items(inner, fmt=self.memory_folder_format, scope=scope or native.project_of(path),
+                                       notes=notes)
 
     def user_instruction_file(self, env: Mapping[str, str]) -> Path | None:
         """The user-level instruction file the host loads in every project (its items are global)."""

@@ -93,12 +93,14 @@ class ClaudeCode(Host):
                 if scope == folder.name:
                     notes.append(f"{folder.name}: no known project has this name; filed under scope {scope!r} "
                                  "(pass --scope to choose one)")
-            items += native.memory_dir_items(folder / "memory", fmt=self.memory_folder_format, scope=scope)
+            items += native.memory_dir_items(folder / "memory", fmt=self.memory_folder_format, scope=scope,
+                                             notes=notes)
         custom = _setting(env, "autoMemoryDirectory", project)
         if isinstance(custom, str) and custom.strip():
             d = Path(os.path.expanduser(custom.strip()))
             if d.is_dir() and not any(str(i.origin).startswith(str(d)) for i in items):
-                items += native.memory_dir_items(d, fmt=self.memory_folder_format, scope=project or "global")
+                items += native.memory_dir_items(d, fmt=self.memory_folder_format, scope=project or "global",
+                                                 notes=notes)
         if not folders and not items:
             notes.append(f"no {self.title} auto memory under {root}")
         return items, notes
