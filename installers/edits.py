@@ -33,6 +33,13 @@ def get(doc: Any, path: list[str]) -> Any:
     return doc
 
 
+def table(doc: Any, *path: str) -> dict[str, Any]:
+    """The object (table) at `path` in a host's config, or {} when it is missing or of another type:
+    what a check reads from a file it does not own must not crash on `mcp_servers = 5`."""
+    found = get(doc, list(path))
+    return found if isinstance(found, dict) else {}
+
+
 class Edit:
     """One entry retained owns at `at` (a path of keys) in a parsed config document."""
 
@@ -115,12 +122,12 @@ class ServerEntry(Edit):
         import tomlkit
 
         parent = doc
-        for key in self.at[:-1]:
+        for depth, key in enumerate(self.at[:-1], 1):
             if key not in parent:
                 if not install:
                     return
                 parent[key] = tomlkit.table(is_super_table=True)
-            parent = parent[key]
+            parent = toml_table_at(path, parent[key], self.at[:depth])
         if install:
             if self.at[-1] not in parent or parent[self.at[-1]].unwrap() != self.value:
                 table = toml_table(self.value)
@@ -306,6 +313,11 @@ class HookTrust(Edit):
 
         wanted = self.entries if install else {}
         remove = set(self.keys) - set(wanted)
+        holder = doc
+        for depth, key in enumerate(self.at, 1):  # every table on the way is a table, or nothing is touched
+            if key not in holder:
+                break
+            holder = toml_table_at(path, holder[key], self.at[:depth])
         state = get(doc, self.at)
         for key in remove:
             if state is not None and key in state:
@@ -381,6 +393,24 @@ def prune_depth(original: Any, path: list[str]) -> int:
             break
         n += 1
     return n
+
+
+def toml_table_at(path: Path, value: Any, at: list[str]) -> Any:
+    """`value` when it is a TOML table; else the one-line refusal (`mcp_servers = 5` is no table to add to)."""
+    from collections.abc import MutableMapping
+
+    from .safe_file import ConfigError
+
+    if isinstance(value, MutableMapping):
+        return value
+    raise ConfigError(f"{path}: {'.'.join(at)} is {_toml_kind(value)}, not a table; retained did not touch it",
+                      hint=f"make {'.'.join(at)} a table ([{'.'.join(at)}.NAME] sections) or remove it, and run again")
+
+
+def _toml_kind(value: Any) -> str:
+    unwrapped = value.unwrap() if hasattr(value, "unwrap") else value
+    kinds = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array"}
+    return next((k for t, k in kinds.items() if isinstance(unwrapped, t)), f"a {type(unwrapped).__name__}")
 
 
 def toml_table(value: dict[str, Any]) -> Any:

@@ -68,13 +68,17 @@ class JSONEditor:
         if not text.strip():
             text = "{}\n"
         kw = {"comments": self.comments}
-        if install:
-            for key, value in (defaults or {}).items():
-                doc = jsonc.loads(text, comments=self.comments)
-                if key not in doc:
-                    text = jsonc.set_value(text, [key], value, **kw)
-        for edit in edits:
-            text = edit.apply_json(path, text, install, kw, original)
+        try:
+            if install:
+                for key, value in (defaults or {}).items():
+                    doc = jsonc.loads(text, comments=self.comments)
+                    if key not in doc:
+                        text = jsonc.set_value(text, [key], value, **kw)
+            for edit in edits:
+                text = edit.apply_json(path, text, install, kw, original)
+        except jsonc.JSONCError as e:  # a member of the wrong type where retained's entry goes
+            raise ConfigError(f"{path}: {e.reason}; retained did not touch it",
+                              hint=f"fix {path} (or remove that member) and run again") from None
         return text
 
 

@@ -156,8 +156,11 @@ class DoctorProbe(_Named):
 
     def server_command(self, entry: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
         """(argv, env) retained's server entry makes the host start."""
-        argv = [str(entry.get("command") or ""), *[str(a) for a in entry.get("args") or []]]
-        return argv, {k: str(v) for k, v in (entry.get("env") or {}).items()}
+        from .edits import table
+
+        args = entry.get("args")
+        argv = [str(entry.get("command") or ""), *[str(a) for a in (args if isinstance(args, list) else [])]]
+        return argv, {k: str(v) for k, v in table(entry, "env").items()}
 
     def hook_command_in(self, docs: dict[str, Any]) -> str | None:
         """The session-start command this host runs, when it is not in a hooks file (a plugin's)."""

@@ -18,6 +18,14 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+#: Deeper than any host's config nests (a handful of levels), far below the interpreter's recursion
+#: limit: the parser recurses once per level, so a file of thousands of `[` is refused, not a crash.
+MAX_DEPTH = 256
+#: Larger than any config file a host writes (Claude Code's ~/.claude.json, the largest, grows to
+#: tens of MiB with its history), small enough that a file of another kind is refused unread.
+MAX_BYTES = 256 * 1024 * 1024
+
+
 class JSONCError(ValueError):
     def __init__(self, message: str, line: int, column: int) -> None:
         super().__init__(f"{message} at line {line}, column {column}")
@@ -118,11 +126,13 @@ class _Parser:
             raise self.error("unexpected end of file")
         c = self.s[self.i]
         if c in "{[":
+            if depth >= MAX_DEPTH:
+                raise self.error(f"nested deeper than {MAX_DEPTH} levels")
             if depth:  # plain JSON inside: decode it whole, split it up only if an edit needs to
                 try:
                     value, end = _SCALAR.raw_decode(self.s, self.i)
-                except ValueError:  # comments, trailing commas, or an error to report precisely
-                    pass
+                except (ValueError, RecursionError):  # comments, trailing commas, too deep for the C
+                    pass  # decoder, or an error to report precisely: the parser below says which
                 else:
                     node = Node("object" if c == "{" else "array", self.i, depth)
                     node.value, node.end, node._parser = value, end, self
@@ -216,8 +226,14 @@ class _Parser:
 
 
 def parse(text: str, *, comments: bool = True, trailing_commas: bool = True) -> Node:
-    """Parse JSON (comments=False, trailing_commas=False) or JSONC into span-aware nodes."""
-    return _Parser(text, comments=comments, trailing_commas=trailing_commas).parse()
+    """Parse JSON (comments=False, trailing_commas=False) or JSONC into span-aware nodes; a file nested
+    deeper than MAX_DEPTH or larger than MAX_BYTES is a JSONCError like any other bad file."""
+    if len(text) > MAX_BYTES:
+        raise JSONCError(f"larger than {MAX_BYTES // (1024 * 1024)} MiB, not a config file", 1, 1)
+    try:
+        return _Parser(text, comments=comments, trailing_commas=trailing_commas).parse()
+    except RecursionError:  # called with the stack already deep: still a bad file, not a crash
+        raise JSONCError(f"nested deeper than this reader can follow (the limit is {MAX_DEPTH})", 1, 1) from None
 
 
 def loads(text: str, **kw: Any) -> Any:
@@ -272,7 +288,7 @@ def _after_value(s: str, end: int) -> tuple[int, bool, int]:
     eol = len(s) if eol < 0 else eol
     rest = s[j:eol].rstrip("\r")
     blank = rest == "" or rest.startswith("//")
-    return comma, blank, eol if not s[eol - 1:eol] == "\r" else eol - 1
+    return comma, blank, eol if s[eol - 1:eol] != "\r" else eol - 1
 
 
 def _insert(text: str, container: Node, make_entry: Any, style: Style) -> str:

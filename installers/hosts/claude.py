@@ -53,8 +53,9 @@ class ClaudeCode(Host):
         off = settings.get("disableAllHooks") is True
         checks.append(Check(self.name, "hooks are not switched off", not off, "disableAllHooks is true" if off else "",
                             "remove disableAllHooks from Claude Code's settings.json" if off else ""))
-        config = docs.get("server") or {}
-        local = ((config.get("projects") or {}).get(str(project)) or {}) if scope == "user" else {}
+        from ..edits import table
+
+        local = table(docs, "server", "projects", str(project)) if scope == "user" else {}
         disabled = local.get("disabledMcpServers") if isinstance(local.get("disabledMcpServers"), list) else []
         if "retained" in disabled:
             checks.append(Check(self.name, "server is not disabled in this project", False,

@@ -34,10 +34,8 @@ MATCHER_IGNORED = {"UserPromptSubmit", "Stop"}
 
 
 def handler_identity(event: str, matcher: str | None, handler: dict[str, Any]) -> dict[str, Any]:
-    if event == "SessionEnd":
-        timeout = min(max(handler.get("timeout") or 1, 1), 3)
-    else:
-        timeout = max(handler.get("timeout") or 600, 1)
+    timeout = (min(max(handler.get("timeout") or 1, 1), 3) if event == "SessionEnd"
+               else max(handler.get("timeout") or 600, 1))
     normalised: dict[str, Any] = {"type": "command", "command": handler["command"], "timeout": timeout,
                                   "async": bool(handler.get("async", False))}
     if handler.get("statusMessage") is not None:
@@ -58,7 +56,9 @@ def trust_entries(hooks_json_path: str, hooks: dict[str, Any]) -> dict[str, str]
     """{state key: trusted hash} for every command handler in a hooks.json document."""
     path = os.path.abspath(hooks_json_path)
     out: dict[str, str] = {}
-    for event, groups in (hooks.get("hooks") or {}).items():
+    from ..edits import table
+
+    for event, groups in table(hooks, "hooks").items():
         if event not in EVENT_LABELS or not isinstance(groups, list):
             continue
         for gi, group in enumerate(groups):
@@ -111,9 +111,11 @@ class Codex(Host):
 
     def doctor_conditions(self, ctx: dict[str, Any], docs: dict[str, Any], project: Path, scope: str,
                           env: Mapping[str, str]) -> list[Check]:
-        config = docs.get("server") or {}
+        from ..edits import table
+
+        config = table(docs, "server")
         checks = []
-        entry = ((config.get("mcp_servers") or {}).get("retained")) if isinstance(config, dict) else None
+        entry = table(config, "mcp_servers").get("retained")
         if isinstance(entry, dict):
             on = entry.get("enabled", True) is not False
             checks.append(Check(self.name, "server entry is enabled", on, "" if on else "enabled = false",
@@ -125,7 +127,7 @@ class Codex(Host):
         checks += self._trust_as_it_stands(ctx, scope, project)
         if scope == "project":
             user = _user_config(ctx)
-            trust = ((user.get("projects") or {}).get(str(project)) or {}).get("trust_level")
+            trust = table(user, "projects", str(project)).get("trust_level")
             ok = trust == "trusted"
             checks.append(Check(self.name, "project is trusted (else Codex ignores .codex/)", ok,
                                 f"trust_level = {trust!r}" if trust else f"{project} has no trust_level",
@@ -142,7 +144,9 @@ class Codex(Host):
                 doc = json.load(f)
         except (OSError, ValueError):
             return []  # absent or broken: the file's own checks say so
-        state = ((_user_config(ctx).get("hooks") or {}).get("state")) or {}
+        from ..edits import table
+
+        state = table(_user_config(ctx), "hooks", "state")
         checks = []
         for key, digest in our_entries(path, doc if isinstance(doc, dict) else {}).items():
             held = state.get(key) if isinstance(state, dict) else None
