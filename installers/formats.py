@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import jsonc
@@ -15,7 +16,6 @@ from .edits import ServerEntry, get
 from .safe_file import ConfigError, describe_parse_error
 
 if TYPE_CHECKING:
-    from pathlib import Path
     from typing import Any
 
     from .edits import Edit
@@ -108,7 +108,28 @@ class TOMLEditor:
             # The blank line our table keeps before whatever follows it: none when nothing follows
             # (install), and it goes with our table (uninstall).
             out = out.rstrip("\n") + "\n"
+        if not install:
+            out = _as_before(path, out)
         return out
+
+
+def _as_before(path: Path, out: str) -> str:
+    """Uninstall's result, or the file's bytes from before retained first changed it when the two
+    differ in blank lines alone. tomlkit puts a blank line before a table it adds after one that ends
+    without one, and on the next parse that line belongs to the table before; nothing in the file
+    says any more whether it was there first. The backup does (issue 17 item 17)."""
+    import os
+
+    from .safe_file import backup_path
+
+    try:
+        before = backup_path(Path(os.path.realpath(path))).read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return out
+    def lines(t: str) -> list[str]:
+        return [line for line in t.splitlines() if line.strip()]
+
+    return before if before != out and lines(before) == lines(out) else out
 
 
 class YAMLEditor:

@@ -98,22 +98,50 @@ def codex_home(isolate_home) -> Path:
     return isolate_home / ".codex"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 17: the Codex TOML edit inserts retained's table between a "
-                                       "comment and the table it introduces")
 def test_codex_install_keeps_a_comment_with_the_table_below_it(codex_home):
     assert cli("install", "--host", "codex", "--yes").returncode == 0
     text = (codex_home / "config.toml").read_text()
     assert "# profiles below: keep this comment with its table\n[profiles.fast]\n" in text, text
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 17: uninstall leaves an extra blank line where the table was "
-                                       "and config.toml.retained-backup behind")
 def test_codex_uninstall_gives_back_the_config_byte_for_byte(codex_home):
     before = {p.name: p.read_bytes() for p in codex_home.iterdir()}
     assert cli("install", "--host", "codex", "--yes").returncode == 0
     assert cli("uninstall", "--host", "codex", "--yes").returncode == 0
     after = {p.name: p.read_bytes() for p in codex_home.iterdir()}
     assert after == before
+
+
+CODEX_VARIANTS = {
+    "several servers, a comment above the next table": (
+        '[mcp_servers.a]\ncommand = "a"\n\n[mcp_servers.b]\ncommand = "b"\n# b\'s note, kept with b\n\n'
+        '# the profiles\n# (two lines of them)\n[profiles.x]\nmodel = "m"\n'),
+    "no mcp_servers yet, a comment at the end": '[profiles.x]\nmodel = "m"\n# the last word\n',
+    "a comment above hooks": ('[mcp_servers.a]\ncommand = "a"\n# hooks follow\n[hooks.state."elsewhere:stop:0:0"]\n'
+                              'enabled = true\ntrusted_hash = "sha256:00"\n# after the hooks\n[profiles.x]\nmodel = "m"\n'),
+    "a sub-table before the comment": ('[mcp_servers.a]\ncommand = "a"\n\n[mcp_servers.a.env]\nX = "1"\n'
+                                       '# introduces features\n[features]\nhooks = true\n'),
+    "only top-level keys": 'model = "o3"\n# a closing comment\n',
+}
+
+
+@pytest.mark.parametrize("text", list(CODEX_VARIANTS.values()), ids=list(CODEX_VARIANTS))
+def test_codex_install_and_uninstall_keep_every_comment_in_place(codex_home, text):
+    """The rest of the class: comments above other tables, a table with sub-tables, a file with no
+    mcp_servers yet, hooks.state tables of someone else's."""
+    (codex_home / "config.toml").write_text(text)
+    assert cli("install", "--host", "codex", "--yes").returncode == 0
+    installed = (codex_home / "config.toml").read_text()
+    lines = text.splitlines()
+    for i, line in enumerate(lines):  # every comment right above a header still sits right above it
+        if line.startswith("[") and i and lines[i - 1].startswith("#"):
+            k = i
+            while k and lines[k - 1].startswith("#"):
+                k -= 1
+            assert "\n".join(lines[k:i + 1]) in installed, (lines[k:i + 1], installed)
+    assert cli("uninstall", "--host", "codex", "--yes").returncode == 0
+    assert sorted(p.name for p in codex_home.iterdir()) == ["config.toml"]
+    assert (codex_home / "config.toml").read_text() == text
 
 
 # -- item 24: installer messages that agree with themselves ---------------------------------------------------------
