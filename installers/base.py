@@ -247,6 +247,6 @@ def plans_from_template(host: Host, ctx: dict[str, Any], *, scope: str, flags: d
 
 
 def _without_store(value: dict[str, Any]) -> dict[str, Any]:
-    env = {k: v for k, v in (value.get("env") or {}).items() if k != "RETAINED_DIR"}
+    env = {k: v for k, v in (value["env"] if isinstance(value.get("env"), dict) else {}).items() if k != "RETAINED_DIR"}
     out = {k: v for k, v in value.items() if k != "env"}
     return {**out, "env": env} if env else out

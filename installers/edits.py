@@ -33,6 +33,19 @@ def get(doc: Any, path: list[str]) -> Any:
     return doc
 
 
+def table(doc: Any, *path: str) -> dict[str, Any]:
+    """The object (table) at `path` in a host's config, or {} when it is missing or of another type:
+    what a check reads from a file it does not own must not crash on `mcp_servers = 5`."""
+    found = get(doc, list(path))
+    return found if isinstance(found, dict) else {}
+
+
+def array(doc: Any, *path: str) -> list[Any]:
+    """The list at `path`, or [] when it is missing or of another type (see `table`)."""
+    found = get(doc, list(path))
+    return found if isinstance(found, list) else []
+
+
 class Edit:
     """One entry retained owns at `at` (a path of keys) in a parsed config document."""
 
@@ -115,19 +128,19 @@ class ServerEntry(Edit):
         import tomlkit
 
         parent = doc
-        for key in self.at[:-1]:
+        for depth, key in enumerate(self.at[:-1], 1):
             if key not in parent:
                 if not install:
                     return
                 parent[key] = tomlkit.table(is_super_table=True)
-            parent = parent[key]
+            parent = toml_table_at(path, parent[key], self.at[:depth])
         if install:
             if self.at[-1] not in parent or parent[self.at[-1]].unwrap() != self.value:
                 table = toml_table(self.value)
                 table.add(tomlkit.nl())  # a blank line before whatever table follows ours
-                parent[self.at[-1]] = table
+                add_toml_table(parent, self.at[-1], table)
         elif self.at[-1] in parent:
-            del parent[self.at[-1]]
+            delete_toml_table(doc, self.at)
             prune_toml(doc, self.at[:-1], original)
 
 
@@ -306,10 +319,18 @@ class HookTrust(Edit):
 
         wanted = self.entries if install else {}
         remove = set(self.keys) - set(wanted)
+        holder = doc
+        for depth, key in enumerate(self.at, 1):  # every table on the way is a table, or nothing is touched
+            if key not in holder:
+                break
+            holder = toml_table_at(path, holder[key], self.at[:depth])
         state = get(doc, self.at)
         for key in remove:
             if state is not None and key in state:
-                del state[key]
+                if hasattr(state[key], "value"):
+                    delete_toml_table(doc, [*self.at, key])
+                else:
+                    del state[key]
         if wanted:
             holder = doc
             for key in self.at:
@@ -319,7 +340,7 @@ class HookTrust(Edit):
             for key, digest in wanted.items():
                 value = {"enabled": True, "trusted_hash": digest}
                 if key not in holder or holder[key].unwrap() != value:
-                    holder[key] = toml_table(value)
+                    add_toml_table(holder, key, toml_table(value))
         if not install or remove:
             prune_toml(doc, self.at, original)
 
@@ -381,6 +402,108 @@ def prune_depth(original: Any, path: list[str]) -> int:
             break
         n += 1
     return n
+
+
+# -- TOML tables and the comments that introduce them ---------------------------------------------------
+# tomlkit keeps the comment lines right above a table header as the tail of the table before it. A
+# table added after that one would come between the comment and the table it introduces; removed,
+# it would take such a comment with it. These move those comment lines to stay where they belong.
+def _last_leaf(table: Any) -> Any:
+    """The table whose text ends where `table`'s does (its last sub-table, if it ends with one)."""
+    from tomlkit.items import Table
+
+    while table.value.body and isinstance(table.value.body[-1][1], Table) and table.value.body[-1][0] is not None:
+        table = table.value.body[-1][1]
+    return table
+
+
+def _take_trailing_comments(table: Any) -> list[Any]:
+    """Detach the comment lines that end `table`'s text right before the next header (no blank line between)."""
+    from tomlkit.items import Comment
+
+    leaf = _last_leaf(table)
+    body = leaf.value.body
+    k = len(body)
+    while k and body[k - 1][0] is None and isinstance(body[k - 1][1], Comment):
+        k -= 1
+    taken = [item for _key, item in body[k:]]
+    del body[k:]  # key-less items at the end: the container's key map does not index them
+    return taken
+
+
+def _give_comments(table: Any, comments: list[Any]) -> None:
+    leaf = _last_leaf(table)
+    for c in comments:
+        leaf.value.append(None, c)
+
+
+def _body(holder: Any) -> list[tuple[Any, Any]]:
+    """The (key, item) list of a table or of the document itself."""
+    from tomlkit.container import Container
+
+    return holder.body if isinstance(holder, Container) else holder.value.body
+
+
+def _table_before(holder: Any, key: str) -> Any:
+    """The table that comes right before `holder[key]` among its siblings, or None."""
+    from tomlkit.items import Table
+
+    before = None
+    for k, item in _body(holder):
+        if k is not None and k.key == key:
+            return before
+        if k is not None and isinstance(item, Table):
+            before = item
+    return None
+
+
+def add_toml_table(parent: Any, key: str, table: Any) -> None:
+    """`parent[key] = table`, after the last table of `parent`, keeping a comment above the table that
+    follows with that table (it moves to the end of ours)."""
+    from tomlkit.items import Table
+
+    if key in parent:  # in place: what ended the old table ends the new one
+        comments = _take_trailing_comments(parent[key]) if isinstance(parent[key], Table) else []
+    else:
+        last = next((item for k, item in reversed(_body(parent)) if k is not None and isinstance(item, Table)), None)
+        comments = _take_trailing_comments(last) if last is not None else []
+    parent[key] = table
+    _give_comments(parent[key], comments)
+
+
+def delete_toml_table(doc: Any, at: list[str]) -> None:
+    """Delete the table at `at`; comment lines at its end (they introduce what follows) go to the table
+    before it, so the text reads as it did before the table was added."""
+    holders = [doc]
+    for key in at[:-1]:
+        holders.append(holders[-1][key])
+    comments = _take_trailing_comments(holders[-1][at[-1]])
+    before = None
+    for depth in range(len(at) - 1, -1, -1):  # the nearest table before ours, at any level
+        before = _table_before(holders[depth], at[depth])
+        if before is not None:
+            break
+    del holders[-1][at[-1]]
+    if before is not None:
+        _give_comments(before, comments)
+
+
+def toml_table_at(path: Path, value: Any, at: list[str]) -> Any:
+    """`value` when it is a TOML table; else the one-line refusal (`mcp_servers = 5` is no table to add to)."""
+    from collections.abc import MutableMapping
+
+    from .safe_file import ConfigError
+
+    if isinstance(value, MutableMapping):
+        return value
+    raise ConfigError(f"{path}: {'.'.join(at)} is {_toml_kind(value)}, not a table; retained did not touch it",
+                      hint=f"make {'.'.join(at)} a table ([{'.'.join(at)}.NAME] sections) or remove it, and run again")
+
+
+def _toml_kind(value: Any) -> str:
+    unwrapped = value.unwrap() if hasattr(value, "unwrap") else value
+    kinds = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array"}
+    return next((k for t, k in kinds.items() if isinstance(unwrapped, t)), f"a {type(unwrapped).__name__}")
 
 
 def toml_table(value: dict[str, Any]) -> Any:

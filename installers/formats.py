@@ -9,6 +9,7 @@ like without them (`strip`), so a read-back can prove that nothing else changed.
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import jsonc
@@ -16,7 +17,6 @@ from .edits import get
 from .safe_file import ConfigError, describe_parse_error
 
 if TYPE_CHECKING:
-    from pathlib import Path
     from typing import Any
 
     from .edits import Edit
@@ -69,13 +69,17 @@ class JSONEditor:
         if not text.strip():
             text = "{}\n"
         kw = {"comments": self.comments}
-        if install:
-            for key, value in (defaults or {}).items():
-                doc = jsonc.loads(text, comments=self.comments)
-                if key not in doc:
-                    text = jsonc.set_value(text, [key], value, **kw)
-        for edit in edits:
-            text = edit.apply_json(path, text, install, kw, original)
+        try:
+            if install:
+                for key, value in (defaults or {}).items():
+                    doc = jsonc.loads(text, comments=self.comments)
+                    if key not in doc:
+                        text = jsonc.set_value(text, [key], value, **kw)
+            for edit in edits:
+                text = edit.apply_json(path, text, install, kw, original)
+        except jsonc.JSONCError as e:  # a member of the wrong type where retained's entry goes
+            raise ConfigError(f"{path}: {e.reason}; retained did not touch it",
+                              hint=f"fix {path} (or remove that member) and run again") from None
         return text
 
 
@@ -105,7 +109,28 @@ class TOMLEditor:
             # The blank line our table keeps before whatever follows it: none when nothing follows
             # (install), and it goes with our table (uninstall).
             out = out.rstrip("\n") + "\n"
+        if not install:
+            out = _as_before(path, out)
         return out
+
+
+def _as_before(path: Path, out: str) -> str:
+    """Uninstall's result, or the file's bytes from before retained first changed it when the two
+    differ in blank lines alone. tomlkit puts a blank line before a table it adds after one that ends
+    without one, and on the next parse that line belongs to the table before; nothing in the file
+    says any more whether it was there first. The backup does (issue 17 item 17)."""
+    import os
+
+    from .safe_file import backup_path
+
+    try:
+        before = backup_path(Path(os.path.realpath(path))).read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return out
+    def lines(t: str) -> list[str]:
+        return [line for line in t.splitlines() if line.strip()]
+
+    return before if before != out and lines(before) == lines(out) else out
 
 
 class OwnedTextEditor:

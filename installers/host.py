@@ -34,18 +34,6 @@ if TYPE_CHECKING:
 HOOK_OUTPUT_CHARS = 9_000
 
 
-def table(doc: Mapping[str, Any], key: str) -> dict[str, Any]:
-    """doc[key] when it is a table (a JSON object, a TOML table), else an empty one: a config file another
-    program wrote may hold any type anywhere, and reading it must not trip on one."""
-    value = doc.get(key)
-    return value if isinstance(value, dict) else {}
-
-
-def array(doc: Mapping[str, Any], key: str) -> list[Any]:
-    """doc[key] when it is a list, else an empty one (see `table`)."""
-    value = doc.get(key)
-    return value if isinstance(value, list) else []
-
 
 class Check:
     """One line of doctor's report: which host, what was checked, whether it holds, why, and the fix."""
@@ -136,15 +124,18 @@ class OwnMemory(_Named):
         """The folder under which this host keeps its memory folders (None: it keeps none)."""
         return None
 
-    def memory_path_items(self, path: Path, scope: str | None, env: Mapping[str, str]) -> list[Any] | None:
-        """Items of `path` when it is one of this host's memory folders (None: not this host's)."""
+    def memory_path_items(self, path: Path, scope: str | None, env: Mapping[str, str],
+                          notes: list[str] | None = None) -> list[Any] | None:
+        """Items of `path` when it is one of this host's memory folders (None: not this host's); what it
+        recognised but left out goes to `notes`."""
         from .. import native
 
         root = self.memory_root(env)
         inner = path / "memory" if (path / "memory").is_dir() else path
         if root is None or root.resolve() not in inner.resolve().parents:
             return None
-        return native.memory_dir_items(inner, fmt=self.memory_folder_format, scope=scope or native.project_of(path))
+        return native.memory_dir_items(inner, fmt=self.memory_folder_format, scope=scope or native.project_of(path),
+                                       notes=notes)
 
     def user_instruction_file(self, env: Mapping[str, str]) -> Path | None:
         """The user-level instruction file the host loads in every project (its items are global)."""
@@ -166,8 +157,11 @@ class DoctorProbe(_Named):
 
     def server_command(self, entry: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
         """(argv, env) retained's server entry makes the host start."""
-        argv = [str(entry.get("command") or ""), *[str(a) for a in entry.get("args") or []]]
-        return argv, {k: str(v) for k, v in (entry.get("env") or {}).items()}
+        from .edits import table
+
+        args = entry.get("args")
+        argv = [str(entry.get("command") or ""), *[str(a) for a in (args if isinstance(args, list) else [])]]
+        return argv, {k: str(v) for k, v in table(entry, "env").items()}
 
     def hook_command_in(self, docs: dict[str, Any]) -> str | None:
         """The session-start command this host runs, when it is not in a hooks file (a plugin's)."""

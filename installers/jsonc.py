@@ -11,11 +11,20 @@ from __future__ import annotations
 
 import json
 import re
-from json.decoder import scanstring
+from json.decoder import scanstring  # type: ignore[attr-defined]  # in the module, not in its stubs
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
+
+
+#: Deeper than any host's config nests (a handful of levels), far below the interpreter's recursion
+#: limit: the parser recurses once per level, so a file of thousands of `[` is refused, not a crash.
+MAX_DEPTH = 256
+#: Larger than any config file a host writes (Claude Code's ~/.claude.json, the largest, grows to
+#: tens of MiB with its history), small enough that a file of another kind is refused unread.
+MAX_BYTES = 256 * 1024 * 1024
 
 
 class JSONCError(ValueError):
@@ -90,7 +99,8 @@ class _Parser:
     def skip(self) -> None:
         s, n = self.s, len(self.s)
         while True:
-            self.i = _SPACE.match(s, self.i).end()
+            found = _SPACE.match(s, self.i)  # it matches everywhere, if only the empty string
+            self.i = found.end() if found else self.i
             if self.i + 1 < n and s[self.i] == "/" and s[self.i + 1] in "/*":
                 if not self.comments:
                     raise self.error("comments are not allowed in this file")
@@ -118,11 +128,13 @@ class _Parser:
             raise self.error("unexpected end of file")
         c = self.s[self.i]
         if c in "{[":
+            if depth >= MAX_DEPTH:
+                raise self.error(f"nested deeper than {MAX_DEPTH} levels")
             if depth:  # plain JSON inside: decode it whole, split it up only if an edit needs to
                 try:
                     value, end = _SCALAR.raw_decode(self.s, self.i)
-                except ValueError:  # comments, trailing commas, or an error to report precisely
-                    pass
+                except (ValueError, RecursionError):  # comments, trailing commas, too deep for the C
+                    pass  # decoder, or an error to report precisely: the parser below says which
                 else:
                     node = Node("object" if c == "{" else "array", self.i, depth)
                     node.value, node.end, node._parser = value, end, self
@@ -216,8 +228,14 @@ class _Parser:
 
 
 def parse(text: str, *, comments: bool = True, trailing_commas: bool = True) -> Node:
-    """Parse JSON (comments=False, trailing_commas=False) or JSONC into span-aware nodes."""
-    return _Parser(text, comments=comments, trailing_commas=trailing_commas).parse()
+    """Parse JSON (comments=False, trailing_commas=False) or JSONC into span-aware nodes; a file nested
+    deeper than MAX_DEPTH or larger than MAX_BYTES is a JSONCError like any other bad file."""
+    if len(text) > MAX_BYTES:
+        raise JSONCError(f"larger than {MAX_BYTES // (1024 * 1024)} MiB, not a config file", 1, 1)
+    try:
+        return _Parser(text, comments=comments, trailing_commas=trailing_commas).parse()
+    except RecursionError:  # called with the stack already deep: still a bad file, not a crash
+        raise JSONCError(f"nested deeper than this reader can follow (the limit is {MAX_DEPTH})", 1, 1) from None
 
 
 def loads(text: str, **kw: Any) -> Any:
@@ -295,7 +313,7 @@ def _insert(text: str, container: Node, make_entry: Any, style: Style) -> str:
         return text[: container.start + 1] + make_entry("") + text[close:]
     last = children[-1]
     last_start = last.start
-    last_end = last.value.end if container.kind == "object" else last.end
+    last_end = _end(last)
     comma, blank, eol = _after_value(text, last_end)
     if blank and eol < close and text.count("\n", last_end, close) >= 1:
         indent = _indent_of(text, last_start)
@@ -309,12 +327,17 @@ def _insert(text: str, container: Node, make_entry: Any, style: Style) -> str:
     return text[:last_end] + ", " + entry + text[last_end:]
 
 
+def _end(child: Member | Node) -> int:
+    """Where a child of a container ends: an object's member ends with its value."""
+    return child.value.end if isinstance(child, Member) else child.end
+
+
 def _remove(text: str, container: Node, index: int) -> str:
     """Remove child `index` of `container`, with its comma and, when it filled whole lines, those lines."""
     children = container.members if container.kind == "object" else container.items
     child = children[index]
     start = child.start
-    end = child.value.end if container.kind == "object" else child.end
+    end = _end(child)
     comma, blank, eol = _after_value(text, end)
     line_start = _line_start(text, start)
     whole_lines = text[line_start:start].strip(" \t") == "" and blank
@@ -325,7 +348,7 @@ def _remove(text: str, container: Node, index: int) -> str:
         new = text[:line_start] + text[cut_end:]
         if is_last and comma < 0 and index > 0:
             prev = children[index - 1]
-            prev_end = prev.value.end if container.kind == "object" else prev.end
+            prev_end = _end(prev)
             p_comma, _, _ = _after_value(new, prev_end)
             if p_comma >= 0:
                 new = new[:p_comma] + new[p_comma + 1 :]
@@ -337,13 +360,13 @@ def _remove(text: str, container: Node, index: int) -> str:
         return text[:start] + text[j:]
     if index > 0:  # inline and last: take the comma before it
         prev = children[index - 1]
-        prev_end = prev.value.end if container.kind == "object" else prev.end
+        prev_end = _end(prev)
         k = text.rfind(",", prev_end, start)
         return text[:k] + text[end:]
     return text[:start] + text[end:]
 
 
-def get_node(root: Node, path: list[str | int]) -> Node | None:
+def get_node(root: Node, path: Sequence[str | int]) -> Node | None:
     node: Node | None = root
     for step in path:
         if node is None:

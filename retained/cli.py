@@ -586,6 +586,19 @@ def _positive(text: str) -> int:
     return value
 
 
+def _port(text: str) -> int:
+    """A TCP port, 0 (any free one) to 65535: anything else is a usage error, not a bind failure."""
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port (0 to 65535; 0 picks a free one)")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line: `retained [--dir DIR] [--json] COMMAND ...`, a sub-parser per command."""
     import argparse  # not at module level: the hook path never needs it
@@ -595,7 +608,8 @@ def build_parser() -> argparse.ArgumentParser:
             hint = f"`{self.prog} --help`"
             if _JSON_ERRORS[0]:
                 _print_json({"error": message, "hint": hint})
-            self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (hint: {hint})\n")
+            # the same shape as every other error (`_fail`); the hint names the command
+            self.exit(EXIT_USAGE, f"error: {message} (hint: {hint})\n")
 
     common = _Parser(add_help=False)
     # SUPPRESS: `retained --json verify` and `retained verify --json` both work, neither resets the other.
@@ -610,7 +624,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def add(name: str, func: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, parents=[common], help=help, description=help)
-        p.set_defaults(func=func)
+        p.set_defaults(func=func, parser_of_command=p)  # its own help for a flag it does not know
         return p
 
     # In this order in `retained --help`.
@@ -721,7 +735,7 @@ def _transfer_commands(add: _AddCommand) -> None:
 
     p = add("ui", cmd_ui, "a local web page to see, search, correct and forget memories (127.0.0.1, token)")
     p.add_argument("--no-open", action="store_true", help="print the address instead of opening a browser")
-    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--port", type=_port, default=0, help="port on 127.0.0.1 (default: a free one)")
 
     p = add("export", cmd_export, "write the memory out: jsonl (records verbatim) or Markdown (one file per project)")
     p.add_argument("--scope", help="one scope, or '*' for all (default: every scope)")
@@ -751,38 +765,71 @@ def _hook_command(add: _AddCommand) -> None:
 
 
 def _fast_hook(argv: list[str]) -> int | None:
-    """`retained [--dir D] hook EVENT [--host H] [--budget N] [--dir D]` without argparse.
+    """`retained [--dir D] hook EVENT [--host H] [--budget N] [--dir D]`, parsed without argparse.
 
-    Hosts run this at every session start; argparse alone costs more than the brief. Anything this
-    does not recognise returns None, and the full parser takes over (and reports usage errors).
+    Hosts run this at every session start and prompt; argparse alone costs more than the brief, and
+    argparse exits 2 on a flag it does not know, which Claude Code reads from a prompt hook as "block
+    this prompt" (issue 17 item 10). So a hook's command line is read leniently: whatever is wrong in
+    it (an unknown or newer flag, a bad --budget, an unknown --host, an unknown event) is noted on
+    stderr, the rest is used, and the exit is 0. Only `--help` goes to the full parser.
     """
     args = list(argv)
     opts: dict[str, str] = {}
-    if len(args) >= 2 and args[0] == "--dir":
-        opts["--dir"] = args[1]
-        args = args[2:]
-    if len(args) < 2 or args[0] != "hook":  # before importing the hook module: `serve` must not pay for it
+    while args and args[0] in ("--dir", "--json"):  # the options before the command
+        if args[0] == "--json":
+            args = args[1:]
+        elif len(args) >= 2:
+            opts["--dir"], args = args[1], args[2:]
+        else:
+            return None
+    if not args or args[0] != "hook":  # before importing the hook module: `serve` must not pay for it
+        return None
+    rest = args[1:]
+    if "-h" in rest or "--help" in rest:
         return None
     from .hook import EVENTS
 
-    if args[1] not in EVENTS:
-        return None
-    event, rest = args[1], args[2:]
+    problems: list[str] = []
+    event: str | None = None
     while rest:
-        if len(rest) < 2 or rest[0] not in ("--host", "--budget", "--dir"):
-            return None
-        opts[rest[0]] = rest[1]
-        rest = rest[2:]
+        arg = rest.pop(0)
+        if arg.startswith("-") and len(arg) > 1:
+            name, eq, value = arg.partition("=")
+            if name in ("--host", "--budget", "--dir"):
+                if eq:
+                    opts[name] = value
+                elif rest and not rest[0].startswith("--"):
+                    opts[name] = rest.pop(0)
+                else:
+                    problems.append(f"{name} without a value was ignored")
+            elif name != "--json":
+                problems.append(f"unknown flag {name} was ignored")
+        elif event is None:
+            event = arg
+        else:
+            problems.append(f"unexpected argument {arg[:40]!r} was ignored")
     host = opts.get("--host")
     if host is not None:
-        from .installers.hosts import get
+        from .installers.hosts import get, names
 
         if get(host) is None:
-            return None
+            problems.append(f"unknown --host {host[:40]!r} was ignored (known: {', '.join(names())})")
+            host = None
     budget = opts.get("--budget", "800")
-    if not budget.isdigit() or int(budget) < 1:
-        return None
-    return _run_hook(event, host, opts.get("--dir"), int(budget))
+    if not (budget.isascii() and budget.isdigit() and len(budget) <= 9) or int(budget) < 1:
+        problems.append(f"--budget {budget[:40]!r} is not a positive whole number; 800 was used")
+        budget = "800"
+    for problem in problems:
+        _err(f"retained hook: {problem}")
+    if event is None or event not in EVENTS:
+        said = "no event" if event is None else f"unknown event {event[:40]!r}"
+        _err(f"retained hook: skipped ({said}; use one of {', '.join(EVENTS)})")
+        return EXIT_OK
+    dir_arg = opts.get("--dir")
+    if dir_arg is not None and not dir_arg.strip():
+        _err("retained hook: skipped (--dir is empty)")
+        return EXIT_OK
+    return _run_hook(event, host, dir_arg, int(budget))
 
 
 # Whether the command line asked for --json: then errors are a JSON object on stdout as well.
@@ -827,7 +874,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         _JSON_ERRORS[0] = "--json" in argv
         parser = build_parser()
-        args = parser.parse_args(argv)
+        args, unknown = parser.parse_known_args(argv)
+        if unknown:  # reported by the command's own parser, whose hint is `retained <command> --help`
+            getattr(args, "parser_of_command", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
         args.dir = getattr(args, "dir", None)
         args.json = getattr(args, "json", False)
         if not getattr(args, "func", None):

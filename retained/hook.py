@@ -9,6 +9,7 @@ real work come from the host registry (installers/hosts/); this module passes th
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -61,8 +62,10 @@ def read_input(stream: Any) -> dict[str, Any] | None:
             return None
     if not raw or not raw.strip():
         return None
+    from .safejson import loads
+
     try:
-        data = json.loads(raw)
+        data = loads(raw)  # bounded: a host's input nested thousands deep is garbage, not a crash
     except ValueError:
         return None
     return data if isinstance(data, dict) else None
@@ -459,8 +462,6 @@ def run(event: str, host_flag: str | None, store_dir: Path, budget: int, stdin: 
             sys.stdout.flush()
     except Exception as e:
         msg = " ".join(str(e).split())[:300]
-        try:
+        with contextlib.suppress(OSError):
             sys.stderr.write(f"retained hook {event}: skipped ({type(e).__name__}: {msg})\n")
-        except OSError:
-            pass
     return 0

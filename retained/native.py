@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from .store import Store
 
+from .errors import RetainedError
+
 
 class HostMemories(Protocol):
     """What `retained import` needs of the host registry (which passes one in): the hosts whose own
@@ -35,7 +37,8 @@ class HostMemories(Protocol):
     def source_items(self, source: str, env: Mapping[str, str],
                      known_scopes: list[str]) -> tuple[list[Item], list[str]]: ...
 
-    def path_items(self, path: Path, scope: str | None, env: Mapping[str, str]) -> list[Item]: ...
+    def path_items(self, path: Path, scope: str | None, env: Mapping[str, str],
+                   notes: list[str] | None = None) -> list[Item]: ...
 
 
 class Item:
@@ -76,13 +79,33 @@ def project_of(path: Path) -> str:
         return str(path)
 
 
-def read_text(path: Path, limit: int = 8 * 1024 * 1024) -> str | None:
+#: The largest file read as memory: instruction files and memory notes are a few KiB; past this a
+#: file is something else (a log, a dump) and reading it would hold it whole.
+READ_LIMIT = 8 * 1024 * 1024
+
+
+def read_text(path: Path, limit: int = READ_LIMIT, notes: list[str] | None = None) -> str | None:
+    """A file's text, or None (missing, unreadable, or larger than `limit`: then, with `notes`, a
+    note says so, since a file skipped for its size is not the same as an empty one)."""
     try:
-        if not path.is_file() or path.stat().st_size > limit:
+        if not path.is_file():
+            return None
+        size = path.stat().st_size
+        if size > limit:
+            if notes is not None:
+                notes.append(too_big(path, size, limit) + ": skipped; split it into smaller files to import it")
             return None
         return path.read_text("utf-8", errors="replace")
     except OSError:
         return None
+
+
+def too_big(path: Path, size: int, limit: int = READ_LIMIT) -> str:
+    return f"{path} is {human_size(size)}, too big to read as memory (the limit is {human_size(limit)})"
+
+
+class TooBig(RetainedError):
+    """A file named for import that is larger than anything read as memory."""
 
 
 def read_json(path: Path) -> Any:
@@ -187,10 +210,16 @@ def strip_front_matter(text: str) -> tuple[dict[str, Any], str, int]:
 
 def markdown_items(text: str, origin: Path, *, fmt: str, host_loaded: bool, scope: str | None = None,
                    skip_sections: tuple[str, ...] = (), section_kinds: Mapping[str, str] | None = None,
-                   skip_pointers: bool = False, first_line: int = 0) -> list[Item]:
-    """Every top-level bullet, and the prose of every section, as an item of a fitting kind."""
+                   skip_pointers: bool = False, first_line: int = 0,
+                   skipped: dict[str, None] | None = None) -> list[Item]:
+    """Every top-level bullet, and the prose of every section, as an item of a fitting kind.
+
+    `skipped` (insertion-ordered, for the dry run's notes) gathers the sections of `skip_sections`
+    that held text this left out."""
     reader = _MarkdownReader(origin, fmt=fmt, host_loaded=host_loaded, scope=scope, skip_sections=skip_sections,
                              section_kinds=section_kinds, skip_pointers=skip_pointers)
+    if skipped is not None:
+        reader.skipped = skipped
     for n, raw in enumerate(text.split("\n"), first_line + 1):
         reader.read(n, raw.rstrip())
     reader.flush_bullet()
@@ -217,11 +246,16 @@ class _MarkdownReader:
         self.bullet_indent = 0
         self.fenced = False
         self.in_comment = False
+        self.skipped: dict[str, None] = {}
 
     def section(self) -> str:
         return " > ".join(title for _level, title in self.path)
 
     def _kind_of(self, body: str) -> str:
+        if re.match(_FENCE, body) and body.rstrip().endswith(("```", "~~~")):
+            # a code block on its own is reference (a command, a snippet), whatever the heading: a
+            # fence that follows the last item of a `## TODO` list is not a task
+            return "fact"
         if self.section_kinds:
             for _level, title in reversed(self.path):
                 for key, kind in self.section_kinds.items():
@@ -231,7 +265,11 @@ class _MarkdownReader:
 
     def _add(self, lines: list[str], line: int, *, pointer: bool = False) -> None:
         body = "\n".join(lines).strip()
-        if not body or any(s.lower() in self.section().lower() for s in self.skip_sections):
+        if not body:
+            return
+        skip = next((s for s in self.skip_sections if s.lower() in self.section().lower()), None)
+        if skip is not None:
+            self.skipped[next(t for _level, t in self.path if skip.lower() in t.lower())] = None
             return
         if pointer and self.skip_pointers and re.match(_LINK_ONLY, body):
             return  # an index line that only links to a topic file: the file is read on its own
@@ -272,6 +310,9 @@ class _MarkdownReader:
         fence = bool(re.match(_FENCE, line))
         if not fence and not self.fenced:
             return False
+        if fence and not self.fenced and self.bullet and len(line) - len(line.lstrip()) <= self.bullet_indent:
+            self.flush_bullet()  # a fence not indented under the open bullet ends it (CommonMark),
+            self.flush_prose()  # and stands as an item of its own
         self.fenced = self.fenced != fence
         (self.bullet if self.bullet else self.prose).append(line)
         if fence and not self.bullet and len(self.prose) == 1:
@@ -300,10 +341,21 @@ class _MarkdownReader:
 
 
 def instruction_items(path: Path, scope: str | None = None, *, fmt: str = "markdown",
-                      host_loaded: bool = False) -> list[Item]:
+                      host_loaded: bool = False, notes: list[str] | None = None) -> list[Item]:
     """A CLAUDE.md / AGENTS.md / GEMINI.md (or any Markdown file of instructions); `fmt` is the format
-    imports record, `host_loaded` whether a host loads the file into every session itself."""
-    text = read_text(path)
+    imports record, `host_loaded` whether a host loads the file into every session itself.
+
+    A file over READ_LIMIT is a note in `notes`, or without `notes` (the file was named on its own)
+    a TooBig refusal: either way it is named as too big, never as holding nothing."""
+    if notes is None:
+        try:
+            size = path.stat().st_size if path.is_file() else 0
+        except OSError:
+            size = 0
+        if size > READ_LIMIT:
+            raise TooBig(too_big(path, size), hint="split it into smaller files and "
+                         "import each, or import a copy that holds only the sections you need")
+    text = read_text(path, notes=notes)
     if text is None:
         return []
     meta, body, skip = strip_front_matter(text)
@@ -313,18 +365,19 @@ def instruction_items(path: Path, scope: str | None = None, *, fmt: str = "markd
 _TYPE_KINDS = {"user": "preference", "feedback": "convention", "project": "fact", "reference": "fact"}
 
 
-def memory_dir_items(directory: Path, *, fmt: str, scope: str | None) -> list[Item]:
+def memory_dir_items(directory: Path, *, fmt: str, scope: str | None, notes: list[str] | None = None) -> list[Item]:
     """A Claude Code auto memory or Gemini CLI project memory folder: the index's direct entries plus
-    one item per topic file (front matter `name`, `description`, `type`)."""
+    one item per topic file (front matter `name`, `description`, `type`). A file too big to read is
+    a note in `notes`."""
     items: list[Item] = []
     index = directory / "MEMORY.md"
-    text = read_text(index)
+    text = read_text(index, notes=notes)
     if text is not None:
         items += markdown_items(text, index, fmt=fmt, host_loaded=True, scope=scope, skip_pointers=True)
     for path in sorted(directory.glob("*.md")):
         if path.name == "MEMORY.md":
             continue
-        text = read_text(path)
+        text = read_text(path, notes=notes)
         if text is None:
             continue
         meta, body, _skip = strip_front_matter(text)

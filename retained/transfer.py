@@ -394,8 +394,8 @@ def plan(store: Store, *, path: str | None, source: str | None, scope: str | Non
         if p.is_file() and looks_like_jsonl(p):
             actions, notes = plan_jsonl(store, p, scope)
         else:
-            actions = plan_items(store, memories.path_items(p, scope, env), scope)
-            if not actions:
+            actions = plan_items(store, memories.path_items(p, scope, env, notes), scope)
+            if not actions and not notes:
                 notes.append(f"nothing in {p} reads as memory (no bullet or section with text)")
         label = str(p)
     tally = Counter(a.action for a in actions)

@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
-from . import records
+from . import records, safejson
 from .errors import NotFound, RetainedError, UsageError
+from .records import MAX_TEXT_BYTES
 
 if TYPE_CHECKING:
     from .store import Store
@@ -482,6 +483,32 @@ def quote_id(rid: str) -> str:
     return quote(rid, safe="")
 
 
+#: The largest request body the page takes: a record's text may be this large, and no more.
+MAX_BODY_BYTES = MAX_TEXT_BYTES
+
+
+async def _bounded_body(request: Any) -> bytes | None:
+    """The request's body, or None when it is larger than MAX_BODY_BYTES: a declared Content-Length
+    over the bound is refused before a byte is read, and a body sent without one (or longer than it
+    said) is read in the server's chunks and given up on as soon as it passes the bound, so no
+    request holds more than the bound in memory."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        try:
+            if int(declared) > MAX_BODY_BYTES:
+                return None
+        except ValueError:
+            pass  # the server itself refuses a malformed Content-Length before we are called
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def build_app(store: Store, token: str, port: int, store_dir: Path) -> Any:
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -499,10 +526,14 @@ def build_app(store: Store, token: str, port: int, store_dir: Path) -> Any:
 
             body: dict[str, Any] = {}
             if request.method in STATE_CHANGING:
+                raw = await _bounded_body(request)
+                if raw is None:
+                    return _json({"error": f"the body is larger than {MAX_BODY_BYTES // (1024 * 1024)} MiB",
+                                  "hint": "a change this large is for the command line: `retained write -`"}, 413)
                 try:
-                    body = json.loads(await request.body() or b"{}")
-                except ValueError:
-                    return _json({"error": "the body is not JSON"}, 400)
+                    body = safejson.loads(raw or b"{}", max_bytes=MAX_BODY_BYTES)
+                except ValueError as e:
+                    return _json({"error": f"the body is not JSON ({getattr(e, 'msg', e)})"}, 400)
                 if not isinstance(body, dict):
                     return _json({"error": "the body must be a JSON object"}, 400)
             try:

@@ -195,11 +195,7 @@ CONFIGS = {
     "claude-settings": (".claude/settings.json", b'{"hooks":@}'),
     "cursor": (".cursor/mcp.json", b"@"),
 }
-_WRONG_TYPE = ("issue 17 item 1: the installers' JSON editor raises JSONCError ('mcpServers is not an object') for "
-               "a member of the wrong type, which install does not catch: exit 3")
-_CONFIG_BROKEN = {"depth": "issue 17 item 1: installers/jsonc.py parses by recursion: a settings file nested 5,000 "
-                           "deep is a RecursionError (exit 3) in install, uninstall and doctor",
-                  "size": _WRONG_TYPE, "encoding": _WRONG_TYPE, "type": _WRONG_TYPE}
+_CONFIG_BROKEN: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("family", _families(_CONFIG_BROKEN))
@@ -220,8 +216,6 @@ def test_install_and_doctor_refuse_a_mutated_config_without_a_crash_and_touch_no
             no_crash(cli("uninstall", "--host", host, "--yes"), f"uninstall {name}: {label}")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 1: installers/jsonc.py parses by recursion: doctor exits 3 on "
-                                       "a settings file nested 5,000 deep")
 def test_doctor_reports_a_deeply_nested_config_as_a_failed_check(isolate_home):
     (isolate_home / ".claude").mkdir()
     (isolate_home / ".claude.json").write_text("{}")
@@ -231,16 +225,16 @@ def test_doctor_reports_a_deeply_nested_config_as_a_failed_check(isolate_home):
     assert proc.returncode == 1
 
 
-_CODEX_WRONG_TYPE = pytest.mark.xfail(strict=True, reason="issue 17 item 1: codex's plan iterates mcp_servers "
-                                                          "without checking its type: TypeError, exit 3")
-
-
 @pytest.mark.parametrize("label,text", [("nested 5,000 deep", "a = " + "[" * 5000 + "]" * 5000 + "\n"),
                                         ("inline tables 3,000 deep", "a = " + "{b = " * 3000 + "1" + "}" * 3000 + "\n"),
                                         ("not UTF-8", "model = \"caf\udce9\"\n"), ("a BOM", "\ufeffmodel = \"o3\"\n"),
                                         ("a duplicate table", "[mcp_servers.x]\ncommand='a'\n[mcp_servers.x]\ncommand='b'\n"),
-                                        pytest.param("mcp_servers of the wrong type", "mcp_servers = 5\n",
-                                                     marks=_CODEX_WRONG_TYPE),
+                                        ("mcp_servers of the wrong type", "mcp_servers = 5\n"),
+                                        ("mcp_servers an array", "mcp_servers = [1, 2]\n"),
+                                        ("mcp_servers a string", 'mcp_servers = "x"\n'),
+                                        ("hooks not a table", "hooks = true\n"),
+                                        ("our entry of the wrong type", "[mcp_servers]\nretained = 3\n"),
+                                        ("features a string", 'features = "memories"\n'),
                                         ("a cut file", "[mcp_servers.other]\ncommand = \"ot")])
 def test_codex_install_refuses_a_hostile_config_toml_and_touches_nothing(isolate_home, label, text):
     path = isolate_home / ".codex" / "config.toml"
@@ -258,10 +252,7 @@ def test_codex_install_refuses_a_hostile_config_toml_and_touches_nothing(isolate
 UI_TEMPLATES = [(b'{"ids":@,"reason":"r"}', "/api/forget"), (b'{"ids":["mem_x"],"reason":@}', "/api/forget"),
                 (b'{"ids":["mem_x"],"confirm":@}', "/api/purge"), (b"@", "/api/unforget"),
                 (b'{"text":@}', "/api/record/mem_x/supersede")]
-_UI_BROKEN = {"depth": "issue 17 item 1: ui.build_app reads bodies with json.loads: RecursionError answered 500, "
-                       "or no answer within a minute",
-              "encoding": "issue 17 item 1: json.loads decodes a body's UTF-8-encoded surrogate (surrogatepass) and "
-                          "Store.forget fails to encode the reason: 500"}
+_UI_BROKEN: dict[str, str] = {}
 
 
 def _post(server: UiServer, path: str, body: bytes) -> int:

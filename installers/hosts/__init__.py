@@ -176,18 +176,21 @@ class NativeMemories:
             raise ValueError(source)
         return host.memory_items(env, known_scopes, None, current_project(None, env))
 
-    def path_items(self, path: Path, scope: str | None, env: Mapping[str, str]) -> list[Item]:
-        """A file or folder given by path: an instruction file, or a memory folder (a host's, if it is one)."""
+    def path_items(self, path: Path, scope: str | None, env: Mapping[str, str],
+                   notes: list[str] | None = None) -> list[Item]:
+        """A file or folder given by path: an instruction file, or a memory folder (a host's, if it is one).
+        What it recognises but leaves out (sections, files too big to read) is said in `notes`."""
         from retained import native
 
         readers = [h for h in hosts().values() if h.memory_source]
         if path.is_dir():
             for host in readers:
-                found = host.memory_path_items(path, scope, env)
+                found = host.memory_path_items(path, scope, env, notes)
                 if found is not None:
                     return found
             inner = path / "memory" if (path / "memory").is_dir() else path
-            return native.memory_dir_items(inner, fmt="memory-folder", scope=scope or native.project_of(path))
+            return native.memory_dir_items(inner, fmt="memory-folder", scope=scope or native.project_of(path),
+                                           notes=notes)
         if scope is None:
             user_level = {f.resolve() for f in (h.user_instruction_file(env) for h in readers) if f is not None}
             scope = "global" if path.resolve() in user_level else native.project_of(path.parent)

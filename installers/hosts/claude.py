@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..host import HOOK_OUTPUT_CHARS, Check, Host, array
+from ..edits import array, table
+from ..host import HOOK_OUTPUT_CHARS, Check, Host
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -53,8 +54,7 @@ class ClaudeCode(Host):
         off = settings.get("disableAllHooks") is True
         checks.append(Check(self.name, "hooks are not switched off", not off, "disableAllHooks is true" if off else "",
                             "remove disableAllHooks from Claude Code's settings.json" if off else ""))
-        config = docs.get("server") or {}
-        local = ((config.get("projects") or {}).get(str(project)) or {}) if scope == "user" else {}
+        local = table(docs, "server", "projects", str(project)) if scope == "user" else {}
         disabled = array(local, "disabledMcpServers")
         if "retained" in disabled:
             checks.append(Check(self.name, "server is not disabled in this project", False,
@@ -93,12 +93,14 @@ class ClaudeCode(Host):
                 if scope == folder.name:
                     notes.append(f"{folder.name}: no known project has this name; filed under scope {scope!r} "
                                  "(pass --scope to choose one)")
-            items += native.memory_dir_items(folder / "memory", fmt=self.memory_folder_format, scope=scope)
+            items += native.memory_dir_items(folder / "memory", fmt=self.memory_folder_format, scope=scope,
+                                             notes=notes)
         custom = _setting(env, "autoMemoryDirectory", project)
         if isinstance(custom, str) and custom.strip():
             d = Path(os.path.expanduser(custom.strip()))
             if d.is_dir() and not any(str(i.origin).startswith(str(d)) for i in items):
-                items += native.memory_dir_items(d, fmt=self.memory_folder_format, scope=project or "global")
+                items += native.memory_dir_items(d, fmt=self.memory_folder_format, scope=project or "global",
+                                                 notes=notes)
         if not folders and not items:
             notes.append(f"no {self.title} auto memory under {root}")
         return items, notes

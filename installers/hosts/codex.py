@@ -16,7 +16,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..host import Check, Host, table
+from ..edits import table
+from ..host import Check, Host
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -34,7 +35,8 @@ MATCHER_IGNORED = {"UserPromptSubmit", "Stop"}
 
 
 def handler_identity(event: str, matcher: str | None, handler: dict[str, Any]) -> dict[str, Any]:
-    timeout = min(max(handler.get("timeout") or 1, 1), 3) if event == "SessionEnd" else max(handler.get("timeout") or 600, 1)
+    timeout = (min(max(handler.get("timeout") or 1, 1), 3) if event == "SessionEnd"
+               else max(handler.get("timeout") or 600, 1))
     normalised: dict[str, Any] = {"type": "command", "command": handler["command"], "timeout": timeout,
                                   "async": bool(handler.get("async", False))}
     if handler.get("statusMessage") is not None:
@@ -55,7 +57,7 @@ def trust_entries(hooks_json_path: str, hooks: dict[str, Any]) -> dict[str, str]
     """{state key: trusted hash} for every command handler in a hooks.json document."""
     path = os.path.abspath(hooks_json_path)
     out: dict[str, str] = {}
-    for event, groups in (hooks.get("hooks") or {}).items():
+    for event, groups in table(hooks, "hooks").items():
         if event not in EVENT_LABELS or not isinstance(groups, list):
             continue
         for gi, group in enumerate(groups):
@@ -108,9 +110,9 @@ class Codex(Host):
 
     def doctor_conditions(self, ctx: dict[str, Any], docs: dict[str, Any], project: Path, scope: str,
                           env: Mapping[str, str]) -> list[Check]:
-        config = docs.get("server") or {}
+        config = table(docs, "server")
         checks = []
-        entry = ((config.get("mcp_servers") or {}).get("retained")) if isinstance(config, dict) else None
+        entry = table(config, "mcp_servers").get("retained")
         if isinstance(entry, dict):
             on = entry.get("enabled", True) is not False
             checks.append(Check(self.name, "server entry is enabled", on, "" if on else "enabled = false",
@@ -122,7 +124,7 @@ class Codex(Host):
         checks += self._trust_as_it_stands(ctx, scope, project)
         if scope == "project":
             user = _user_config(ctx)
-            trust = ((user.get("projects") or {}).get(str(project)) or {}).get("trust_level")
+            trust = table(user, "projects", str(project)).get("trust_level")
             ok = trust == "trusted"
             checks.append(Check(self.name, "project is trusted (else Codex ignores .codex/)", ok,
                                 f"trust_level = {trust!r}" if trust else f"{project} has no trust_level",
@@ -139,7 +141,7 @@ class Codex(Host):
                 doc = json.load(f)
         except (OSError, ValueError):
             return []  # absent or broken: the file's own checks say so
-        state = ((_user_config(ctx).get("hooks") or {}).get("state")) or {}
+        state = table(_user_config(ctx), "hooks", "state")
         checks = []
         for key, digest in our_entries(path, doc if isinstance(doc, dict) else {}).items():
             held = state.get(key) if isinstance(state, dict) else None
@@ -158,13 +160,15 @@ class Codex(Host):
     def memory_items(self, env: Mapping[str, str], known_scopes: list[str], cwd: str | None = None,
                      project: str | None = None) -> tuple[list[Any], list[str]]:
         d = codex_home(env) / "memories"
-        items = memories_items(d)
-        return items, [] if items else [f"no {self.title} memories in {d}"]
+        notes: list[str] = []
+        items = memories_items(d, notes=notes)
+        return items, notes if items else [f"no {self.title} memories in {d}", *notes]
 
-    def memory_path_items(self, path: Path, scope: str | None, env: Mapping[str, str]) -> list[Any] | None:
+    def memory_path_items(self, path: Path, scope: str | None, env: Mapping[str, str],
+                          notes: list[str] | None = None) -> list[Any] | None:
         if (path / "memory_summary.md").exists() or path.name == "memories" and (path / "MEMORY.md").exists() \
                 and codex_home(env) in path.resolve().parents:
-            return memories_items(path, scope)
+            return memories_items(path, scope, notes=notes)
         return None
 
     def memory_root(self, env: Mapping[str, str]) -> Path | None:
@@ -241,29 +245,51 @@ _HANDBOOK_KINDS = {"user preferences": "preference", "reusable knowledge": "fact
                    "failures and how to do differently": "fact"}
 
 
-def memories_items(directory: Path, scope: str | None = None) -> list[Any]:
-    """Codex's memories folder: memory_summary.md (loaded at start) and the MEMORY.md handbook."""
+def memories_items(directory: Path, scope: str | None = None, notes: list[str] | None = None) -> list[Any]:
+    """Codex's memories folder: memory_summary.md (loaded at start) and the MEMORY.md handbook.
+
+    What it leaves out is said in `notes`, by section and why: the summary's index of rollout files
+    and the handbook's per-task evidence are Codex's bookkeeping, not memories."""
     from ... import native
 
     items: list[Any] = []
     summary = directory / "memory_summary.md"
-    text = native.read_text(summary)
+    text = native.read_text(summary, notes=notes)
     if text is not None:
         lines = text.split("\n")
         first = 1 if lines and lines[0].strip() == "v1" else 0
+        left_out: dict[str, None] = {}
         items += native.markdown_items("\n".join(lines[first:]), summary, fmt="codex-memories", host_loaded=True,
                                        scope=scope or "global",
                                        skip_sections=("What's in Memory", "Older Memory Topics"),
-                                       section_kinds=_SUMMARY_KINDS, first_line=first)
+                                       section_kinds=_SUMMARY_KINDS, first_line=first, skipped=left_out)
+        _note_skipped(notes, summary, left_out, "an index of Codex's rollout files, not memories")
     handbook = directory / "MEMORY.md"
-    text = native.read_text(handbook)
+    text = native.read_text(handbook, notes=notes)
     if text is not None:
+        left_out = {}
         for block_scope, block, offset in _task_groups(text):
             found = native.markdown_items(block, handbook, fmt="codex-memories", host_loaded=False,
                                           scope=scope or block_scope, section_kinds=_HANDBOOK_KINDS,
                                           first_line=offset)
-            items += [i for i in found if any(k in i.section.lower() for k in _HANDBOOK_KINDS)]
+            for i in found:
+                if any(k in i.section.lower() for k in _HANDBOOK_KINDS):
+                    items.append(i)
+                else:  # name the heading under the task group: "Task 1: ...", not its sub-headings
+                    parts = i.section.split(" > ")
+                    left_out[parts[1] if len(parts) > 1 and parts[0].startswith("Task Group:") else parts[0]] = None
+        _note_skipped(notes, handbook, left_out, "Codex's evidence of one task (its rollout files, keywords, "
+                      "scope lines), not memories; the sections User preferences, Reusable knowledge and "
+                      "Failures and how to do differently are taken")
     return items
+
+
+def _note_skipped(notes: list[str] | None, path: Path, sections: dict[str, None], why: str) -> None:
+    if notes is not None and sections:
+        shown = list(sections)[:8]
+        more = f" and {len(sections) - len(shown)} more" if len(sections) > len(shown) else ""
+        notes.append(f"{path.name}: skipped section{'s' if len(sections) > 1 else ''} "
+                     f"{', '.join(repr(s) for s in shown)}{more} ({why})")
 
 
 def _task_groups(text: str) -> Iterator[tuple[str, str, int]]:

@@ -10,7 +10,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..host import Check, Host, array, table
+from ..edits import array, table
+from ..host import Check, Host
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -73,7 +74,7 @@ class GeminiCLI(Host):
         notes: list[str] = []
         base = gemini_dir(env)
         items = native.instruction_items(base / self.user_instructions, scope="global", fmt=self.memory_folder_format,
-                                         host_loaded=True)  # GEMINI.md: loaded at every start
+                                         host_loaded=True, notes=notes)  # GEMINI.md: loaded at every start
         registry = native.read_json(base / "projects.json")
         slugs = {}
         if isinstance(registry, dict) and isinstance(registry.get("projects"), dict):
@@ -88,7 +89,8 @@ class GeminiCLI(Host):
             if not scope:
                 scope = folder.name
                 notes.append(f"{folder.name}: the project it belongs to is not recorded; filed under scope {scope!r}")
-            items += native.memory_dir_items(folder / "memory", fmt=self.memory_folder_format, scope=scope)
+            items += native.memory_dir_items(folder / "memory", fmt=self.memory_folder_format, scope=scope,
+                                             notes=notes)
         if not items:
             notes.append(f"no {self.title} memory in {base}")
         return items, notes

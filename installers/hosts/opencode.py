@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from ..edits import table
 from ..host import Check, Host
 
 if TYPE_CHECKING:
@@ -40,22 +41,22 @@ class OpenCode(Host):
     def server_command(self, entry: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
         command = entry.get("command")
         argv = [str(c) for c in command] if isinstance(command, list) else [str(command or "")]
-        return argv, {k: str(v) for k, v in (entry.get("environment") or {}).items()}
+        return argv, {k: str(v) for k, v in table(entry, "environment").items()}
 
     def hook_command_in(self, docs: dict[str, Any]) -> str | None:
         import json
         import re
         import shlex
 
-        found = re.search(r"^const HOOK = (\[.*\]);$", (docs.get("plugin") or {}).get("content", ""), re.M)
+        content = table(docs, "plugin").get("content")
+        found = re.search(r"^const HOOK = (\[.*\]);$", content, re.M) if isinstance(content, str) else None
         if not found:
             return None
         return shlex.join([*json.loads(found.group(1)), "session-start", "--host", "opencode"])
 
     def doctor_conditions(self, ctx: dict[str, Any], docs: dict[str, Any], project: Path, scope: str,
                           env: Mapping[str, str]) -> list[Check]:
-        config = docs.get("server") or {}
-        entry = ((config.get("mcp") or {}).get("retained")) if isinstance(config, dict) else None
+        entry = table(docs, "server", "mcp").get("retained")
         checks = []
         if isinstance(entry, dict):
             on = entry.get("enabled", True) is not False
