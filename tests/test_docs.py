@@ -25,6 +25,17 @@ def test_the_readme_test_command_installs_the_host_clis_first():
     assert test_command.startswith("bash .ci/npm-tools.sh && "), test_command
 
 
+def test_the_test_command_fails_on_a_lint_finding_or_a_type_error_before_the_tests():
+    """The gates of issue 16: ruff and mypy run, in that order, before pytest, joined by && so either
+    one failing fails CI."""
+    test_command = _readme_blocks()[1].strip()
+    steps = [s.strip() for s in test_command.split("&&")]
+    ruff = steps.index(".venv/bin/ruff check .")
+    mypy = steps.index(".venv/bin/python .ci/typecheck.py")
+    pytest_ = next(i for i, s in enumerate(steps) if "pytest" in s)
+    assert ruff < mypy < pytest_
+
+
 def test_the_readme_names_the_pinned_host_versions():
     pins = dict(re.findall(r'"(@[\w./-]+)@([\d.]+)"', (ROOT / ".ci" / "npm-tools.sh").read_text()))
     readme = (ROOT / "README.md").read_text()
