@@ -101,7 +101,7 @@ def parse_line(line: bytes) -> dict[str, Any]:
         raise BadLine("not a JSON object")
     # JSON may spell a lone surrogate (\ud800), which no UTF-8 can hold: hashing or indexing such a
     # record would fail in every reader. A surrogate pair (an emoji) is fine and never matches here.
-    if _SURROGATE_ESCAPE.search(line) and _has_lone_surrogate(record):
+    if _SURROGATE_ESCAPE.search(line) and has_lone_surrogate(record):
         raise BadLine("holds a lone surrogate escape (not valid Unicode)", record)
     if "text" not in record and "forgotten" in record:
         return _parse_tombstone(record)
@@ -124,7 +124,9 @@ def parse_line(line: bytes) -> dict[str, Any]:
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
-def _has_lone_surrogate(value: Any) -> bool:
+def has_lone_surrogate(value: Any) -> bool:
+    """Whether any string in `value` (keys included, at any depth, without recursion) holds a lone
+    surrogate, which no UTF-8 can carry."""
     stack = [value]
     while stack:
         v = stack.pop()

@@ -28,6 +28,8 @@ import threading
 from collections.abc import Callable, Collection
 from typing import Any
 
+from . import records
+
 log = logging.getLogger("retained.server")
 
 MAX_LINE_BYTES = 8 * 1024 * 1024  # a longer line is refused (the issue names 10 MiB lines as bad input)
@@ -48,23 +50,6 @@ LISTS = ("tools/list", "prompts/list", "resources/list", "resources/templates/li
 
 def _error(msg_id: Any, code: int, message: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": msg_id, "error": {"code": code, "message": message}}
-
-
-def _has_lone_surrogate(value: Any) -> bool:
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, str):
-            try:
-                v.encode("utf-8")
-            except UnicodeEncodeError:
-                return True
-        elif isinstance(v, dict):
-            stack.extend(v.keys())
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
-    return False
 
 
 def check_line(raw: bytes, validate: Any = None, tools: Collection[str] = ()) -> tuple[str | None, dict[str, Any] | None]:
@@ -135,7 +120,7 @@ def _envelope_problem(msg: dict[str, Any]) -> tuple[int, str] | None:
 
 
 def _params_problem(msg: dict[str, Any], tools: Collection[str]) -> tuple[int, str] | None:
-    if _has_lone_surrogate(msg):
+    if records.has_lone_surrogate(msg):
         return -32602, ("Invalid params: a string holds a lone surrogate escape (e.g. \\ud800) and is not valid "
                         "Unicode; send well-formed text")
     params = msg.get("params")
