@@ -121,8 +121,6 @@ def test_a_field_value_nested_5000_deep_is_a_usage_error():
     assert proc.returncode == 2
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 1: import files are read with json.loads, so a line nested "
-                                       "5,000 deep is a RecursionError (exit 3) instead of a line the dry run skips")
 def test_an_import_file_with_a_deeply_nested_line_imports_the_rest(tmp_path):
     path = tmp_path / "export.jsonl"
     path.write_bytes(jsonl(sealed_chain([{"text": "a good record from elsewhere"}])) + DEEP["arrays 5,000 deep"] + b"\n")
@@ -183,8 +181,6 @@ def _current_ids(scope: str = "*") -> set[str]:
     return {r["id"] for r in cli_json("list", "--scope", scope, "--limit", "500")["records"]}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 4: transfer._append_kept re-appends an imported forget "
-                                       "record verbatim, so it retracts a local record; the dry run shows '+ forget'")
 @pytest.mark.parametrize("action", ["retract", "retract with a reason"])
 def test_an_import_cannot_retract_a_local_record(tmp_path, action):
     local = _write("the deploy key lives in the vault")["id"]
@@ -200,8 +196,6 @@ def test_an_import_cannot_retract_a_local_record(tmp_path, action):
     assert "retracted" not in cli_json("get", local)["records"][0]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 4: an imported undo record brings back a record a person "
-                                       "retracted here")
 def test_an_import_cannot_undo_a_local_retraction(tmp_path):
     local = _write("an old secret-free note someone retracted")["id"]
     assert cli("forget", local, "--reason", "wrong").returncode == 0
@@ -212,8 +206,6 @@ def test_an_import_cannot_undo_a_local_retraction(tmp_path):
     assert local not in _current_ids()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 4: an imported record with `supersedes` naming a local "
-                                       "record replaces it, silently")
 def test_an_import_cannot_supersede_a_local_record(tmp_path):
     local = _write("the deploy key lives in the vault")["id"]
     path = _import_file(tmp_path, [{"text": "the deploy key lives in the attacker's bucket", "supersedes": local}])
@@ -234,8 +226,6 @@ def test_an_import_may_supersede_a_record_of_the_same_import(tmp_path):
     assert _current_ids() == {new["id"]}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 4: reserved fields (retracted, superseded_by) of imported "
-                                       "lines are kept verbatim, and get shows them as this store's state")
 def test_reserved_fields_in_an_import_are_not_shown_as_state(tmp_path):
     path = _import_file(tmp_path, [{"text": "claims to be retracted", "retracted": {"by": "mem_x", "reason": "r", "ts": "t"},
                                     "superseded_by": "mem_y"}])
@@ -245,8 +235,6 @@ def test_reserved_fields_in_an_import_are_not_shown_as_state(tmp_path):
     assert "retracted" not in rec and "superseded_by" not in rec, rec
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 4: transfer.plan_jsonl takes an imported record's scope "
-                                       "unchecked (records.check_scope is never called on it)")
 @pytest.mark.parametrize("scope", ["../../x", "a/../../etc", "line\nbreak", "nul\u0000byte", " padded ", "x" * 600])
 def test_imported_scopes_are_checked_like_the_cli(tmp_path, scope):
     path = _import_file(tmp_path, [{"text": "a record with a bad scope", "scope": scope}])
