@@ -261,8 +261,6 @@ def _torn_copy(store_dir: Path, text: str, cut_in_text: int | None) -> None:
     append_line(store_dir, line[:cut], newline=False)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 5: forget._windows makes no window of a text under 12 "
-                                       "characters, so its torn copy survives in quarantine/")
 def test_purge_removes_a_short_text_from_every_file_of_the_store(store_dir):
     secret = "Qx7Zk9W"
     _write("an unrelated record first")
@@ -275,8 +273,6 @@ def test_purge_removes_a_short_text_from_every_file_of_the_store(store_dir):
     assert left == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 5: a torn copy holding only the first 10 characters of a "
-                                       "purged text is shorter than forget.WINDOW (12) and survives")
 def test_purge_removes_a_ten_character_fragment_of_a_longer_text(store_dir):
     text = "Zq8Wv3Ny1T and the rest of a longer purged record"
     _write("an unrelated record first")
