@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from . import durable, native, records, safejson
+from . import durable, native, records, safejson, writes
 from .errors import NotFound, StoreError, UsageError
 
 FORMATS = ("jsonl", "markdown")
@@ -408,10 +408,24 @@ def _importable(n: int, raw: bytes, counts: Counter[str], notes: list[str]) -> d
     try:
         records.check_text(rec.get("text"))
         records.check_kind(rec.get("kind", "note"))
+        writes.check_kind_is_no_secret(rec.get("kind", "note"))
+        _check_id(rec["id"])
     except UsageError as e:
         notes.append(f"line {n}: {e.message}; skipped")
         return None
     return rec
+
+
+def _check_id(rid: str) -> None:
+    """An imported id is kept as it is, so it must not carry a credential (nor a control character)."""
+    if len(rid) > 128 or any(ord(c) < 32 or ord(c) == 127 for c in rid):
+        raise UsageError("its id is not a record id (over 128 characters or a control character)", hint="")
+    if _redaction_on():
+        from . import redact
+
+        found = redact.label_secrets(rid)
+        if found:
+            raise UsageError(f"its id looks like a credential ({', '.join(sorted(found))})", hint="")
 
 
 def plan_items(store: Any, items: list[native.Item], scope: str | None) -> list[Action]:
@@ -469,12 +483,8 @@ def plan(store: Any, *, path: str | None, source: str | None, scope: str | None,
             "skipped": tally["skip"], "actions": actions, "notes": notes}
 
 
-def _redacted(value: Any, found: Counter[str]) -> Any:
-    if os.environ.get("RETAINED_REDACT", "on").strip().lower() in ("off", "0", "false", "no"):
-        return value
-    from . import redact
-
-    return redact.redact_value(value, found)
+def _redaction_on() -> bool:
+    return os.environ.get("RETAINED_REDACT", "on").strip().lower() not in ("off", "0", "false", "no")
 
 
 def apply(store: Any, result: dict[str, Any]) -> dict[str, Any]:
@@ -537,10 +547,22 @@ def _kept_record(a: Action, source: str, now: str, found: Counter[str]) -> dict[
     if isinstance(src.get("imported"), dict):
         provenance["prior"] = src["imported"]
     rec["imported"] = provenance
-    rec["scope"] = a.scope
     rec.setdefault("kind", "note")
     rec.setdefault("ts", now)
-    for key in list(rec):
-        if key not in ("id", "ts", "kind", "scope", "supersedes", "client_op_id", "imported"):
-            rec[key] = _redacted(rec[key], found)
-    return rec
+    kept = ("id", "ts", "kind", "scope", "supersedes", "client_op_id", "imported")
+    extra = {k: v for k, v in rec.items() if k not in kept}
+    op = rec.get("client_op_id")
+    if _redaction_on():
+        from . import redact
+
+        # The fields' names too, the scope and the idempotency key: the write path's parts, redacted alike.
+        scope, op, cleaned = redact.redact_record_parts(found, scope=a.scope, client_op_id=op if isinstance(op, str) else None,
+                                                        fields=extra)
+        extra = cleaned or {}
+        a.scope = scope if scope is not None else a.scope
+    out = {k: v for k, v in rec.items() if k in kept}
+    out.update(extra)
+    out["scope"] = a.scope
+    if isinstance(op, str):
+        out["client_op_id"] = op
+    return out

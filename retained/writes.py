@@ -26,6 +26,7 @@ def check_args(text: str, *, kind: str, scope: str | None, default_scope: str | 
     """Refuse a malformed write with a clear error; returns the extra fields, checked."""
     records.check_text(text)
     records.check_kind(kind)
+    check_kind_is_no_secret(kind)
     if scope is not None:
         records.check_scope(scope)
     if default_scope is not None:
@@ -37,7 +38,8 @@ def check_args(text: str, *, kind: str, scope: str | None, default_scope: str | 
     if supersedes is not None and (not isinstance(supersedes, str) or not supersedes.strip()):
         raise UsageError("supersedes must be a record id", hint="find it with search or list")
     if kind == records.FORGET_KIND:
-        raise UsageError("kind 'forget' is kept for retractions", hint="use memory_forget (or `retained forget`) to forget a record")
+        raise UsageError("kind 'forget' is kept for retractions",
+                         hint="use memory_forget (or `retained forget`) to forget a record")
     return records.check_fields(fields)
 
 
@@ -45,10 +47,11 @@ def redaction_enabled() -> bool:
     return os.environ.get("RETAINED_REDACT", "on").strip().lower() not in ("off", "0", "false", "no")
 
 
-def redacted(text: str, source: str | None,
-             extra: dict[str, Any]) -> tuple[str, str | None, dict[str, Any], Counter[str]]:
-    """The write's text, source and fields with secrets replaced (unless RETAINED_REDACT is off), and
-    what was found."""
+def redacted(text: str, source: str | None, extra: dict[str, Any], *, scope: str | None = None,
+             client_op_id: str | None = None) -> tuple[str, str | None, dict[str, Any], str | None, str | None, Counter[str]]:
+    """The write's text, source, fields (their names too), scope and client_op_id with secrets
+    replaced (unless RETAINED_REDACT is off), and what was found. Returns (text, source, fields,
+    scope, client_op_id, found)."""
     found: Counter[str] = Counter()
     if redaction_enabled():
         from . import redact  # compiled patterns: paid by writes only, not by the hook path
@@ -56,8 +59,25 @@ def redacted(text: str, source: str | None,
         text = redact.redact_value(text, found)
         if source is not None:
             source = redact.redact_value(source, found)
-        extra = redact.redact_value(extra, found)
-    return text, source, extra, found
+        scope, client_op_id, cleaned = redact.redact_record_parts(found, scope=scope, client_op_id=client_op_id,
+                                                                  fields=extra)
+        extra = cleaned if cleaned is not None else extra
+        if scope is not None:
+            records.check_scope(scope)
+    return text, source, extra, scope, client_op_id, found
+
+
+def check_kind_is_no_secret(kind: str) -> None:
+    """A kind is a short label every read shows: one that holds a credential is refused, not redacted
+    (a redacted kind would be a label nobody chose)."""
+    if not redaction_enabled():
+        return
+    from . import redact
+
+    found = redact.label_secrets(kind)
+    if found:
+        raise UsageError(f"kind looks like a credential ({', '.join(sorted(found))}); a kind is a short label",
+                         hint="use a label such as note, decision or convention, and keep secrets out of memory")
 
 
 def redaction_note(found: Counter[str]) -> list[str]:
