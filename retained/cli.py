@@ -235,11 +235,24 @@ def cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _a_person_can_answer() -> bool:
+    """Whether a question can be put to a person: stdin and stderr (where it is asked) are terminals."""
+    try:
+        return sys.stdin is not None and sys.stdin.isatty() and sys.stderr.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
 def cmd_forget(args: argparse.Namespace) -> int:
     """Retract (default), bring back (--undo) or purge (--purge: the bytes go, for good)."""
     if args.undo and args.purge:
         raise UsageError("--undo and --purge exclude each other", hint="a purge cannot be undone")
-    if args.purge and not args.yes and sys.stdin.isatty():
+    if args.purge and not args.yes and not _a_person_can_answer():
+        # No terminal to confirm on: how an agent's shell tool runs commands. A purge is a person's call.
+        raise UsageError("a purge needs a person to confirm it, and there is no terminal to ask on; nothing was purged",
+                         hint="a person runs `retained forget --purge ID` in a terminal and answers y, "
+                              "or adds --yes after reading what the ids hold (`retained get ID`)")
+    if args.purge and not args.yes:
         sys.stderr.write(f"purge {len(args.ids)} record(s) for good? Their text leaves every file of the store "
                          "and cannot be brought back. [y/N] ")
         sys.stderr.flush()
@@ -642,7 +655,7 @@ def _record_commands(add: _AddCommand) -> None:
     p.add_argument("--undo", action="store_true", help="bring retracted records back")
     p.add_argument("--purge", action="store_true",
                    help="remove the records' bytes from every file of the store, for good (the chain still verifies)")
-    p.add_argument("--yes", action="store_true", help="purge without asking (it asks only on a terminal)")
+    p.add_argument("--yes", action="store_true", help="purge without asking (without it, a purge asks on a terminal and is refused elsewhere)")
 
 
 def _store_commands(add: _AddCommand) -> None:

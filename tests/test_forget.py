@@ -203,7 +203,8 @@ def test_cli_forget_undo_and_purge(store_dir):
     assert cli_json("get", rid)["records"][0]["retracted"]["reason"] == "we use ninja"
     assert cli_json("forget", "--undo", rid)["action"] == "undo"
     assert [h["id"] for h in cli_json("search", "make")["hits"]] == [rid]
-    purged = cli_json("forget", "--purge", rid, "--reason", "gone")
+    assert run_cli("forget", "--purge", rid).returncode == 2  # no terminal to confirm on: refused (issue 17 item 9)
+    purged = cli_json("forget", "--purge", rid, "--reason", "gone", "--yes")
     assert purged["durable"] and purged["purged"][0]["id"] == rid
     assert b"uses make" not in (store_dir / "log.jsonl").read_bytes()
     assert run_cli("forget", "--purge", "--undo", rid).returncode == 2

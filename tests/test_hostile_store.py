@@ -367,8 +367,6 @@ def test_a_huge_hostile_last_line_costs_a_write_one_read_not_a_quadratic_copy(st
 
 
 # -- item 9: no purge without a person to confirm it ---------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="issue 17 item 9: cli.cmd_forget asks only when stdin is a terminal and "
-                                       "otherwise purges at once, which is how an agent's shell tool runs it")
 @pytest.mark.parametrize("stdin", ["", "y\n", "yes\n"])
 def test_purge_without_yes_refuses_when_there_is_no_terminal(store_dir, stdin):
     rid = _write("a record an agent wants gone for good")["id"]
