@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # the hook path imports no more than it runs
     from .store import Store
 
 from . import records
-from .errors import NotFound, StoreError, UsageError
+from .errors import NotFound, Refused, StoreError, UsageError
 
 MAX_IDS = 500
 WINDOW = 12  # a purge leaves no run of this many characters of purged content in any file
@@ -52,7 +52,7 @@ def _rows(store: Store, ids: list[str]) -> list[dict[str, Any]]:
         if row is None:
             raise NotFound(f"{rid!r} is not a record in this store", hint="copy the id from search, list or a receipt")
         if row["kind"] == records.FORGET_KIND:
-            raise UsageError(f"{rid} is itself a forget record", hint="to bring records back, use undo on their ids")
+            raise Refused(f"{rid} is itself a forget record", hint="to bring records back, use undo on their ids")
         rows.append(row)
     return rows
 
@@ -128,7 +128,7 @@ def retract(store: Store, ids: Any, reason: Any, *, undo: bool = False) -> dict[
                     receipt["warnings"].append("nothing new was written")
                     receipt.update(action="retract", targets=[], reason=reason)
                     return receipt
-            raise UsageError("; ".join(skipped), hint="nothing was written")
+            raise Refused("; ".join(skipped), hint="nothing was written")
         action = "undo" if undo else "retract"
         verb = "brought back" if undo else "retracted"
         text = f"{verb} {_plural(len(targets))}" + (f": {reason}" if reason else "")
@@ -177,7 +177,7 @@ def _unpurged(store: Store, op: _Op) -> list[dict[str, Any]]:
         else:
             rows.append(row)
     if not rows:
-        raise UsageError("every record named was already purged", hint="nothing was written")
+        raise Refused("every record named was already purged", hint="nothing was written")
     return rows
 
 

@@ -194,7 +194,9 @@ def _export_jsonl_to(store: Any, scopes: list[str] | None, include_history: bool
         with durable.atomic_file(_real(target), _kept_mode(target)) as f:
             result = export_jsonl(store, f, scopes=scopes, include_history=include_history)
     except OSError as e:
-        raise UsageError(f"cannot write {target}: {e.strerror or e}", hint="pick a writable -o PATH") from None
+        hint = ("create the folder first, or pick another -o PATH" if isinstance(e, FileNotFoundError)
+                else "pick a writable -o PATH")
+        raise StoreError(f"cannot write {target}: {e.strerror or e}", hint=hint) from None
     result["path"] = str(target)
     return result
 

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .index import Index
 
 from . import records
-from .errors import NotFound, UsageError
+from .errors import NotFound, Refused, UsageError
 from .index import query_terms, quote_query
 
 
@@ -135,10 +135,10 @@ def correctable(index: Index, supersedes: str) -> dict[str, Any]:
         raise NotFound(f"supersedes names {supersedes!r}, which is not a record in this store",
                        hint="copy the id from `search` or `list`")
     if target["tomb"]:
-        raise UsageError(f"{supersedes} was purged; there is nothing left to correct", hint="write a new record instead")
+        raise Refused(f"{supersedes} was purged; there is nothing left to correct", hint="write a new record instead")
     head = index.head_of(supersedes) or target
     if head["id"] != supersedes:
-        raise UsageError(f"{supersedes} was already corrected by {head['id']}, the current record; nothing was written",
+        raise Refused(f"{supersedes} was already corrected by {head['id']}, the current record; nothing was written",
                          hint=f"read {head['id']} first; if it still needs correcting, supersede {head['id']}")
     return target
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from retained.brief import make_brief
-from retained.errors import NotFound, UsageError
+from retained.errors import NotFound, Refused, UsageError
 from retained.store import Store
 from tests.conftest import cli_json, run_cli
 
@@ -96,7 +96,7 @@ def test_retract_twice_writes_once_and_undo_of_a_live_record_is_refused(store):
     again = store.forget([r["id"]], "stale")
     assert again["deduplicated"] is True and again["id"] == first["id"]
     store.unforget([r["id"]])
-    with pytest.raises(UsageError, match="not retracted"):
+    with pytest.raises(Refused, match="not retracted"):
         store.unforget([r["id"]])
     with pytest.raises(NotFound):
         store.forget(["mem_NOSUCHRECORD"], "x")

@@ -113,8 +113,6 @@ def test_a_write_refuses_fields_nested_deeper_than_the_log_reads(store_dir):
     assert not (store_dir / "log.jsonl").exists() or b'"shape"' not in (store_dir / "log.jsonl").read_bytes()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 1: `--field` values are read with json.loads, so a value "
-                                       "nested 5,000 deep is a RecursionError (exit 3)")
 def test_a_field_value_nested_5000_deep_is_a_usage_error():
     proc = cli("write", "x", "--field", "shape=" + "[" * 5000 + "]" * 5000)
     one_line_error(proc, "--field 5,000 deep")
@@ -397,11 +395,8 @@ def test_brief_scope_takes_the_project_short_name_like_list_and_search(remote_pr
 
 
 # -- item 21: reads name a missing store; hooks say nothing on one that cannot be opened ---------------------------
-_MAKES_A_STORE = pytest.mark.xfail(strict=True, reason="issue 17 item 21: Store(create=True) on every read makes "
-                                   "an empty store at a mistyped --dir and reports 'intact: 0 records'")
 
-
-@pytest.mark.parametrize("command", [pytest.param(c, marks=_MAKES_A_STORE, id=c[0]) for c in
+@pytest.mark.parametrize("command", [pytest.param(c, id=c[0]) for c in
                                      (["verify"], ["list"], ["search", "x"], ["brief"], ["get", "mem_x"], ["export"])]
                          + [pytest.param(["scopes"], id="scopes (as it already does)")])
 def test_a_read_on_a_mistyped_dir_names_the_missing_store_and_creates_nothing(tmp_path, command):
@@ -412,8 +407,6 @@ def test_a_read_on_a_mistyped_dir_names_the_missing_store_and_creates_nothing(tm
     assert not typo.exists()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 21: hook.session_start renders an empty brief when the "
-                                       "store path is not a directory ((dir / log).exists() is False)")
 def test_session_start_on_a_store_that_cannot_be_opened_prints_nothing_and_says_why(tmp_path):
     not_a_dir = tmp_path / "store-file"
     not_a_dir.write_text("not a store")
@@ -425,8 +418,6 @@ def test_session_start_on_a_store_that_cannot_be_opened_prints_nothing_and_says_
 
 
 # -- item 22: exit codes follow the README's table -----------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="issue 17 item 22: these refusals raise UsageError (exit 2) though the "
-                                       "command line was valid; the README's table says 1 (did not succeed)")
 @pytest.mark.parametrize("case", ["supersede a superseded record", "undo a record that is not retracted",
                                   "export into a missing folder"])
 def test_a_valid_command_that_cannot_succeed_exits_1_not_2(tmp_path, case):
