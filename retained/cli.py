@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, cast
 
 from . import __version__
-from .errors import RetainedError, UsageError
+from .errors import NotFound, RetainedError, StoreError, UsageError
 
 if TYPE_CHECKING:  # for annotations only: argparse alone costs the hook path more than the brief
     import argparse
@@ -85,11 +86,30 @@ def _rate_progress(label: str) -> Callable[[int, int], None] | None:
     return report
 
 
-def _store(args: argparse.Namespace):
+def _store(args: argparse.Namespace, *, create: bool = False):
+    """The store of --dir (or RETAINED_DIR, or the default). Only a write creates a missing one: a read
+    on a mistyped --dir names the store it did not find, and leaves no empty store behind."""
     from .paths import store_dir
     from .store import Store
 
-    return Store(store_dir(args.dir))
+    directory = store_dir(args.dir)
+    if not create and not os.path.lexists(directory):
+        return _missing_store(directory)
+    return Store(directory, create=create)
+
+
+@contextmanager
+def _missing_store(directory: Any) -> Iterator[Any]:
+    """A read on a store that is not there: the command runs against an empty store thrown away after
+    (so a bad argument is still a usage error, exit 2), then names the missing store (exit 1)."""
+    import tempfile
+
+    from .store import Store
+
+    # (a record missing from a store that is not there is the store missing: NotFound is not said)
+    with tempfile.TemporaryDirectory() as empty, Store(empty) as store, suppress(NotFound):
+        yield store
+    raise StoreError(f"no store at {directory}", hint="write a record first, or pass the right --dir")
 
 
 def _project() -> str | None:
@@ -107,12 +127,20 @@ def _parse_fields(pairs: list[str] | None) -> dict[str, Any] | None:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
             raise UsageError(f"--field {pair!r} is not KEY=JSON", hint="e.g. --field ticket='\"ABC-12\"' --field pr=42")
+        from . import safejson
+        from .records import MAX_FIELDS_BYTES
+
         try:
-            fields[key] = json.loads(raw)
-        except ValueError:
-            raise UsageError(f"--field {key}: {raw!r} is not JSON",
-                             hint=f"quote strings as JSON: --field {key}='\"{raw}\"'") from None
+            # Bounded like every reader of outside JSON: one value 5,000 deep is a usage error, not a crash.
+            fields[key] = safejson.loads(raw, max_bytes=MAX_FIELDS_BYTES)
+        except safejson.JSONError as e:
+            shown = raw if len(raw) <= 60 else raw[:57] + "..."
+            if e.msg.startswith(("nested deeper", "larger than")):
+                raise UsageError(f"--field {key}: the value is {e.msg}", hint="store a flatter, smaller value") from None
+            raise UsageError(f"--field {key}: {shown!r} is not JSON",
+                             hint=f"quote strings as JSON: --field {key}='\"{shown}\"'") from None
     return fields
+
 
 
 def _warn_all(result: Mapping[str, Any] | list[str]) -> None:
@@ -149,7 +177,7 @@ def cmd_write(args: argparse.Namespace) -> int:
             text = data.decode("utf-8")
         except UnicodeDecodeError as e:
             raise UsageError(f"stdin is not UTF-8 text (byte {e.start})", hint="convert it to UTF-8") from None
-    with _store(args) as store:
+    with _store(args, create=True) as store:
         result = store.write(text, kind=args.kind, scope=write_scope(args.scope, _project()),
                              default_scope=default_write_scope(_project()),
                              source=args.source, supersedes=args.supersedes, client_op_id=args.client_op_id,
@@ -172,7 +200,7 @@ def _report_write(args: argparse.Namespace, result: WriteReceipt) -> int:
 def cmd_checkpoint(args: argparse.Namespace) -> int:
     from .project import default_write_scope, write_scope
 
-    with _store(args) as store:
+    with _store(args, create=True) as store:
         scope = write_scope(args.scope, _project()) or default_write_scope(_project())
         result = store.checkpoint(args.label, args.summary, scope=scope)
     return _report_write(args, cast("WriteReceipt", result))
@@ -257,11 +285,24 @@ def cmd_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _a_person_can_answer() -> bool:
+    """Whether a question can be put to a person: stdin and stderr (where it is asked) are terminals."""
+    try:
+        return sys.stdin is not None and sys.stdin.isatty() and sys.stderr.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
 def cmd_forget(args: argparse.Namespace) -> int:
     """Retract (default), bring back (--undo) or purge (--purge: the bytes go, for good)."""
     if args.undo and args.purge:
         raise UsageError("--undo and --purge exclude each other", hint="a purge cannot be undone")
-    if args.purge and not args.yes and sys.stdin.isatty():
+    if args.purge and not args.yes and not _a_person_can_answer():
+        # No terminal to confirm on: how an agent's shell tool runs commands. A purge is a person's call.
+        raise UsageError("a purge needs a person to confirm it, and there is no terminal to ask on; nothing was purged",
+                         hint="a person runs `retained forget --purge ID` in a terminal and answers y, "
+                              "or adds --yes after reading what the ids hold (`retained get ID`)")
+    if args.purge and not args.yes:
         sys.stderr.write(f"purge {len(args.ids)} record(s) for good? Their text leaves every file of the store "
                          "and cannot be brought back. [y/N] ")
         sys.stderr.flush()
@@ -411,6 +452,8 @@ def cmd_brief(args: argparse.Namespace) -> int:
 
     project = _project()
     directory = store_dir(args.dir)
+    if not os.path.lexists(directory):  # a read names the store it did not find, and creates none
+        raise StoreError(f"no store at {directory}", hint="write a record first, or pass the right --dir")
     try:
         empty = not (directory / LOG_NAME).exists()
     except OSError:  # e.g. someone else's store: the Store names the problem
@@ -682,7 +725,8 @@ def _record_commands(add: _AddCommand) -> None:
     p.add_argument("--undo", action="store_true", help="bring retracted records back")
     p.add_argument("--purge", action="store_true",
                    help="remove the records' bytes from every file of the store, for good (the chain still verifies)")
-    p.add_argument("--yes", action="store_true", help="purge without asking (it asks only on a terminal)")
+    p.add_argument("--yes", action="store_true",
+                   help="purge without asking (without it, a purge asks on a terminal and is refused elsewhere)")
 
 
 def _store_commands(add: _AddCommand) -> None:

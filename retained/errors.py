@@ -24,6 +24,12 @@ class UsageError(RetainedError):
     exit_code = 2
 
 
+class Refused(RetainedError):
+    """A valid request that the records as they stand do not allow (a record already corrected, one
+    that is not retracted, one already purged); nothing was changed. Not a usage error: the same
+    command line succeeds on another state (the README's exit code 1)."""
+
+
 class StoreError(RetainedError):
     """The store cannot be used as it is (unsafe path, unreadable file, ...); nothing was changed."""
 

@@ -8,6 +8,7 @@ Both are records of kind `forget` in the log (docs/FORMAT.md, "Forgetting"). The
 from __future__ import annotations
 
 import hashlib
+import os
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +22,7 @@ if TYPE_CHECKING:  # the hook path imports no more than it runs
     from .store import Store
 
 from . import records
-from .errors import NotFound, StoreError, UsageError
+from .errors import NotFound, Refused, StoreError, UsageError
 from .writes import redaction_enabled
 
 MAX_IDS = 500
@@ -52,7 +53,7 @@ def _rows(store: Store, ids: list[str]) -> list[dict[str, Any]]:
         if row is None:
             raise NotFound(f"{rid!r} is not a record in this store", hint="copy the id from search, list or a receipt")
         if row["kind"] == records.FORGET_KIND:
-            raise UsageError(f"{rid} is itself a forget record", hint="to bring records back, use undo on their ids")
+            raise Refused(f"{rid} is itself a forget record", hint="to bring records back, use undo on their ids")
         rows.append(row)
     return rows
 
@@ -128,7 +129,7 @@ def retract(store: Store, ids: Any, reason: Any, *, undo: bool = False) -> dict[
                     receipt["warnings"].append("nothing new was written")
                     receipt.update(action="retract", targets=[], reason=reason)
                     return receipt
-            raise UsageError("; ".join(skipped), hint="nothing was written")
+            raise Refused("; ".join(skipped), hint="nothing was written")
         action = "undo" if undo else "retract"
         verb = "brought back" if undo else "retracted"
         text = f"{verb} {_plural(len(targets))}" + (f": {reason}" if reason else "")
@@ -177,7 +178,7 @@ def _unpurged(store: Store, op: _Op) -> list[dict[str, Any]]:
         else:
             rows.append(row)
     if not rows:
-        raise UsageError("every record named was already purged", hint="nothing was written")
+        raise Refused("every record named was already purged", hint="nothing was written")
     return rows
 
 
@@ -222,16 +223,45 @@ def _older_versions(store: Store, rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def _windows(strings: list[str]) -> set[bytes]:
-    """Every WINDOW-character run of the strings, as written raw and as written inside JSON."""
-    import json
+class Purged:
+    """What a purge looks for in a file: any WINDOW-character run of a purged string (raw or as written
+    inside JSON), a shorter string whole (as a JSON string value, quotes included), and, at a file's
+    end, any prefix of a purged string value (what a torn copy of the purged line holds, however short).
+    """
 
-    out: set[bytes] = set()
-    for s in strings:
-        for form in {s, json.dumps(s, ensure_ascii=False)[1:-1]}:
-            for i in range(len(form) - WINDOW + 1):
-                out.add(form[i : i + WINDOW].encode("utf-8", "replace"))
-    return out
+    def __init__(self, strings: list[str]) -> None:
+        import json
+
+        self.windows: set[bytes] = set()
+        self.whole: set[bytes] = set()
+        self.prefixed: list[bytes] = []
+        for s in strings:
+            if not s:
+                continue
+            inner = json.dumps(s, ensure_ascii=False)[1:-1]
+            self.prefixed.append(inner.encode("utf-8", "replace"))
+            for form in {s, inner}:
+                if len(form) < WINDOW:
+                    self.whole.add(b'"' + inner.encode("utf-8", "replace") + b'"')
+                    if len(form) >= 4 and form == s:  # raw, as a hook's note or a plain file holds it
+                        self.whole.add(s.encode("utf-8", "replace"))
+                for i in range(len(form) - WINDOW + 1):
+                    self.windows.add(form[i : i + WINDOW].encode("utf-8", "replace"))
+        self.starts = {w[:4] for w in self.windows}
+
+    def __bool__(self) -> bool:
+        return bool(self.windows or self.whole or self.prefixed)
+
+    def held_by(self, data: bytes) -> bool:
+        if holds_any(data, self.windows, self.starts) or any(w in data for w in self.whole):
+            return True
+        # A torn copy ends inside a string value: `..."text":"<the first bytes of a purged text>`.
+        end = data.rstrip(b"\r\n")
+        at = max(end.rfind(b':"'), end.rfind(b': "'))
+        if at < 0:
+            return False
+        tail = end[at:].split(b'"', 1)[1]
+        return bool(tail) and b'"' not in tail.replace(b'\\"', b"") and any(p.startswith(tail) for p in self.prefixed)
 
 
 def holds_any(data: bytes, windows: set[bytes], starts: set[bytes]) -> bool:
@@ -248,30 +278,45 @@ def holds_any(data: bytes, windows: set[bytes], starts: set[bytes]) -> bool:
     return False
 
 
-def scrub_files(directory: Path, strings: list[str]) -> list[str]:
-    """Remove the files under quarantine/ and sessions/ that hold any window of the purged content.
+#: Files of a store a purge rewrites itself (the log) or compacts (the index): not scanned here.
+MAX_SCAN_BYTES = 256 * 1024 * 1024
+_REWRITTEN = ("log.jsonl", "index.sqlite3", "index.sqlite3-wal", "index.sqlite3-shm", "index.sqlite3-journal")
 
-    Quarantine holds torn fragments of writes that were never acknowledged; session notes are a
-    hook's short-lived state. Neither is a record, and a purge outranks both. Returns what was removed.
+
+def scrub_files(directory: Path, strings: list[str]) -> list[str]:
+    """Remove the files under quarantine/ and sessions/ that hold any of the purged content, and name
+    every other file of the store that still holds some (a purge never deletes a file it does not own).
+
+    Quarantine holds torn fragments of writes; session notes are a hook's short-lived state. Neither
+    is a record, and a purge outranks both. Returns what was removed and what could not be.
     """
-    windows = _windows(strings)
-    if not windows:
+    purged = Purged(strings)
+    if not purged:
         return []
-    starts = {w[:4] for w in windows}
-    removed = []
-    for sub in ("quarantine", SESSIONS_DIR):
-        folder = directory / sub
-        try:
-            entries = sorted(folder.iterdir())
-        except OSError:
-            continue
-        for path in entries:
+    said = []
+    for root, dirs, files in os.walk(directory):
+        dirs.sort()
+        rel_root = Path(root).relative_to(directory)
+        owned = rel_root.parts[:1] in (("quarantine",), (SESSIONS_DIR,))
+        for name in sorted(files):
+            path = Path(root) / name
+            rel = (rel_root / name).as_posix()
+            if rel in _REWRITTEN or name == "log.lock":
+                continue
             try:
-                if not path.is_file() or path.is_symlink():
+                if path.is_symlink() or not path.is_file():
                     continue
-                if holds_any(path.read_bytes(), windows, starts):
-                    path.unlink()
-                    removed.append(f"removed {sub}/{path.name}: it held purged text")
+                if path.stat().st_size > MAX_SCAN_BYTES:
+                    said.append(f"could not check {rel} for purged text: larger than {MAX_SCAN_BYTES >> 20} MiB")
+                    continue
+                if not purged.held_by(path.read_bytes()):
+                    continue
+                if not owned:
+                    said.append(f"could not remove purged text from {rel}: retained does not own that file; "
+                                "delete it or edit it by hand")
+                    continue
+                path.unlink()
+                said.append(f"removed {rel}: it held purged text")
             except OSError as e:
-                removed.append(f"could not check {sub}/{path.name}: {e.strerror or e}")
-    return removed
+                said.append(f"could not check or remove {rel}: {e.strerror or e}; delete it by hand")
+    return said

@@ -188,6 +188,7 @@ def session_start(data: dict[str, Any], env: dict[str, str], host: Host, store_d
     elif prior and now - prior.get("started", 0) < DUPLICATE_WINDOW_S and prior.get("source") == data.get("source"):
         return None  # the same session start, reported by a second copy of the hook
     start_seq = 0
+    _check_openable(store_dir)
     if not (store_dir / LOG_NAME).exists():
         # No memory yet: say so, without creating a log from a hook.
         brief = render([], 0, project=project, budget=budget, scope_label=None if project else "global")
@@ -289,6 +290,7 @@ def prompt(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Pat
     text = host.prompt_of(data)
     if not text or not text.strip() or host.prompt_output("") is None:
         return None
+    _check_openable(store_dir)
     if not (store_dir / LOG_NAME).exists():
         return None
     sid = session_id(data, env)
@@ -317,6 +319,20 @@ def prompt(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Pat
         state["rebrief"] = False
         _note(store_dir, state_path, state, now)
     return host.prompt_output("\n\n".join(parts))
+
+
+def _check_openable(store_dir: Path) -> None:
+    """A store path that is there but cannot be a store (a file, a folder this user cannot read) is an
+    error the hook reports on stderr, with nothing on stdout: not an empty brief ("0 records"), which
+    would tell the model there is no memory. A path with nothing there yet is a store without memory."""
+    from .errors import StoreError
+
+    if not os.path.lexists(store_dir):
+        return
+    if not store_dir.is_dir():
+        raise StoreError(f"the store path {store_dir} is not a directory")
+    if not os.access(store_dir, os.R_OK | os.X_OK):
+        raise StoreError(f"the store at {store_dir} cannot be read by this user")
 
 
 def _recall(store: Store, text: str, project: str | None, shown: set[str], env: dict[str, str]) -> dict[str, Any] | None:

@@ -18,6 +18,8 @@ _ASSIGN_KEY = (r"[\w.-]*(?:password|passwd|passphrase|pwd|pass|secret|token|api[
                r"|private[_-]?key|secret[_-]?key|credentials?)[\w.-]*")
 # A secret value's characters: anything up to white space, a quote or a delimiter of the text around it.
 _VALUE = r"[^\s\"',;&)}\]]{3,}"
+# ... or, after an opening quote, everything up to the closing one (`"Tr0ub4dor&3"`, `'two words'`).
+_QUOTED_OR_BARE = r"""(?:(?<=")[^"\n]{3,256}?(?=")|(?<=')[^'\n]{3,256}?(?=')|""" + _VALUE + ")"
 # AWS's secret access key: 40 characters of base64 with both cases, so a git SHA (hex) never matches.
 _AWS_SECRET = r"(?=[A-Za-z0-9/+=]{0,39}[a-z])(?=[A-Za-z0-9/+=]{0,39}[A-Z])[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=])"
 
@@ -78,6 +80,10 @@ PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
     # --password VALUE, --token VALUE (with `=`, the assignment rule below takes it)
     ("cli_password", re.compile(r"((?:^|\s)--(?:password|passwd|pass|token|api-key|secret|client-secret)\s+['\"]?)"
                                 r"(?![$<{%-]|\[REDACTED)([^\s'\"]{3,})"), 2),
+    # mysql -pPASSWORD (the password glued to -p; `-p` alone prompts), sshpass -p PASSWORD
+    ("cli_password", re.compile(r"((?:^|[\s;&|(])(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mariadb)\b"
+                                r"[^\n;&|]*?\s-p)(?![$<{%]|\[REDACTED)([^\s'\"]{3,})"), 2),
+    ("cli_password", re.compile(r"(\bsshpass\s+-p\s*['\"]?)(?![$<{%-]|\[REDACTED)([^\s'\"]{3,})"), 2),
     # A .netrc line: machine HOST login USER password VALUE
     ("cli_password", re.compile(r"(\bmachine\s+\S+\s+login\s+\S+\s+password\s+)(?![$<{%])(\S{3,})"), 2),
     # Keys inside connection strings (Azure storage and service bus, ODBC): Name=value;...
@@ -93,7 +99,7 @@ PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
         re.compile(
             r"(?i)(\b" + _ASSIGN_KEY
             + r"[\"']?\s*(?:=|:(?=\s*[\"'])|:(?=\s*(?=[^\s\"']*[a-z])(?=[^\s\"']*\d)[^\s\"']{6}))\s*[\"']?)"
-            r"(?![\"'$<\[{]|\s|REDACTED)(" + _VALUE + ")"
+            r"(?![\"'$<\[{]|\s|REDACTED)(" + _QUOTED_OR_BARE + ")"
         ),
         2,
     ),
@@ -215,6 +221,19 @@ def redact_record_parts(found: Counter[str], *, scope: str | None = None, client
     if fields is not None:
         fields = redact_value(fields, found, keys=True)
     return scope, client_op_id, fields
+
+
+def label_secrets(label: str) -> Counter[str]:
+    """The credentials a short label (a kind, an id) holds, also where one is glued to a prefix
+    (`mem_ghp_...`: no word boundary before `ghp_`, so redact_text alone would not see it)."""
+    found: Counter[str] = Counter()
+    starts = [0] + [m.end() for m in re.finditer(r"[_.:/-]+", label[:1024])]
+    for at in starts:
+        _clean, n = redact_text(label[at:])
+        if n:
+            found.update(n)
+            break
+    return found
 
 
 def describe(found: Counter[str]) -> str:

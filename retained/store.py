@@ -200,7 +200,8 @@ class Store:
         self.check_writable()
         extra = writes.check_args(text, kind=kind, scope=scope, default_scope=default_scope, source=source,
                                   client_op_id=client_op_id, supersedes=supersedes, fields=fields)
-        text, source, extra, found = writes.redacted(text, source, extra)
+        text, source, extra, scope, client_op_id, found = writes.redacted(text, source, extra, scope=scope,
+                                                                          client_op_id=client_op_id)
         with self.appending() as app:
             warnings = app.warnings + app.index_notes
             scope, existing = writes.settle(self.index, app, text, kind, scope=scope, default_scope=default_scope,

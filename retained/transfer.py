@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import os
 import re
 import stat
@@ -23,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from . import durable, native, records
+from . import durable, native, records, safejson, writes
 from .errors import NotFound, StoreError, UsageError
 from .writes import redaction_enabled
 
@@ -191,7 +190,9 @@ def _export_jsonl_to(store: Store, scopes: list[str] | None, include_history: bo
         with durable.atomic_file(_real(target), _kept_mode(target)) as f:
             result = export_jsonl(store, f, scopes=scopes, include_history=include_history)
     except OSError as e:
-        raise UsageError(f"cannot write {target}: {e.strerror or e}", hint="pick a writable -o PATH") from None
+        hint = ("create the folder first, or pick another -o PATH" if isinstance(e, FileNotFoundError)
+                else "pick a writable -o PATH")
+        raise StoreError(f"cannot write {target}: {e.strerror or e}", hint=hint) from None
     result["path"] = str(target)
     return result
 
@@ -282,29 +283,63 @@ def looks_like_jsonl(path: Path) -> bool:
 
 
 def plan_jsonl(store: Store, path: Path, scope: str | None) -> tuple[list[Action], list[str]]:
-    """A retained export: each record keeps its id, kind, scope, supersede link and unknown fields."""
+    """A retained export: each record keeps its id, kind, scope, supersede link and unknown fields.
+
+    An import only adds. What an imported record says about other records (a `supersedes` link, a
+    retraction or an undo) stands only for records this same import brings; about any other record
+    of this store it is refused, and the dry run names that record by id. Fields that hold this
+    store's own state (`retracted`, `superseded_by`, `forgotten`) are not taken from a file."""
     actions: list[Action] = []
     notes: list[str] = []
     seen: set[str] = set()
     counts: Counter[str] = Counter()
+    reserved: Counter[str] = Counter()
+    brought: set[str] = set()  # ids this import brings (adds, or finds already brought), in file order
     for n, raw in _jsonl_lines(path):
         rec = _importable(n, raw, counts, notes)
         if rec is None:
             continue
         rid = rec["id"]
-        target_scope = scope or (rec["scope"] if isinstance(rec.get("scope"), str) and rec["scope"] else records.GLOBAL_SCOPE)
         kind = rec.get("kind", "note")
+        origin = f"{path}:{n}"
+        try:
+            given = rec.get("scope")
+            target_scope = scope or (records.GLOBAL_SCOPE if given in (None, "") else records.check_scope(given))
+        except UsageError as e:
+            actions.append(Action("skip", kind, records.GLOBAL_SCOPE, rec["text"], origin, rid=rid,
+                                  why=f"its scope {_shown(rec['scope'])} is refused: {e.message}"))
+            continue
         if rid in seen:
-            actions.append(Action("skip", kind, target_scope, rec["text"], f"{path}:{n}", why="id repeated in the file", rid=rid))
+            actions.append(Action("skip", kind, target_scope, rec["text"], origin, why="id repeated in the file", rid=rid))
             continue
         seen.add(rid)
         existing = store.index.by_id(rid)
         if existing is not None:
             same = existing["text"] == rec["text"] and existing["kind"] == kind
-            actions.append(Action("already" if same else "skip", kind, target_scope, rec["text"], f"{path}:{n}", rid=rid,
+            actions.append(Action("already" if same else "skip", kind, target_scope, rec["text"], origin, rid=rid,
                                   why="" if same else f"id {rid} is taken here by a different record"))
+            if same and _came_by_import(store, existing):
+                brought.add(rid)  # a record an earlier import brought: a later export's links to it stand
             continue
-        actions.append(Action("add", kind, target_scope, rec["text"], f"{path}:{n}", rid=rid, record=rec))
+        for key in records.LIFECYCLE_KEYS:
+            if key in rec:
+                reserved[key] += 1
+                rec = {k: v for k, v in rec.items() if k != key}
+        action = _claims(rec, brought)
+        if action is not None:
+            actions.append(Action("skip", kind, target_scope, rec["text"], origin, rid=rid, why=action))
+            continue
+        if isinstance(rec.get("supersedes"), str) and rec["supersedes"] not in brought:
+            why = (f"supersedes {rec['supersedes']}, which this import does not bring: added without that link "
+                   "(an import never replaces a record of this store)")
+            rec = {k: v for k, v in rec.items() if k != "supersedes"}
+            actions.append(Action("add", kind, target_scope, rec["text"], origin, rid=rid, record=rec, why=why))
+        else:
+            actions.append(Action("add", kind, target_scope, rec["text"], origin, rid=rid, record=rec))
+        brought.add(rid)
+    if reserved:
+        notes.append(f"field(s) {', '.join(sorted(reserved))} of imported lines left out: they are this store's "
+                     "state (what later records say), never taken from a file")
     if counts["tombstones"]:
         notes.append(f"{counts['tombstones']} purged record(s) (tombstones) have no content to bring back")
     if counts["purge_records"]:
@@ -314,12 +349,42 @@ def plan_jsonl(store: Store, path: Path, scope: str | None) -> tuple[list[Action
     return actions, notes
 
 
+def _shown(value: Any, width: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def _came_by_import(store: Store, row: Mapping[str, Any]) -> bool:
+    """Whether this store's record (an index row) was itself brought by an import of an export."""
+    try:
+        line = store.log.read_at(row["offset"], row["length"])
+        rec = records.parse_line(line.rstrip(b"\n"))
+    except (OSError, KeyError, TypeError, records.BadLine):
+        return False
+    return isinstance(rec.get("imported"), dict)
+
+
+def _claims(rec: dict[str, Any], brought: set[str]) -> str | None:
+    """Why a forget record of an import is refused (it retracts or undoes records the import does
+    not bring, named by id), or None."""
+    if rec.get("kind") != LIFECYCLE_KIND:
+        return None
+    targets = rec.get("targets")
+    targets = [t for t in targets if isinstance(t, str)] if isinstance(targets, list) else []
+    others = [t for t in targets if t not in brought]
+    if not others:
+        return None
+    verb = {"retract": "retracts", "undo": "undoes the retraction of"}.get(str(rec.get("action")), "names")
+    return (f"refused: it {verb} {', '.join(others[:5])}{' ...' if len(others) > 5 else ''}, not brought by this "
+            "import (an import only adds; retract here with `retained forget`)")
+
+
 def _importable(n: int, raw: bytes, counts: Counter[str], notes: list[str]) -> dict[str, Any] | None:
     """Line `n` of an export as a record to import, or None: not a record, a tombstone or a purge
     record (counted), damaged or invalid (a note naming the line)."""
     try:
-        rec = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+        rec = safejson.loads(raw, max_bytes=records.MAX_LINE_BYTES)
+    except safejson.JSONError:
         counts["unreadable"] += 1
         return None
     if not isinstance(rec, dict) or not isinstance(rec.get("id"), str) or not rec["id"].strip():
@@ -341,10 +406,24 @@ def _importable(n: int, raw: bytes, counts: Counter[str], notes: list[str]) -> d
     try:
         records.check_text(rec["text"])
         records.check_kind(rec.get("kind", "note"))
+        writes.check_kind_is_no_secret(rec.get("kind", "note"))
+        _check_id(rec["id"])
     except UsageError as e:
         notes.append(f"line {n}: {e.message}; skipped")
         return None
     return rec
+
+
+def _check_id(rid: str) -> None:
+    """An imported id is kept as it is, so it must not carry a credential (nor a control character)."""
+    if len(rid) > 128 or any(ord(c) < 32 or ord(c) == 127 for c in rid):
+        raise UsageError("its id is not a record id (over 128 characters or a control character)", hint="")
+    if _redaction_on():
+        from . import redact
+
+        found = redact.label_secrets(rid)
+        if found:
+            raise UsageError(f"its id looks like a credential ({', '.join(sorted(found))})", hint="")
 
 
 def plan_items(store: Store, items: list[native.Item], scope: str | None) -> list[Action]:
@@ -403,12 +482,8 @@ def plan(store: Store, *, path: str | None, source: str | None, scope: str | Non
             "skipped": tally["skip"], "actions": actions, "notes": notes}
 
 
-def _redacted(value: Any, found: Counter[str]) -> Any:
-    if not redaction_enabled():
-        return value
-    from . import redact
-
-    return redact.redact_value(value, found)
+def _redaction_on() -> bool:
+    return redaction_enabled()
 
 
 def apply(store: Store, result: dict[str, Any]) -> dict[str, Any]:
@@ -471,10 +546,22 @@ def _kept_record(a: Action, source: str, now: str, found: Counter[str]) -> dict[
     if isinstance(src.get("imported"), dict):
         provenance["prior"] = src["imported"]
     rec["imported"] = provenance
-    rec["scope"] = a.scope
     rec.setdefault("kind", "note")
     rec.setdefault("ts", now)
-    for key in list(rec):
-        if key not in ("id", "ts", "kind", "scope", "supersedes", "client_op_id", "imported"):
-            rec[key] = _redacted(rec[key], found)
-    return rec
+    kept = ("id", "ts", "kind", "scope", "supersedes", "client_op_id", "imported")
+    extra = {k: v for k, v in rec.items() if k not in kept}
+    op = rec.get("client_op_id")
+    if _redaction_on():
+        from . import redact
+
+        # The fields' names too, the scope and the idempotency key: the write path's parts, redacted alike.
+        scope, op, cleaned = redact.redact_record_parts(found, scope=a.scope, client_op_id=op if isinstance(op, str) else None,
+                                                        fields=extra)
+        extra = cleaned or {}
+        a.scope = scope if scope is not None else a.scope
+    out = {k: v for k, v in rec.items() if k in kept}
+    out.update(extra)
+    out["scope"] = a.scope
+    if isinstance(op, str):
+        out["client_op_id"] = op
+    return out

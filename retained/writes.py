@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .index import Index
 
 from . import records
-from .errors import NotFound, UsageError
+from .errors import NotFound, Refused, UsageError
 from .index import query_terms, quote_query
 from .switches import switch
 
@@ -26,6 +26,7 @@ def check_args(text: str, *, kind: str, scope: str | None, default_scope: str | 
     """Refuse a malformed write with a clear error; returns the extra fields, checked."""
     records.check_text(text)
     records.check_kind(kind)
+    check_kind_is_no_secret(kind)
     if scope is not None:
         records.check_scope(scope)
     if default_scope is not None:
@@ -47,10 +48,11 @@ def redaction_enabled() -> bool:
     return switch("RETAINED_REDACT", True)
 
 
-def redacted(text: str, source: str | None,
-             extra: dict[str, Any]) -> tuple[str, str | None, dict[str, Any], Counter[str]]:
-    """The write's text, source and fields with secrets replaced (unless RETAINED_REDACT is off), and
-    what was found."""
+def redacted(text: str, source: str | None, extra: dict[str, Any], *, scope: str | None = None,
+             client_op_id: str | None = None) -> tuple[str, str | None, dict[str, Any], str | None, str | None, Counter[str]]:
+    """The write's text, source, fields (their names too), scope and client_op_id with secrets
+    replaced (unless RETAINED_REDACT is off), and what was found. Returns (text, source, fields,
+    scope, client_op_id, found)."""
     found: Counter[str] = Counter()
     if redaction_enabled():
         from . import redact  # compiled patterns: paid by writes only, not by the hook path
@@ -58,8 +60,25 @@ def redacted(text: str, source: str | None,
         text = redact.redact_value(text, found)
         if source is not None:
             source = redact.redact_value(source, found)
-        extra = redact.redact_value(extra, found)
-    return text, source, extra, found
+        scope, client_op_id, cleaned = redact.redact_record_parts(found, scope=scope, client_op_id=client_op_id,
+                                                                  fields=extra)
+        extra = cleaned if cleaned is not None else extra
+        if scope is not None:
+            records.check_scope(scope)
+    return text, source, extra, scope, client_op_id, found
+
+
+def check_kind_is_no_secret(kind: str) -> None:
+    """A kind is a short label every read shows: one that holds a credential is refused, not redacted
+    (a redacted kind would be a label nobody chose)."""
+    if not redaction_enabled():
+        return
+    from . import redact
+
+    found = redact.label_secrets(kind)
+    if found:
+        raise UsageError(f"kind looks like a credential ({', '.join(sorted(found))}); a kind is a short label",
+                         hint="use a label such as note, decision or convention, and keep secrets out of memory")
 
 
 def redaction_note(found: Counter[str]) -> list[str]:
@@ -117,10 +136,10 @@ def correctable(index: Index, supersedes: str) -> dict[str, Any]:
         raise NotFound(f"supersedes names {supersedes!r}, which is not a record in this store",
                        hint="copy the id from `search` or `list`")
     if target["tomb"]:
-        raise UsageError(f"{supersedes} was purged; there is nothing left to correct", hint="write a new record instead")
+        raise Refused(f"{supersedes} was purged; there is nothing left to correct", hint="write a new record instead")
     head = index.head_of(supersedes) or target
     if head["id"] != supersedes:
-        raise UsageError(f"{supersedes} was already corrected by {head['id']}, the current record; nothing was written",
+        raise Refused(f"{supersedes} was already corrected by {head['id']}, the current record; nothing was written",
                          hint=f"read {head['id']} first; if it still needs correcting, supersede {head['id']}")
     return target
 

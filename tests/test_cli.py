@@ -62,6 +62,8 @@ def test_exit_codes(store_dir):
     assert run_cli("write").returncode == 2
     assert run_cli("search", "x", "-k", "0").returncode == 2
     assert run_cli("bogus").returncode == 2
+    assert not store_dir.exists()  # reads name a missing store and create none (issue 17 item 21)
+    store_dir.mkdir()
     (store_dir / "log.jsonl").write_bytes(b"garbage\n")
     v = run_cli("verify")
     assert v.returncode == 1 and "NOT INTACT" in v.stdout and "corrupt line 1" in v.stdout

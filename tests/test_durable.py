@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from retained import durable, transfer
-from retained.errors import UsageError
+from retained.errors import StoreError
 from retained.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -164,7 +164,7 @@ def test_jsonl_export_that_fails_mid_write_leaves_the_old_export_and_no_temp_fil
         transfer.export(s, scopes=None, path=str(target))
         old = target.read_bytes()
         s.write("a record the old export lacks", scope="global")
-        with file_size_limit(len(old) // 2), pytest.raises(UsageError, match=f"cannot write {target}: File too large"):
+        with file_size_limit(len(old) // 2), pytest.raises(StoreError, match=f"cannot write {target}: File too large"):
             transfer.export(s, scopes=None, path=str(target))
         assert target.read_bytes() == old
         assert [p.name for p in out.iterdir()] == ["memory.jsonl"]

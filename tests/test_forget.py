@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from retained.brief import make_brief
-from retained.errors import NotFound, UsageError
+from retained.errors import NotFound, Refused, UsageError
 from retained.store import Store
 from tests.conftest import cli_json, run_cli
 
@@ -96,7 +96,7 @@ def test_retract_twice_writes_once_and_undo_of_a_live_record_is_refused(store):
     again = store.forget([r["id"]], "stale")
     assert again["deduplicated"] is True and again["id"] == first["id"]
     store.unforget([r["id"]])
-    with pytest.raises(UsageError, match="not retracted"):
+    with pytest.raises(Refused, match="not retracted"):
         store.unforget([r["id"]])
     with pytest.raises(NotFound):
         store.forget(["mem_NOSUCHRECORD"], "x")
@@ -203,7 +203,8 @@ def test_cli_forget_undo_and_purge(store_dir):
     assert cli_json("get", rid)["records"][0]["retracted"]["reason"] == "we use ninja"
     assert cli_json("forget", "--undo", rid)["action"] == "undo"
     assert [h["id"] for h in cli_json("search", "make")["hits"]] == [rid]
-    purged = cli_json("forget", "--purge", rid, "--reason", "gone")
+    assert run_cli("forget", "--purge", rid).returncode == 2  # no terminal to confirm on: refused (issue 17 item 9)
+    purged = cli_json("forget", "--purge", rid, "--reason", "gone", "--yes")
     assert purged["durable"] and purged["purged"][0]["id"] == rid
     assert b"uses make" not in (store_dir / "log.jsonl").read_bytes()
     assert run_cli("forget", "--purge", "--undo", rid).returncode == 2

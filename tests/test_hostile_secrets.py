@@ -98,14 +98,11 @@ def test_every_other_write_path_redacts_too(store_dir, tmp_path, path):
 
 
 # -- the parts of a record besides text and source (store.py's write path takes these in phase 2) ----------------
-_PARTS_UNWIRED = pytest.mark.xfail(strict=True, reason="issue 17 item 6: Store.write redacts text, source and field "
-                                                       "values only; redact.redact_record_parts is not called yet")
 
-
-@pytest.mark.parametrize("part", [pytest.param("client_op_id", marks=_PARTS_UNWIRED),
-                                  pytest.param("a field key", marks=_PARTS_UNWIRED),
-                                  pytest.param("a nested field key", marks=_PARTS_UNWIRED),
-                                  pytest.param("scope", marks=_PARTS_UNWIRED),
+@pytest.mark.parametrize("part", ["client_op_id",
+                                  "a field key",
+                                  "a nested field key",
+                                  "scope",
                                   pytest.param("source", id="source (as it already does)"),
                                   pytest.param("a field value", id="a field value (as it already does)")])
 def test_a_secret_in_any_part_of_a_write_never_reaches_disk(store_dir, part):
@@ -125,8 +122,6 @@ def test_a_secret_in_any_part_of_a_write_never_reaches_disk(store_dir, part):
         assert secret.encode() not in data, f"{part}: {secret}"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 6: a kind is any [A-Za-z0-9_.-]{1,64}, so a 40-character token "
-                                       "passes records.check_kind and is written as the kind")
 def test_a_kind_that_is_a_credential_is_refused():
     proc = cli("write", "x", "--kind", GITHUB)
     one_line_error(proc, "a token as kind")
@@ -165,3 +160,68 @@ def test_parts_without_secrets_are_returned_unchanged():
     assert redact_record_parts(found, scope="github.com/org/shop", client_op_id="op-42", fields=fields) == \
         ("github.com/org/shop", "op-42", fields)
     assert not found
+
+
+# -- the rest of the class: every part of a write, by every path that writes ------------------------------------
+def test_mcp_writes_redact_the_scope_the_op_id_and_every_field_key(store_dir):
+    from tests.mcp_wire import WireServer
+
+    server = WireServer(env=LEXICAL)
+    try:
+        server.initialize()
+        reply = server.call(2, "memory_write", {
+            "text": "a record whose other parts hold secrets",
+            "scope": "https://bob:Hunter2xyz99@git.example.com/org/shop",
+            "client_op_id": f"op-{GITHUB}",
+            "fields": {GITHUB: 1, "env": {ANTHROPIC: "x"}},
+        })
+        receipt = reply["result"]["structuredContent"]
+        assert receipt["durable"] is True and any("redacted" in w for w in receipt["warnings"]), receipt
+        again = server.call(3, "memory_write", {"text": "a record whose other parts hold secrets",
+                                                "client_op_id": f"op-{GITHUB}"})
+        assert again["result"]["structuredContent"]["id"] == receipt["id"]  # the op id still names that write
+        kind = server.call(4, "memory_write", {"text": "x", "kind": GITHUB})
+        assert kind["result"]["isError"] is True
+    finally:
+        server.close()
+    data = b"".join(every_file_bytes(store_dir).values())
+    for secret in (GITHUB, ANTHROPIC, "Hunter2xyz99"):
+        assert secret.encode() not in data, secret
+
+
+def test_a_repeated_client_op_id_that_held_a_secret_is_still_recognised(store_dir):
+    first = cli_json("write", "one write, sent twice", "--client-op-id", f"op-{GITHUB}")
+    second = cli_json("write", "one write, sent twice", "--client-op-id", f"op-{GITHUB}")
+    assert second["id"] == first["id"] and any("client_op_id already used" in w for w in second["warnings"])
+
+
+@pytest.mark.parametrize("kind", [ANTHROPIC, "AKIAQ3EGRWZXKLM4PN7T", "npm_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"])
+def test_any_kind_that_is_a_credential_is_refused_and_nothing_is_written(store_dir, kind):
+    proc = cli("write", "x", "--kind", kind)
+    assert kind not in one_line_error(proc, "a credential as kind")  # the refusal never echoes it
+    assert proc.returncode == 2
+    assert kind.encode() not in b"".join(every_file_bytes(store_dir).values())
+
+
+@pytest.mark.parametrize("kind", ["decision", "design-note", "adr.v2", "token-budget", "secret-santa"])
+def test_ordinary_kinds_are_still_taken(store_dir, kind):
+    assert cli_json("write", "an ordinary record", "--kind", kind)["durable"] is True
+
+
+def test_an_imported_export_has_its_scope_op_id_and_field_keys_redacted(store_dir, tmp_path):
+    from tests.helpers.hostile import jsonl, sealed_chain
+
+    recs = sealed_chain([{"text": "imported with secrets beside its text",
+                          "scope": "https://bob:Hunter2xyz99@git.example.com/org/shop",
+                          "client_op_id": f"op-{GITHUB}", ANTHROPIC: "a field named by a key"},
+                         {"text": "a kind that is a token", "kind": GITHUB[:-1] + "Z"},
+                         {"text": "an id that is a token", "id": "mem_" + GITHUB[:-1] + "Y"}])
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(jsonl(recs))
+    proc = cli("import", str(path), "--apply")
+    assert proc.returncode == 0, proc.stderr
+    assert "redacted" in proc.stderr
+    data = b"".join(every_file_bytes(store_dir).values())
+    for secret in (GITHUB[:-1].encode(), ANTHROPIC.encode(), b"Hunter2xyz99"):
+        assert secret not in data, secret
+    assert recs[0]["id"].encode() in data  # the record itself came in

@@ -40,7 +40,7 @@ def _write(text: str, *extra: str, **kw) -> dict:
     return cli_json("write", text, *extra, **kw)
 
 
-# -- item 1: one hostile line must not disable the store (the depth the issue names, and the rest of its class) --------------------------------------------------
+# -- item 1: one hostile line must not disable the store (the depth the issue names, and the rest of its class) ---
 DEEP = {
     "arrays 5,000 deep": b"[" * 5000 + b"]" * 5000,
     "objects 5,000 deep": b'{"a":' * 5000 + b"1" + b"}" * 5000,
@@ -113,16 +113,12 @@ def test_a_write_refuses_fields_nested_deeper_than_the_log_reads(store_dir):
     assert not (store_dir / "log.jsonl").exists() or b'"shape"' not in (store_dir / "log.jsonl").read_bytes()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 1: `--field` values are read with json.loads, so a value "
-                                       "nested 5,000 deep is a RecursionError (exit 3)")
 def test_a_field_value_nested_5000_deep_is_a_usage_error():
     proc = cli("write", "x", "--field", "shape=" + "[" * 5000 + "]" * 5000)
     one_line_error(proc, "--field 5,000 deep")
     assert proc.returncode == 2
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 1: import files are read with json.loads, so a line nested "
-                                       "5,000 deep is a RecursionError (exit 3) instead of a line the dry run skips")
 def test_an_import_file_with_a_deeply_nested_line_imports_the_rest(tmp_path):
     path = tmp_path / "export.jsonl"
     path.write_bytes(jsonl(sealed_chain([{"text": "a good record from elsewhere"}])) + DEEP["arrays 5,000 deep"] + b"\n")
@@ -183,8 +179,6 @@ def _current_ids(scope: str = "*") -> set[str]:
     return {r["id"] for r in cli_json("list", "--scope", scope, "--limit", "500")["records"]}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 4: transfer._append_kept re-appends an imported forget "
-                                       "record verbatim, so it retracts a local record; the dry run shows '+ forget'")
 @pytest.mark.parametrize("action", ["retract", "retract with a reason"])
 def test_an_import_cannot_retract_a_local_record(tmp_path, action):
     local = _write("the deploy key lives in the vault")["id"]
@@ -200,8 +194,6 @@ def test_an_import_cannot_retract_a_local_record(tmp_path, action):
     assert "retracted" not in cli_json("get", local)["records"][0]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 4: an imported undo record brings back a record a person "
-                                       "retracted here")
 def test_an_import_cannot_undo_a_local_retraction(tmp_path):
     local = _write("an old secret-free note someone retracted")["id"]
     assert cli("forget", local, "--reason", "wrong").returncode == 0
@@ -212,8 +204,6 @@ def test_an_import_cannot_undo_a_local_retraction(tmp_path):
     assert local not in _current_ids()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 4: an imported record with `supersedes` naming a local "
-                                       "record replaces it, silently")
 def test_an_import_cannot_supersede_a_local_record(tmp_path):
     local = _write("the deploy key lives in the vault")["id"]
     path = _import_file(tmp_path, [{"text": "the deploy key lives in the attacker's bucket", "supersedes": local}])
@@ -234,8 +224,6 @@ def test_an_import_may_supersede_a_record_of_the_same_import(tmp_path):
     assert _current_ids() == {new["id"]}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 4: reserved fields (retracted, superseded_by) of imported "
-                                       "lines are kept verbatim, and get shows them as this store's state")
 def test_reserved_fields_in_an_import_are_not_shown_as_state(tmp_path):
     path = _import_file(tmp_path, [{"text": "claims to be retracted", "retracted": {"by": "mem_x", "reason": "r", "ts": "t"},
                                     "superseded_by": "mem_y"}])
@@ -245,8 +233,6 @@ def test_reserved_fields_in_an_import_are_not_shown_as_state(tmp_path):
     assert "retracted" not in rec and "superseded_by" not in rec, rec
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 4: transfer.plan_jsonl takes an imported record's scope "
-                                       "unchecked (records.check_scope is never called on it)")
 @pytest.mark.parametrize("scope", ["../../x", "a/../../etc", "line\nbreak", "nul\u0000byte", " padded ", "x" * 600])
 def test_imported_scopes_are_checked_like_the_cli(tmp_path, scope):
     path = _import_file(tmp_path, [{"text": "a record with a bad scope", "scope": scope}])
@@ -273,8 +259,6 @@ def _torn_copy(store_dir: Path, text: str, cut_in_text: int | None) -> None:
     append_line(store_dir, line[:cut], newline=False)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 5: forget._windows makes no window of a text under 12 "
-                                       "characters, so its torn copy survives in quarantine/")
 def test_purge_removes_a_short_text_from_every_file_of_the_store(store_dir):
     secret = "Qx7Zk9W"
     _write("an unrelated record first")
@@ -287,8 +271,6 @@ def test_purge_removes_a_short_text_from_every_file_of_the_store(store_dir):
     assert left == []
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 5: a torn copy holding only the first 10 characters of a "
-                                       "purged text is shorter than forget.WINDOW (12) and survives")
 def test_purge_removes_a_ten_character_fragment_of_a_longer_text(store_dir):
     text = "Zq8Wv3Ny1T and the rest of a longer purged record"
     _write("an unrelated record first")
@@ -404,8 +386,6 @@ def test_a_huge_hostile_last_line_costs_a_write_one_read_not_a_quadratic_copy(st
 
 
 # -- item 9: no purge without a person to confirm it ---------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="issue 17 item 9: cli.cmd_forget asks only when stdin is a terminal and "
-                                       "otherwise purges at once, which is how an agent's shell tool runs it")
 @pytest.mark.parametrize("stdin", ["", "y\n", "yes\n"])
 def test_purge_without_yes_refuses_when_there_is_no_terminal(store_dir, stdin):
     rid = _write("a record an agent wants gone for good")["id"]
@@ -436,11 +416,8 @@ def test_brief_scope_takes_the_project_short_name_like_list_and_search(remote_pr
 
 
 # -- item 21: reads name a missing store; hooks say nothing on one that cannot be opened ---------------------------
-_MAKES_A_STORE = pytest.mark.xfail(strict=True, reason="issue 17 item 21: Store(create=True) on every read makes "
-                                   "an empty store at a mistyped --dir and reports 'intact: 0 records'")
 
-
-@pytest.mark.parametrize("command", [pytest.param(c, marks=_MAKES_A_STORE, id=c[0]) for c in
+@pytest.mark.parametrize("command", [pytest.param(c, id=c[0]) for c in
                                      (["verify"], ["list"], ["search", "x"], ["brief"], ["get", "mem_x"], ["export"])]
                          + [pytest.param(["scopes"], id="scopes (as it already does)")])
 def test_a_read_on_a_mistyped_dir_names_the_missing_store_and_creates_nothing(tmp_path, command):
@@ -451,8 +428,6 @@ def test_a_read_on_a_mistyped_dir_names_the_missing_store_and_creates_nothing(tm
     assert not typo.exists()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 21: hook.session_start renders an empty brief when the "
-                                       "store path is not a directory ((dir / log).exists() is False)")
 def test_session_start_on_a_store_that_cannot_be_opened_prints_nothing_and_says_why(tmp_path):
     not_a_dir = tmp_path / "store-file"
     not_a_dir.write_text("not a store")
@@ -464,8 +439,6 @@ def test_session_start_on_a_store_that_cannot_be_opened_prints_nothing_and_says_
 
 
 # -- item 22: exit codes follow the README's table -----------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="issue 17 item 22: these refusals raise UsageError (exit 2) though the "
-                                       "command line was valid; the README's table says 1 (did not succeed)")
 @pytest.mark.parametrize("case", ["supersede a superseded record", "undo a record that is not retracted",
                                   "export into a missing folder"])
 def test_a_valid_command_that_cannot_succeed_exits_1_not_2(tmp_path, case):

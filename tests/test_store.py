@@ -9,7 +9,7 @@ import stat
 import pytest
 
 from retained import records
-from retained.errors import NotFound, StoreError, UsageError
+from retained.errors import NotFound, Refused, StoreError, UsageError
 from retained.store import Store
 
 
@@ -33,7 +33,7 @@ def test_supersede_never_rewrites_and_search_serves_the_head(store, store_dir):
 def test_superseding_an_already_superseded_record_is_refused_naming_the_head(store):
     a = store.write("deploy on fridays")
     b = store.write("never deploy on fridays", supersedes=a["id"])
-    with pytest.raises(UsageError, match=f"already corrected by {b['id']}"):
+    with pytest.raises(Refused, match=f"already corrected by {b['id']}"):
         store.write("deploy on fridays before noon", supersedes=a["id"])
     # The decision the head holds is still the one served.
     assert [h["id"] for h in store.search("fridays")["hits"]] == [b["id"]]
