@@ -28,7 +28,7 @@ from typing import (
 )
 
 from . import __version__
-from .project import default_write_scope, read_scopes, write_scope
+from .project import default_write_scope, write_scope
 from .results import (
     ForgetReceipt,
     GetResult,
@@ -89,7 +89,8 @@ class Tools:
         elif self.session_id and isinstance(extra, dict):
             extra.setdefault("session_id", self.session_id)
         return cast(WriteReceipt, self.store.write(
-            text, kind=kind, scope=write_scope(scope, self.project), default_scope=default_write_scope(self.project),
+            text, kind=kind, scope=write_scope(scope, self.project, self.store.known_scopes),
+            default_scope=default_write_scope(self.project),
             source=source, supersedes=supersedes, client_op_id=client_op_id, fields=extra))
 
     def memory_search(
@@ -103,9 +104,11 @@ class Tools:
                                                   "current record of each chain).")] = False,
         as_of: Annotated[str | None, AS_OF] = None,
     ) -> SearchResult:
-        return cast(SearchResult, self.store.search(
-            query, scopes=read_scopes(scope, self.project), k=k, max_tokens=max_tokens,
-            include_superseded=include_superseded, as_of=as_of))
+        scopes, notes = self.store.read_scopes(scope, self.project)
+        result = self.store.search(query, scopes=scopes, k=k, max_tokens=max_tokens,
+                                   include_superseded=include_superseded, as_of=as_of)
+        result["warnings"] = notes + result["warnings"]
+        return cast(SearchResult, result)
 
     def memory_get(
         self,
@@ -127,9 +130,11 @@ class Tools:
     ) -> ListResult:
         if scopes is True:
             return cast(ListResult, self.store.scopes(self.project))
-        return cast(ListResult, self.store.list(
-            scopes=read_scopes(scope, self.project), kind=kind, limit=limit, before_seq=before_seq, as_of=as_of,
-            max_tokens=max_tokens))
+        scopes, notes = self.store.read_scopes(scope, self.project)
+        result = self.store.list(scopes=scopes, kind=kind, limit=limit, before_seq=before_seq, as_of=as_of,
+                                 max_tokens=max_tokens)
+        result["warnings"] = notes + result["warnings"]
+        return cast(ListResult, result)
 
     def memory_verify(self) -> VerifyResult:
         return cast(VerifyResult, self.store.verify())
@@ -141,7 +146,7 @@ class Tools:
         scope: Annotated[str | None, Param("Default: the current project, else 'global'.")] = None,
     ) -> WriteReceipt:
         fields = {"session_id": self.session_id} if self.session_id else None
-        scope = write_scope(scope, self.project) or default_write_scope(self.project)
+        scope = write_scope(scope, self.project, self.store.known_scopes) or default_write_scope(self.project)
         return cast(WriteReceipt, self.store.checkpoint(label, summary, fields=fields, scope=scope))
 
     def memory_forget(

@@ -167,11 +167,6 @@ def two_projects(tmp_path) -> dict[str, Any]:
     return {"repo": repo, "app": app["id"], "global": glob["id"], "outside": outside}
 
 
-_READS_EVERY_SCOPE = pytest.mark.xfail(strict=True, reason="issue 17 item 8: outside a git repository "
-                                                           "project.default_read_scopes(None) is every scope, not global")
-
-
-@_READS_EVERY_SCOPE
 @pytest.mark.parametrize("tool,args", [("memory_search", {"query": "fridays"}), ("memory_list", {})])
 def test_outside_a_project_mcp_reads_give_global_only_and_say_so(server, two_projects, tool, args):
     s = server(two_projects["outside"])
@@ -181,7 +176,6 @@ def test_outside_a_project_mcp_reads_give_global_only_and_say_so(server, two_pro
     assert "global" in _text(reply).splitlines()[0] or any("global" in w for w in _data(reply)["warnings"])
 
 
-@_READS_EVERY_SCOPE
 @pytest.mark.parametrize("command", [["brief"], ["list"], ["search", "fridays"]])
 def test_outside_a_project_cli_reads_give_global_only(two_projects, command):
     proc = cli(*command, cwd=two_projects["outside"])
@@ -203,8 +197,6 @@ def test_a_named_scope_still_reads_another_project_from_outside(server, two_proj
         assert two_projects["app"] in ids, scope
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 13: project.resolve_scope resolves a short name only to the "
-                                       "current project or a relative path; from elsewhere `app` stays a literal scope")
 def test_a_project_short_name_resolves_from_outside_on_every_path(server, two_projects):
     outside = two_projects["outside"]
     ids = {h["id"] for h in _data(server(outside).call(2, "memory_list", {"scope": "app"}))["records"]}
@@ -235,7 +227,8 @@ def test_memory_get_without_ids_marks_superseded_and_retracted_records(stocked):
 
 
 def test_memory_get_with_ids_marks_them(stocked):
-    records = {r["id"]: r for r in _data(stocked["s"].call(9, "memory_get", {"ids": [stocked["old"], stocked["todo"]]}))["records"]}
+    asked = {"ids": [stocked["old"], stocked["todo"]]}
+    records = {r["id"]: r for r in _data(stocked["s"].call(9, "memory_get", asked))["records"]}
     assert records[stocked["old"]].get("superseded_by") == stocked["new"]
     assert "retracted" in records[stocked["todo"]]
 

@@ -40,7 +40,7 @@ def _write(text: str, *extra: str, **kw) -> dict:
     return cli_json("write", text, *extra, **kw)
 
 
-# -- item 1: one hostile line must not disable the store (the depth the issue names, and the rest of its class) --------------------------------------------------
+# -- item 1: one hostile line must not disable the store (the depth the issue names, and the rest of its class) ----
 DEEP = {
     "arrays 5,000 deep": b"[" * 5000 + b"]" * 5000,
     "objects 5,000 deep": b'{"a":' * 5000 + b"1" + b"}" * 5000,
@@ -404,8 +404,6 @@ def remote_project(tmp_path) -> Path:
     return repo
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 13: cli.cmd_brief hands --scope to the brief unresolved, "
-                                       "while list and search resolve the project's short name (project.read_scopes)")
 def test_brief_scope_takes_the_project_short_name_like_list_and_search(remote_project):
     _write("app deploys on fridays", cwd=remote_project)
     assert cli_json("list", "--scope", "app", cwd=remote_project)["total"] == 1
