@@ -171,7 +171,7 @@ def cmd_search(args: argparse.Namespace) -> int:
                 if result["truncated"] and result["total_matched"] > result["returned"] else "")
         when = f" as of {args.as_of}" if args.as_of else ""
         _out(f"{result['returned']} of {at_least}{result['total_matched']} matching records{more}{when}")
-        if result.get("match") == "any":
+        if result.get("match") == "any" and result["hits"]:
             _out("no record holds every word; showing records that hold any of them"
                  + (" or are close in meaning" if result.get("semantic") == "on" else ""))
         if str(result.get("semantic", "on")).startswith("off"):

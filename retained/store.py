@@ -392,7 +392,7 @@ class Store:
         rows = self.index.scope_table()
         mine = set(self.project_scopes([project]) or []) if project else set()
         table = [{**r, "current_project": r["scope"] in mine} for r in rows]
-        return {"records": [], "total": len(table), "returned": 0, "truncated": False, "warnings": warnings,
+        return {"records": [], "total": len(table), "returned": len(table), "truncated": False, "warnings": warnings,
                 "scopes": table}
 
     # -- integrity ----------------------------------------------------------------------------------

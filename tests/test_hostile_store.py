@@ -40,7 +40,7 @@ def _write(text: str, *extra: str, **kw) -> dict:
     return cli_json("write", text, *extra, **kw)
 
 
-# -- item 1: one hostile line must not disable the store (the depth the issue names, and the rest of its class) ----
+# -- item 1: one hostile line must not disable the store (the depth the issue names, and the rest of its class) ---
 DEEP = {
     "arrays 5,000 deep": b"[" * 5000 + b"]" * 5000,
     "objects 5,000 deep": b'{"a":' * 5000 + b"1" + b"}" * 5000,
