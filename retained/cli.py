@@ -509,7 +509,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     from .paths import store_dir
     from .ui import serve
 
-    return serve(store_dir(args.dir), open_browser=not args.no_open, port=args.port)
+    return serve(store_dir(args.dir), open_browser=not args.no_open, port=args.port, project=_project())
 
 
 def cmd_import(args: argparse.Namespace) -> int:
