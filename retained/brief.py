@@ -30,6 +30,7 @@ END = "<<<end retained-memory>>>"
 #: Kinds that hold until corrected, shown right after the newest checkpoint, in this order.
 STANDING_KINDS = ("decision", "convention", "preference", "todo")
 CHECKPOINT = "checkpoint"
+NO_PROJECT = "global only (no current project: not inside a git repository)"  # the default read outside one
 
 
 def _line(row: dict[str, Any], project: str | None) -> str:
@@ -158,8 +159,8 @@ def make_brief(store: Store, project: str | None, *, budget: int = DEFAULT_BUDGE
 
     `loaded_at_start`: names of the files hosts load into every session themselves (the host
     registry's); a record imported from one that the file still holds is not repeated here."""
-    if scope is None:
-        scopes = [project, GLOBAL_SCOPE] if project else None
+    if scope is None:  # outside every project: global records only, never every project's
+        scopes = [project, GLOBAL_SCOPE] if project else [GLOBAL_SCOPE]
     elif scope == "*":
         scopes = None
     else:
@@ -174,7 +175,7 @@ def make_brief(store: Store, project: str | None, *, budget: int = DEFAULT_BUDGE
         for r in rows:
             if r["id"] not in kept_ids:
                 kinds[r["kind"]] = kinds.get(r["kind"], 0) - 1
-    label = scope if scope not in (None, "*") else None
+    label = scope if scope not in (None, "*") else "all scopes" if scope == "*" else None if project else NO_PROJECT
     damage = store.damage_note() if hasattr(store, "damage_note") else None
     result = render(kept, total, project=project, budget=budget, scope_label=label, damage=damage, kinds=kinds,
                     host_loaded=host_loaded)

@@ -178,7 +178,7 @@ def cmd_write(args: argparse.Namespace) -> int:
         except UnicodeDecodeError as e:
             raise UsageError(f"stdin is not UTF-8 text (byte {e.start})", hint="convert it to UTF-8") from None
     with _store(args, create=True) as store:
-        result = store.write(text, kind=args.kind, scope=write_scope(args.scope, _project()),
+        result = store.write(text, kind=args.kind, scope=write_scope(args.scope, _project(), store.known_scopes),
                              default_scope=default_write_scope(_project()),
                              source=args.source, supersedes=args.supersedes, client_op_id=args.client_op_id,
                              fields=_parse_fields(args.field))
@@ -201,18 +201,18 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
     from .project import default_write_scope, write_scope
 
     with _store(args, create=True) as store:
-        scope = write_scope(args.scope, _project()) or default_write_scope(_project())
+        scope = write_scope(args.scope, _project(), store.known_scopes) or default_write_scope(_project())
         result = store.checkpoint(args.label, args.summary, scope=scope)
     return _report_write(args, cast("WriteReceipt", result))
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from .project import read_scopes
-
     with _store(args) as store:
-        kw = {"scopes": read_scopes(args.scope, _project()), "kind": args.kind, "k": args.k,
+        scopes, notes = store.read_scopes(args.scope, _project())
+        kw = {"scopes": scopes, "kind": args.kind, "k": args.k,
               "max_tokens": args.max_tokens, "include_superseded": args.include_superseded, "as_of": args.as_of}
         result = cast("SearchResult", _search_fast(store, args.query, kw, wait_for_meaning=args.meaning))
+        result["warnings"] = notes + result["warnings"]
     if args.json:
         _print_json(result)
     else:
@@ -221,7 +221,7 @@ def cmd_search(args: argparse.Namespace) -> int:
                 if result["truncated"] and result["total_matched"] > result["returned"] else "")
         when = f" as of {args.as_of}" if args.as_of else ""
         _out(f"{result['returned']} of {at_least}{result['total_matched']} matching records{more}{when}")
-        if result.get("match") == "any":
+        if result.get("match") == "any" and result["hits"]:
             _out("no record holds every word; showing records that hold any of them"
                  + (" or are close in meaning" if result.get("semantic") == "on" else ""))
         if str(result.get("semantic", "on")).startswith("off"):
@@ -268,12 +268,12 @@ def cmd_get(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from .project import read_scopes
-
     with _store(args) as store:
+        scopes, notes = store.read_scopes(args.scope, _project())
         result = cast("ListResult", store.list(
-            scopes=read_scopes(args.scope, _project()), kind=args.kind, limit=args.limit, before_seq=args.before_seq,
+            scopes=scopes, kind=args.kind, limit=args.limit, before_seq=args.before_seq,
             include_superseded=args.include_superseded, as_of=args.as_of))
+        result["warnings"] = notes + result["warnings"]
     if args.json:
         _print_json(result)
     else:
@@ -465,27 +465,33 @@ def cmd_brief(args: argparse.Namespace) -> int:
             result = _brief_as_of(store, project, args)
     else:
         with Store(directory, create=False) as store:
-            result = make_brief(store, project, budget=args.budget, scope=args.scope,
+            scopes, notes = store.read_scopes(args.scope, project)
+            scope = args.scope if scopes is None or args.scope is None else scopes[0]
+            result = make_brief(store, project, budget=args.budget, scope=scope,
                                 loaded_at_start=loaded_at_start())
+            result["warnings"] = notes
     if args.json:
         _print_json(result)
     else:
         _out(result["text"])
+        _warn_all(result.get("warnings", []))
     return EXIT_OK
 
 
 def _brief_as_of(store: Store, project: str | None, args: argparse.Namespace) -> dict[str, Any]:
     """The brief as it would have read at --as-of: the records current then, checkpoints first."""
     from .brief import render
-    from .project import read_scopes
 
-    scopes = read_scopes(args.scope, project)
+    scopes, notes = store.read_scopes(args.scope, project)
     rows_needed = max(args.budget // 8, 1) + 1
     checkpoints = store.list(scopes=scopes, kind="checkpoint", limit=min(rows_needed, 500), as_of=args.as_of)
     every = store.list(scopes=scopes, limit=min(rows_needed * 2, 500), as_of=args.as_of)
     rows = checkpoints["records"] + [r for r in every["records"] if r["kind"] != "checkpoint"]
-    label = (args.scope if args.scope not in (None, "*") else project or "all scopes") + f" as of {args.as_of}"
-    return render(rows[:rows_needed], every["total"], project=project, budget=args.budget, scope_label=label)
+    named = scopes[0] if args.scope is not None and scopes else None
+    label = (named or ("all scopes" if args.scope is not None else project or "global")) + f" as of {args.as_of}"
+    result = render(rows[:rows_needed], every["total"], project=project, budget=args.budget, scope_label=label)
+    result["warnings"] = notes
+    return result
 
 
 def cmd_hook(args: argparse.Namespace) -> int:
@@ -540,11 +546,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 # -- export, import, the web page (retained/transfer.py, retained/ui.py) -----------------------------
 def cmd_export(args: argparse.Namespace) -> int:
-    from .project import read_scopes
     from .transfer import export
 
-    scopes = read_scopes(args.scope, _project()) if args.scope is not None else None
     with _store(args) as store:
+        scopes = store.read_scopes(args.scope, _project())[0] if args.scope is not None else None
         result = export(store, scopes=scopes, fmt=args.format, include_history=args.include_history, path=args.output)
     to_stdout = result["path"] == "-"
     if args.json and not to_stdout:
@@ -572,7 +577,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     from .paths import store_dir
     from .ui import serve
 
-    return serve(store_dir(args.dir), open_browser=not args.no_open, port=args.port)
+    return serve(store_dir(args.dir), open_browser=not args.no_open, port=args.port, project=_project())
 
 
 def cmd_import(args: argparse.Namespace) -> int:

@@ -6,11 +6,14 @@ this module as arguments: the callers ask the host registry; this module imports
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from .records import GLOBAL_SCOPE
+
+ALL_SCOPES = "*"  # in a read's scope: every scope
 
 
 def find_root(start: str | os.PathLike[str]) -> Path | None:
@@ -41,10 +44,8 @@ def project_dir(cwd: str | os.PathLike[str] | None = None, env: Mapping[str, str
     if cwd is not None:
         starts.insert(0, str(cwd))
     else:
-        try:
+        with contextlib.suppress(OSError):
             starts.append(os.getcwd())
-        except OSError:
-            pass
     for start in starts:
         root = find_root(start)
         if root is not None:
@@ -80,31 +81,94 @@ def default_write_scope(project: str | None) -> str:
     return project if project else GLOBAL_SCOPE
 
 
-def write_scope(scope: str | None, project: str | None) -> str | None:
+Known = Callable[[], Iterable[str]] | Iterable[str] | None  # the scopes a store holds, or how to get them
+
+
+def write_scope(scope: str | None, project: str | None, known: Known = None) -> str | None:
     """A caller's `scope` for a write, in any spelling (see `resolve_scope`); None stays None (the store
-    then keeps a correction's scope, or files the record under the current project)."""
+    then keeps a correction's scope, or files the record under the current project). '*' names every
+    scope, which no record can be filed under: refused."""
     if scope is None:
         return None
+    from .errors import UsageError
     from .records import check_scope
 
-    return resolve_scope(check_scope(scope), project)
+    if isinstance(scope, str) and scope.strip() == ALL_SCOPES:
+        raise UsageError("scope '*' means every scope and is for reads only: a record goes to one scope",
+                         hint="omit scope for the current project, or pass 'global' or a project's scope")
+    return resolve_scope(check_scope(scope), project, known)
 
 
-def default_read_scopes(project: str | None) -> list[str] | None:
-    """The current project plus global records; every scope (None) when there is no project."""
-    return [project, GLOBAL_SCOPE] if project else None
+def default_read_scopes(project: str | None) -> list[str]:
+    """The current project plus global records; global records only when there is no project (a read
+    from outside every project must not show any project's memory)."""
+    return [project, GLOBAL_SCOPE] if project else [GLOBAL_SCOPE]
 
 
-def read_scopes(scope: str | None, project: str | None) -> list[str] | None:
-    """Resolve a caller's `scope` argument: None → defaults, "*" → every scope, else that one scope
-    (a path in any spelling, the project's key or its short name: see `resolve_scope`)."""
+def read_scopes(scope: str | None, project: str | None, known: Known = None) -> list[str] | None:
+    """Resolve a caller's `scope` argument: None → defaults, "*" → every scope (None), else that one
+    scope (a path in any spelling, a project's key or short name: see `resolve_scope`)."""
     if scope is None:
         return default_read_scopes(project)
-    if scope == "*":
+    if isinstance(scope, str) and scope.strip() == ALL_SCOPES:
         return None
     from .records import check_scope
 
-    return [resolve_scope(check_scope(scope), project)]
+    return [resolve_scope(check_scope(scope), project, known)]
+
+
+def default_note(scope: str | None, project: str | None) -> str | None:
+    """What a read says when it took the default scopes outside every project: only global records."""
+    if scope is not None or project:
+        return None
+    return ("no current project (not inside a git repository): only global records were read; name a "
+            "project's scope, or '*' for every scope")
+
+
+def unknown_note(asked: str, scopes: list[str] | None, project: str | None, known: Iterable[str]) -> str | None:
+    """What a read of a scope the store has never held says: so, and the nearest known scopes."""
+    if not scopes or len(scopes) != 1:
+        return None
+    scope = scopes[0]
+    known = list(known)
+    if scope in (GLOBAL_SCOPE, project) or scope in known:
+        return None
+    named = repr(asked) + (f" ({scope})" if scope != asked else "")
+    several = by_short_name(asked, known)
+    if len(several) > 1:
+        return (f"scope {named} holds no records; it is the short name of several projects, so name one: "
+                + ", ".join(several[:5]))
+    near = nearest_scopes(scope, known)
+    return (f"scope {named} holds no records" + ("; nearest known: " + ", ".join(near) if near else "")
+            + " (see `retained scopes`)")
+
+
+def short_name(scope: str) -> str:
+    """The last part of a scope that names a project: `app` of `github.com/org/app` or `/src/app`."""
+    return scope.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def by_short_name(name: str, known: Iterable[str]) -> list[str]:
+    """The known scopes whose short name is `name` (a project key before a path when both are there)."""
+    if not name or "/" in name or "\\" in name or name in (GLOBAL_SCOPE, ALL_SCOPES):
+        return []
+    found = [s for s in known if s != name and s != GLOBAL_SCOPE and short_name(s) == name]
+    return sorted(found, key=lambda s: (os.path.isabs(s), s))
+
+
+def nearest_scopes(scope: str, known: Iterable[str], n: int = 3) -> list[str]:
+    """Up to `n` known scopes spelled most like `scope` (whole, or by short name), nearest first."""
+    import difflib
+
+    pool = [s for s in known if s != scope]
+    scored: dict[str, float] = {}
+    for s in pool:
+        whole = difflib.SequenceMatcher(None, scope, s).ratio()
+        short = difflib.SequenceMatcher(None, short_name(scope), short_name(s)).ratio()
+        best = max(whole, short)
+        if best >= 0.6:
+            scored[s] = best
+    return sorted(scored, key=lambda s: (-scored[s], s))[:n]
 
 
 # -- identity: what every worktree and clone of one repository share ------------------------------------
@@ -191,13 +255,13 @@ def project_identity(cwd: str | os.PathLike[str] | None = None, env: Mapping[str
     return {**ident, "root": str(root)}
 
 
-def resolve_scope(scope: str, project: str | None = None) -> str:
+def resolve_scope(scope: str, project: str | None = None, known: Known = None) -> str:
     """Every spelling of a project's scope as the scope retained files it under (`scope_of`): `.`, a
     relative path, a trailing slash or a symlink (the git root when the path lies inside a repository),
-    and the current project's key or short name. Anything else is returned as given."""
-    from .records import GLOBAL_SCOPE as _GLOBAL
-
-    if scope in (_GLOBAL, "*") or scope == project:
+    the current project's key or short name, and, from anywhere, the short name of a project the store
+    knows (`known`: its scopes) when exactly one has it and no scope is spelled so. Anything else is
+    returned as given."""
+    if scope in (GLOBAL_SCOPE, ALL_SCOPES) or scope == project:
         return scope
     if project is not None:
         ident = identity(project) if os.path.isabs(project) and os.path.isdir(project) else None
@@ -214,4 +278,11 @@ def resolve_scope(scope: str, project: str | None = None) -> str:
             root = find_root(real)
             return scope_of(root) if root is not None else str(real)
         return str(real) if scope.startswith((".", "~")) or scope.endswith(("/", os.sep)) else scope.rstrip("/") or scope
+    if known is not None:
+        scopes = list(known() if callable(known) else known)
+        if scope not in scopes:
+            found = by_short_name(scope, scopes)
+            keys = [s for s in found if not os.path.isabs(s)]
+            if len(keys) == 1 or (not keys and len(found) == 1):
+                return (keys or found)[0]
     return scope

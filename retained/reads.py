@@ -121,10 +121,10 @@ def search_result(found: Found, *, as_of: str | None, semantic: str, by_meaning:
     if not found.exact:
         warnings.append(f"at least {total} records match; counting stopped there (total_matched is a lower bound)")
     if max_tokens is not None:
-        hits, cut = fit_tokens(hits, max_tokens)
-        if cut:
+        hits, cut, trimmed = fit_tokens(hits, max_tokens)
+        if cut or trimmed:
             truncated = True
-            warnings.append(f"max_tokens={max_tokens} left out {cut} hit(s) or part of one")
+            warnings.append(budget_note(max_tokens, cut, trimmed, "hit"))
     return ({"hits": hits, "total_matched": total, "total_exact": found.exact, "returned": len(hits),
              "truncated": truncated, "match": found.mode, "semantic": semantic, "warnings": warnings}, cosines)
 
@@ -141,14 +141,15 @@ def list_result(index: Index, found: list[dict[str, Any]], total: int, newer: in
                 del h["superseded_by"]
     returned_through = len(hits) + newer
     cut = 0
+    trimmed = 0
     if max_tokens is not None:
-        hits, cut = fit_tokens(hits, max_tokens)
-        if cut:
-            warnings.append(f"max_tokens={max_tokens} left out {cut} record(s) or part of one; page on with "
-                            "before_seq")
+        hits, cut, trimmed = fit_tokens(hits, max_tokens)
+        if cut or trimmed:
+            warnings.append(budget_note(max_tokens, cut, trimmed, "record")
+                            + ("; page on with before_seq" if cut else ""))
     returned_through -= cut
     return {"records": hits, "total": total, "returned": len(hits),
-            "truncated": returned_through < total or bool(cut), "warnings": warnings}
+            "truncated": returned_through < total or bool(cut or trimmed), "warnings": warnings}
 
 
 # -- get --------------------------------------------------------------------------------------------
@@ -203,23 +204,39 @@ def marked(index: Index, log: Log, rec: dict[str, Any], row: dict[str, Any]) -> 
 
 
 # -- token budgets ------------------------------------------------------------------------------------
-def fit_tokens(hits: list[dict[str, Any]], budget: int) -> tuple[list[dict[str, Any]], int]:
-    """Keep hits, best first, while their text fits the budget; trim the first if it alone is too big."""
+HIT_OVERHEAD = 12  # tokens of a hit besides its text: id, scope, kind, punctuation
+MIN_TRIMMED = 16  # a trimmed hit keeps at least this many tokens of its text: never a hit of nothing
+
+
+def fit_tokens(hits: list[dict[str, Any]], budget: int) -> tuple[list[dict[str, Any]], int, int]:
+    """(the hits kept, best first, while their text fits the budget; how many were left out; how many
+    were trimmed). The first hit that does not fit is trimmed to the room left when that room is worth
+    reading, and always when it is the first hit (a reply of nothing would say less than a part)."""
     kept: list[dict[str, Any]] = []
     used = 0
     for i, one in enumerate(hits):
-        cost = estimate_tokens(one["text"]) + 12  # ids, scope and punctuation around the text
+        cost = estimate_tokens(one["text"]) + HIT_OVERHEAD
         if used + cost <= budget:
             kept.append(one)
             used += cost
             continue
-        if not kept:
-            trimmed = dict(one)
-            trimmed["text"] = trim_to_tokens(one["text"], max(budget - 12, 1))
-            trimmed["text_truncated"] = True
-            return [trimmed], len(hits) - 1 + 1
-        return kept, len(hits) - i
-    return kept, 0
+        room = budget - used - HIT_OVERHEAD
+        if kept and room < MIN_TRIMMED:
+            return kept, len(hits) - i, 0
+        trimmed = dict(one)
+        trimmed["text"] = trim_to_tokens(one["text"], max(room, MIN_TRIMMED))
+        trimmed["text_truncated"] = True
+        kept.append(trimmed)
+        return kept, len(hits) - i - 1, 1
+    return kept, 0, 0
+
+
+def budget_note(max_tokens: int, left_out: int, trimmed: int, what: str) -> str:
+    """'max_tokens=40 left out 3 hits and trimmed 1 (memory_get has it whole)'."""
+    parts = [f"left out {left_out} {what}{'s' if left_out != 1 else ''}"] if left_out else []
+    if trimmed:
+        parts.append(f"trimmed the text of {trimmed} (text_truncated; memory_get has it whole)")
+    return f"max_tokens={max_tokens} " + " and ".join(parts)
 
 
 def trim_to_tokens(text: str, budget: int, marker: str = " […trimmed]") -> str:
@@ -234,4 +251,7 @@ def trim_to_tokens(text: str, budget: int, marker: str = " […trimmed]") -> str
             lo = mid
         else:
             hi = mid - 1
-    return text[:lo].rstrip() + marker
+    kept = text[:lo].rstrip()
+    if not kept.strip():  # never a text of nothing but the marker: at least its first word
+        kept = (text.split() or [text])[0][:80]
+    return kept + marker

@@ -62,6 +62,11 @@ _FOR_MODEL = (
     ("pass --dir pointing at a directory", "the user must point retained at a directory"),
     ("or point --dir at the directory that holds it", "or point retained at the directory that holds it"),
     ("run as the store's owner", "the store's owner can write to it"),
+    ("(see `retained scopes`)", "(memory_list with scopes=true lists them)"),
+    ("`retained scopes`", "memory_list with scopes=true"),
+    ("use memory_forget (or `retained forget`)", "use memory_forget"),
+    ("`retained reindex` embeds them all now", "a reindex by the user embeds them all now"),
+    ("pass --meaning to load it here (about half a second)", "the next search may use it"),
 )
 
 
@@ -154,6 +159,11 @@ def _server_class() -> Any:
         input_schemas: dict[str, dict[str, Any]]  # each tool's inputSchema as published, set by build_server
 
         async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            known = (self.input_schemas.get(name) or {}).get("properties")
+            if isinstance(arguments, dict) and isinstance(known, dict) and set(arguments) - set(known):
+                unknown = ", ".join(sorted(set(arguments) - set(known)))
+                raise ToolError(f"Error executing tool {name}: it takes no argument {unknown}; it takes: "
+                                + ", ".join(known) + " (nothing was done)")
             try:
                 result = await super().call_tool(name, arguments, context)
             except ToolError as e:
@@ -192,7 +202,21 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
                              tools=registered)
     server.reply_project = project
     server.input_schemas = {tool.name: tool.parameters for tool in registered}
+    _advertise_tools_only(server)
     return server
+
+
+def _advertise_tools_only(server: Any) -> None:
+    """initialize advertises tools only: retained serves no prompts and no resources (the SDK offers
+    both whenever their handlers exist, and they always do). A client that asks anyway still gets an
+    empty list. Leans on `MCPServer._lowlevel_server`, as retained/transport.py does."""
+    low = server._lowlevel_server
+    sdk_capabilities = low.get_capabilities
+
+    def get_capabilities(*args: Any, **kwargs: Any) -> Any:
+        return sdk_capabilities(*args, **kwargs).model_copy(update={"prompts": None, "resources": None})
+
+    low.get_capabilities = get_capabilities
 
 
 def _sdk_function(name: str, method: Callable[..., Any], here: str, store: Store) -> Callable[..., Any]:

@@ -137,6 +137,28 @@ class Store:
         except sqlite3.Error:
             return None
 
+    def known_scopes(self) -> list[str]:
+        """The scopes the index has met (they hold or held records); [] when the index cannot say."""
+        try:
+            self.index.catch_up()
+            return self.index.scope_names()
+        except Exception:  # the index is derived: a read goes on, and its refresh says what is wrong
+            return []
+
+    def read_scopes(self, scope: str | None, project: str | None) -> tuple[list[str] | None, list[str]]:
+        """A read's `scope` argument (any edge's) as the scopes to read, and what the read must say of
+        them: that outside a project only global records were read, or that a named scope holds
+        nothing here (with the nearest known scopes). One resolver for the CLI, MCP, hooks and page."""
+        from . import project as p
+
+        if scope is None:
+            note = p.default_note(scope, project)
+            return p.default_read_scopes(project), [note] if note else []
+        known = self.known_scopes() if not (isinstance(scope, str) and scope.strip() == p.ALL_SCOPES) else []
+        scopes = p.read_scopes(scope, project, known)
+        note = p.unknown_note(scope, scopes, project, known)
+        return scopes, [note] if note else []
+
     def project_scopes(self, scopes: list[str] | None) -> list[str] | None:
         """The scopes a read asked for, plus the path scopes of other worktrees and clones of the same
         repositories (same project key): one project, one memory."""
@@ -370,7 +392,7 @@ class Store:
         rows = self.index.scope_table()
         mine = set(self.project_scopes([project]) or []) if project else set()
         table = [{**r, "current_project": r["scope"] in mine} for r in rows]
-        return {"records": [], "total": len(table), "returned": 0, "truncated": False, "warnings": warnings,
+        return {"records": [], "total": len(table), "returned": len(table), "truncated": False, "warnings": warnings,
                 "scopes": table}
 
     # -- integrity ----------------------------------------------------------------------------------

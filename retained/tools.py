@@ -28,7 +28,8 @@ from typing import (
 )
 
 from . import __version__
-from .project import default_write_scope, read_scopes, write_scope
+from .errors import UsageError
+from .project import default_write_scope, write_scope
 from .results import (
     ForgetReceipt,
     GetResult,
@@ -57,6 +58,17 @@ class Param(NamedTuple):
     le: int | None = None
 
 
+MAX_MEMORY_CHARS = 16_000  # a memory a model writes: a decision or a fact, not a file (every later reply carries it)
+DEFAULT_MAX_TOKENS = 4000  # search's and list's default budget for the text of their hits
+
+
+def check_memory_size(text: Any, what: str) -> None:
+    """Refuse a text too big to be one memory, saying the limit (the CLI takes more: a person's call)."""
+    if isinstance(text, str) and len(text) > MAX_MEMORY_CHARS:
+        raise UsageError(f"{what} is {len(text):,} characters; a memory holds at most {MAX_MEMORY_CHARS:,}",
+                         hint="store a summary of it, and where the rest lives in source (a file, URL or commit)")
+
+
 SCOPE_READ = Param(f"Default: {HERE} plus 'global'. '*' = every scope; else that scope (a path, key or name).")
 AS_OF = Param("A point in time (RFC 3339, or a date: its end, UTC): the memory as it stood then.")
 
@@ -83,13 +95,19 @@ class Tools:
         client_op_id: Annotated[str | None, Param("Idempotency key: a repeat returns the first receipt.")] = None,
         fields: Annotated[dict[str, Any] | None, Param("Extra JSON fields, stored verbatim.")] = None,
     ) -> WriteReceipt:
+        check_memory_size(text, "text")
+        if isinstance(fields, dict):
+            import json
+
+            check_memory_size(json.dumps(fields, ensure_ascii=False, default=str), "fields (as JSON)")
         extra = dict(fields) if isinstance(fields, dict) else fields
         if self.session_id and extra is None:
             extra = {"session_id": self.session_id}
         elif self.session_id and isinstance(extra, dict):
             extra.setdefault("session_id", self.session_id)
         return cast(WriteReceipt, self.store.write(
-            text, kind=kind, scope=write_scope(scope, self.project), default_scope=default_write_scope(self.project),
+            text, kind=kind, scope=write_scope(scope, self.project, self.store.known_scopes),
+            default_scope=default_write_scope(self.project),
             source=source, supersedes=supersedes, client_op_id=client_op_id, fields=extra))
 
     def memory_search(
@@ -97,15 +115,17 @@ class Tools:
         query: Annotated[str, Param("Keywords, an identifier, or a question in your own words.")],
         scope: Annotated[str | None, SCOPE_READ] = None,
         k: Annotated[int, Param("Most hits to return.", ge=1, le=MAX_K)] = 8,
-        max_tokens: Annotated[int | None, Param("Budget for the hits' text (estimated tokens); hits past it are "
-                                                "left out, truncated=true.", ge=1)] = None,
+        max_tokens: Annotated[int, Param("Budget for the hits' text (estimated tokens); hits past it are "
+                                         "left out, truncated=true.", ge=1)] = DEFAULT_MAX_TOKENS,
         include_superseded: Annotated[bool, Param("True: corrected records too, with superseded_by (default: the "
                                                   "current record of each chain).")] = False,
         as_of: Annotated[str | None, AS_OF] = None,
     ) -> SearchResult:
-        return cast(SearchResult, self.store.search(
-            query, scopes=read_scopes(scope, self.project), k=k, max_tokens=max_tokens,
-            include_superseded=include_superseded, as_of=as_of))
+        scopes, notes = self.store.read_scopes(scope, self.project)
+        result = self.store.search(query, scopes=scopes, k=k, max_tokens=max_tokens,
+                                   include_superseded=include_superseded, as_of=as_of)
+        result["warnings"] = notes + result["warnings"]
+        return cast(SearchResult, result)
 
     def memory_get(
         self,
@@ -122,14 +142,16 @@ class Tools:
         before_seq: Annotated[int | None, Param("Paging: only records older than this seq (the last one you "
                                                 "got).", ge=1)] = None,
         as_of: Annotated[str | None, AS_OF] = None,
-        max_tokens: Annotated[int | None, Param("Budget for the records' text (estimated tokens).", ge=1)] = None,
+        max_tokens: Annotated[int, Param("Budget for the records' text (estimated tokens).", ge=1)] = DEFAULT_MAX_TOKENS,
         scopes: Annotated[bool, Param("True: list the scopes and their record counts instead.")] = False,
     ) -> ListResult:
         if scopes is True:
             return cast(ListResult, self.store.scopes(self.project))
-        return cast(ListResult, self.store.list(
-            scopes=read_scopes(scope, self.project), kind=kind, limit=limit, before_seq=before_seq, as_of=as_of,
-            max_tokens=max_tokens))
+        chosen, notes = self.store.read_scopes(scope, self.project)
+        result = self.store.list(scopes=chosen, kind=kind, limit=limit, before_seq=before_seq, as_of=as_of,
+                                 max_tokens=max_tokens)
+        result["warnings"] = notes + result["warnings"]
+        return cast(ListResult, result)
 
     def memory_verify(self) -> VerifyResult:
         return cast(VerifyResult, self.store.verify())
@@ -140,8 +162,10 @@ class Tools:
         summary: Annotated[str | None, Param("What was done, decisions, open problems, the next step.")] = None,
         scope: Annotated[str | None, Param("Default: the current project, else 'global'.")] = None,
     ) -> WriteReceipt:
+        check_memory_size(label, "label")
+        check_memory_size(summary, "summary")
         fields = {"session_id": self.session_id} if self.session_id else None
-        scope = write_scope(scope, self.project) or default_write_scope(self.project)
+        scope = write_scope(scope, self.project, self.store.known_scopes) or default_write_scope(self.project)
         return cast(WriteReceipt, self.store.checkpoint(label, summary, fields=fields, scope=scope))
 
     def memory_forget(
@@ -149,7 +173,15 @@ class Tools:
         ids: Annotated[list[str], Param(f"Ids of the records to retract, at most {MAX_LIST}.")],
         reason: Annotated[str, Param("Why they should no longer be used, e.g. 'wrong: we moved to sqlite'.")],
     ) -> ForgetReceipt:
-        return cast(ForgetReceipt, self.store.forget(ids, reason))
+        if not isinstance(reason, str) or not reason.strip():
+            raise UsageError("reason is empty: say why the records should no longer be used",
+                             hint="e.g. reason='wrong: we moved to sqlite'")
+        receipt = self.store.forget(ids, reason)
+        if receipt.get("deduplicated"):  # retracted already: the reason that retraction stored, not this one
+            prior = self.store.get([receipt["id"]])["records"]
+            stored = prior[0].get("reason") if prior else None
+            receipt["reason"] = stored if isinstance(stored, str) else None
+        return cast(ForgetReceipt, receipt)
 
 
 class Hints(TypedDict, total=False):

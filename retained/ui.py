@@ -127,8 +127,9 @@ async def _refuse(scope: dict[str, Any], send: Any, why: str) -> None:
 class Api:
     """What the page asks; plain functions over the store, each returning JSON-ready data."""
 
-    def __init__(self, store: Store, token: str, store_dir: Path) -> None:
+    def __init__(self, store: Store, token: str, store_dir: Path, project: str | None = None) -> None:
         self.store, self.token, self.store_dir = store, token, store_dir
+        self.project = project  # the page's default read: this project plus global, else global only
         self._facets: tuple[tuple[int, int], dict[str, Any]] | None = None  # kind counts, keyed by log size
         self._scopes: tuple[tuple[int, int], dict[str, Any]] | None = None  # facets, likewise
         self._doctor: tuple[float, dict[str, Any]] | None = None
@@ -143,7 +144,8 @@ class Api:
         out = dict(self._scopes[1])
         counts = self.store.index.counts()
         out.update(store=str(self.store_dir), corrupt=counts["corrupt"], breaks=counts["breaks"], warnings=warnings,
-                   kinds_known=list(KNOWN_KINDS))
+                   kinds_known=list(KNOWN_KINDS), project=self.project,
+                   default_scope="this project + global" if self.project else "global only (no project)")
         return out
 
     def kinds(self) -> dict[str, Any]:
@@ -157,8 +159,11 @@ class Api:
     def records(self, q: dict[str, str]) -> dict[str, Any]:
         warnings = self.store.refresh()
         limit = _int(q.get("limit"), PAGE, 1, 200)
+        scopes, notes = self._read_scopes(q)
+        warnings = notes + warnings
         rows, total = self.store.index.browse(
-            scopes=_scopes(q), kind=_kind(q), ts_from=_day(q.get("from")), ts_to=_day(q.get("to"), next_day=True),
+            scopes=self.store.project_scopes(scopes), kind=_kind(q), ts_from=_day(q.get("from")),
+            ts_to=_day(q.get("to"), next_day=True),
             as_of=_instant(q.get("as_of")), history=q.get("history") == "1",
             before_line=_int(q.get("before"), None, 1, 2**62), limit=limit)
         return {"records": [_row(r) for r in rows], "total": total, "returned": len(rows),
@@ -169,7 +174,8 @@ class Api:
 
         text = q.get("q", "")
         k = _int(q.get("k"), 50, 1, 100)
-        kwargs: dict[str, Any] = {"scopes": _scopes(q), "kind": _kind(q), "k": k,
+        scopes, notes = self._read_scopes(q)
+        kwargs: dict[str, Any] = {"scopes": scopes, "kind": _kind(q), "k": k,
                                   "include_superseded": q.get("history") == "1"}
         as_of = _instant(q.get("as_of"))
         if as_of is not None and _accepts(self.store.search, "as_of"):
@@ -184,8 +190,15 @@ class Api:
             h["how"] = _how(h["match"], mode)
             h["text"] = h["text"][:400]
         out = {k: v for k, v in result.items() if k != "hits"}
-        out.update(hits=hits, terms=query_terms(text), filtered=len(result["hits"]) - len(hits))
+        out.update(hits=hits, terms=query_terms(text), filtered=len(result["hits"]) - len(hits),
+                   warnings=notes + list(result.get("warnings") or []))
         return out
+
+    def _read_scopes(self, q: dict[str, str]) -> tuple[list[str] | None, list[str]]:
+        """The scopes a read of the page takes (the store's one resolver: CLI, MCP and hooks alike), and
+        what it says of them. No scope: this project plus global, else global only; '*': every scope."""
+        scope = q.get("scope") or None
+        return self.store.read_scopes(None if scope is None else records.check_scope(scope), self.project)
 
     def record(self, rid: str) -> dict[str, Any]:
         index = self.store.index
@@ -358,11 +371,6 @@ def _int(value: str | None, default: Any, lo: int, hi: int) -> Any:
     return min(max(n, lo), hi)
 
 
-def _scopes(q: dict[str, str]) -> list[str] | None:
-    scope = q.get("scope") or None
-    return None if scope in (None, "*") else [records.check_scope(scope)]
-
-
 def _kind(q: dict[str, str]) -> str | None:
     kind = q.get("kind") or None
     return None if kind is None else records.check_kind(kind)
@@ -509,13 +517,13 @@ async def _bounded_body(request: Any) -> bytes | None:
     return b"".join(chunks)
 
 
-def build_app(store: Store, token: str, port: int, store_dir: Path) -> Any:
+def build_app(store: Store, token: str, port: int, store_dir: Path, project: str | None = None) -> Any:
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
 
-    api = Api(store, token, store_dir)
+    api = Api(store, token, store_dir, project)
 
     def _json(data: Any, status: int = 200) -> Response:
         return JSONResponse(data, status_code=status, headers={k.decode(): v.decode() for k, v in HEADERS})
@@ -602,8 +610,10 @@ def loopback_socket(port: int = 0) -> socket.socket:
     return sock
 
 
-def serve(store_dir: Path, *, open_browser: bool = True, port: int = 0, out: Any = None) -> int:
-    """Run the page until interrupted. Prints its address (with the token) first."""
+def serve(store_dir: Path, *, open_browser: bool = True, port: int = 0, out: Any = None,
+          project: str | None = None) -> int:
+    """Run the page until interrupted. Prints its address (with the token) first. `project`: the
+    project the page was opened in (its default read is that project plus global, else global only)."""
     import uvicorn
 
     from .store import Store
@@ -613,7 +623,7 @@ def serve(store_dir: Path, *, open_browser: bool = True, port: int = 0, out: Any
     sock = loopback_socket(port)
     port = sock.getsockname()[1]
     with Store(store_dir) as store:
-        app = build_app(store, token, port, Path(store_dir).absolute())
+        app = build_app(store, token, port, Path(store_dir).absolute(), project)
         url = f"http://127.0.0.1:{port}/?token={token}"
         out(f"retained ui: {url}")
         out("(listening on 127.0.0.1 only; the token is this run's own; Ctrl-C stops it)")

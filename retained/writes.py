@@ -121,6 +121,9 @@ def target_scope(index: Index, scope: str | None, default_scope: str | None, sup
     write goes to `default_scope`. A scope no read will see by default gets a warning."""
     if supersedes is not None:
         target = correctable(index, supersedes)
+        if scope is not None and scope != target["scope"]:
+            warnings.append(f"this correction moves {supersedes} from scope {target['scope']!r} to {scope!r}: reads of "
+                            f"{target['scope']!r} no longer see it (omit scope to keep it in {target['scope']!r})")
         return target["scope"] if scope is None else scope
     if scope is None:
         return default_scope
@@ -141,6 +144,10 @@ def correctable(index: Index, supersedes: str) -> dict[str, Any]:
     if head["id"] != supersedes:
         raise Refused(f"{supersedes} was already corrected by {head['id']}, the current record; nothing was written",
                          hint=f"read {head['id']} first; if it still needs correcting, supersede {head['id']}")
+    if target.get("retracted_by"):
+        raise UsageError(f"{supersedes} is retracted (by {target['retracted_by']}); a correction of it would bring "
+                         "a retracted memory back, so nothing was written",
+                         hint="write the memory as a new record, without supersedes")
     return target
 
 
@@ -150,7 +157,8 @@ def _unknown_scope(index: Index, scope: str, default_scope: str | None) -> list[
             return []
     except sqlite3.Error:
         return []
-    here = f"the current project ({default_scope}) plus global" if default_scope else "every scope"
+    here = (f"the current project ({default_scope}) plus global" if default_scope not in (None, records.GLOBAL_SCOPE)
+            else "global only, outside a project")
     return [f"scope {scope!r} is new: it is neither global, the current project nor a scope that holds "
             f"records, so default reads ({here}) will not see this record; read it with scope={scope!r} "
             "(see `retained scopes`)"]

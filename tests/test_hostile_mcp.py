@@ -167,11 +167,6 @@ def two_projects(tmp_path) -> dict[str, Any]:
     return {"repo": repo, "app": app["id"], "global": glob["id"], "outside": outside}
 
 
-_READS_EVERY_SCOPE = pytest.mark.xfail(strict=True, reason="issue 17 item 8: outside a git repository "
-                                                           "project.default_read_scopes(None) is every scope, not global")
-
-
-@_READS_EVERY_SCOPE
 @pytest.mark.parametrize("tool,args", [("memory_search", {"query": "fridays"}), ("memory_list", {})])
 def test_outside_a_project_mcp_reads_give_global_only_and_say_so(server, two_projects, tool, args):
     s = server(two_projects["outside"])
@@ -181,7 +176,6 @@ def test_outside_a_project_mcp_reads_give_global_only_and_say_so(server, two_pro
     assert "global" in _text(reply).splitlines()[0] or any("global" in w for w in _data(reply)["warnings"])
 
 
-@_READS_EVERY_SCOPE
 @pytest.mark.parametrize("command", [["brief"], ["list"], ["search", "fridays"]])
 def test_outside_a_project_cli_reads_give_global_only(two_projects, command):
     proc = cli(*command, cwd=two_projects["outside"])
@@ -203,8 +197,6 @@ def test_a_named_scope_still_reads_another_project_from_outside(server, two_proj
         assert two_projects["app"] in ids, scope
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 13: project.resolve_scope resolves a short name only to the "
-                                       "current project or a relative path; from elsewhere `app` stays a literal scope")
 def test_a_project_short_name_resolves_from_outside_on_every_path(server, two_projects):
     outside = two_projects["outside"]
     ids = {h["id"] for h in _data(server(outside).call(2, "memory_list", {"scope": "app"}))["records"]}
@@ -226,8 +218,6 @@ def stocked(server, tmp_path) -> dict[str, Any]:
     return {"s": s, "old": old["id"], "new": new["id"], "todo": todo["id"], "forget": forget}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 11: memory_get without ids returns the newest lines verbatim "
-                                       "and never adds retracted / superseded_by, as it does for named ids")
 def test_memory_get_without_ids_marks_superseded_and_retracted_records(stocked):
     records = {r["id"]: r for r in _data(stocked["s"].call(9, "memory_get", {}))["records"]}
     assert records[stocked["old"]].get("superseded_by") == stocked["new"]
@@ -235,13 +225,12 @@ def test_memory_get_without_ids_marks_superseded_and_retracted_records(stocked):
 
 
 def test_memory_get_with_ids_marks_them(stocked):
-    records = {r["id"]: r for r in _data(stocked["s"].call(9, "memory_get", {"ids": [stocked["old"], stocked["todo"]]}))["records"]}
+    asked = {"ids": [stocked["old"], stocked["todo"]]}
+    records = {r["id"]: r for r in _data(stocked["s"].call(9, "memory_get", asked))["records"]}
     assert records[stocked["old"]].get("superseded_by") == stocked["new"]
     assert "retracted" in records[stocked["todo"]]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 11: as_of ignores when a retraction happened: a record "
-                                       "retracted later is absent from a read as of a time it was current")
 def test_as_of_shows_a_record_that_was_current_then_and_retracted_later(server):
     s = server()
     todo = _data(s.call(2, "memory_write", {"text": "rotate the staging keys", "kind": "todo"}))
@@ -257,23 +246,17 @@ def test_as_of_shows_a_record_that_was_current_then_and_retracted_later(server):
     assert todo["id"] in found
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 11: scope '*' on a write creates a literal scope '*' with a "
-                                       "warning that mixes 'the current project (global) plus global'")
 def test_a_write_to_scope_star_is_refused(server):
     reply = server().call(2, "memory_write", {"text": "x", "scope": "*"})
     assert _result(reply)["isError"] is True and "*" in _text(reply)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 11: memory_forget takes an empty reason (stored as None) "
-                                       "though its schema makes reason required")
 @pytest.mark.parametrize("reason", ["", "   "])
 def test_memory_forget_refuses_an_empty_reason(stocked, reason):
     reply = stocked["s"].call(9, "memory_forget", {"ids": [stocked["new"]], "reason": reason})
     assert _result(reply)["isError"] is True
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 11: a repeated forget echoes the new reason it did not store, "
-                                       "and its text ends in a dangling 'retract of '")
 def test_a_repeated_forget_reports_what_is_stored(stocked):
     reply = stocked["s"].call(9, "memory_forget", {"ids": [stocked["todo"]], "reason": "another reason"})
     data = _data(reply)
@@ -281,8 +264,6 @@ def test_a_repeated_forget_reports_what_is_stored(stocked):
     assert not re.search(r"retract of\s*$", _text(reply).splitlines()[0])
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 11: replies name CLI commands (`retained verify`, "
-                                       "`retained scopes`) the model cannot run, instead of its own tools")
 def test_hints_in_replies_name_tools_not_cli_commands(server, store_dir):
     s = server()
     s.call(2, "memory_write", {"text": "first"})
@@ -294,15 +275,11 @@ def test_hints_in_replies_name_tools_not_cli_commands(server, store_dir):
         assert "`retained " not in text and " --" not in text, text
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 11: memory_write takes any text up to records.MAX_TEXT_BYTES "
-                                       "(16 MiB), so one 2 MB write makes every later reply 2 MB")
 def test_memory_write_refuses_a_text_too_big_for_a_memory(server):
     reply = server().call(2, "memory_write", {"text": "y" * 2_000_000})
     assert _result(reply)["isError"] is True
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 11: memory_search and memory_list have no default max_tokens: "
-                                       "one huge record makes their replies as big")
 @pytest.mark.parametrize("tool,args", [("memory_search", {"query": "huge"}), ("memory_list", {})])
 def test_search_and_list_replies_stay_small_by_default(server, tool, args):
     cli_json("write", "-", input="huge " + "word " * 400_000)  # 2 MB through the CLI, which a person may do
@@ -310,8 +287,6 @@ def test_search_and_list_replies_stay_small_by_default(server, tool, args):
     assert len(json.dumps(reply)) < 64 * 1024
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 11: max_tokens trims a hit's text to nothing (' […trimmed]') "
-                                       "and says 'left out 1 hit(s) or part of one' for a hit it returned")
 def test_max_tokens_never_returns_an_empty_hit_and_counts_what_it_left_out(server):
     s = server()
     for n in range(4):
@@ -324,8 +299,6 @@ def test_max_tokens_never_returns_an_empty_hit_and_counts_what_it_left_out(serve
     assert any(str(left) in w for w in data["warnings"]), data["warnings"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 11: a search in a scope that holds nothing is silent: no "
-                                       "word that the scope is unknown, no nearest known scope")
 def test_an_unknown_scope_is_named_with_the_nearest_known_ones(server):
     s = server()
     s.call(2, "memory_write", {"text": "the shop uses postgres", "scope": "github.com/org/shop"})
@@ -334,14 +307,12 @@ def test_an_unknown_scope_is_named_with_the_nearest_known_ones(server):
     assert "shpo" in said and "github.com/org/shop" in said, said
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 11: superseding a retracted record succeeds silently")
 def test_superseding_a_retracted_record_is_refused_or_said(stocked):
     reply = stocked["s"].call(9, "memory_write", {"text": "rotate the prod keys", "supersedes": stocked["todo"]})
     said = _text(reply)
     assert _result(reply).get("isError") is True or "retracted" in said, said
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 11: arguments a tool does not take are dropped silently")
 @pytest.mark.parametrize("tool,args,extra", [("memory_search", {"query": "x", "limit": 3}, "limit"),
                                              ("memory_write", {"text": "x", "tags": ["a"]}, "tags"),
                                              ("memory_list", {"query": "x"}, "query")])
@@ -351,7 +322,6 @@ def test_an_argument_a_tool_does_not_take_is_named(server, tool, args, extra):
     assert _result(reply).get("isError") is True or extra in said, said
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 11: memory_list scopes:true reports total 2, returned 0")
 def test_memory_list_scopes_counts_what_it_returns(server):
     s = server()
     s.call(2, "memory_write", {"text": "a", "scope": "one-scope"})
@@ -373,8 +343,6 @@ def test_a_correction_without_a_scope_keeps_the_global_scope(server, project):
     assert cli_json("get", _data(reply)["id"])["records"][0]["scope"] == "global"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 11: a correction that names the project's scope moves a global "
-                                       "record into the project without a word")
 def test_a_correction_that_moves_a_global_record_into_the_project_says_so(server, project):
     glob = cli_json("write", "prefer tabs", "--scope", "global")
     s = server(project)
@@ -385,16 +353,12 @@ def test_a_correction_that_moves_a_global_record_into_the_project_says_so(server
     assert any("global" in w for w in data["warnings"]), data["warnings"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 11: write receipts print the 64-character sha256, which a "
-                                       "model never needs (it stays in structuredContent)")
 def test_a_receipt_text_carries_no_64_character_hash(server):
     reply = server().call(2, "memory_write", {"text": "a short fact"})
     assert not re.search(r"\b[0-9a-f]{64}\b", _text(reply)), _text(reply)
     assert re.fullmatch(r"[0-9a-f]{64}", _data(reply)["sha256"])
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 11: initialize advertises prompts and resources, and both "
-                                       "lists are empty")
 def test_the_server_advertises_only_what_it_has(server):
     s = server(initialize=False)
     caps = s.initialize()["result"]["capabilities"]
@@ -403,8 +367,6 @@ def test_the_server_advertises_only_what_it_has(server):
             assert s.request(f"{what}-list", method, {})["result"][what], f"{what} advertised, none listed"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 11: search and list text replies show stored text unfenced, "
-                                       "while the brief fences it as reference data")
 @pytest.mark.parametrize("tool,args", [("memory_search", {"query": "instructions"}), ("memory_list", {})])
 def test_search_and_list_replies_fence_stored_text_as_data(server, tool, args):
     s = server()

@@ -405,8 +405,6 @@ def remote_project(tmp_path) -> Path:
     return repo
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 13: cli.cmd_brief hands --scope to the brief unresolved, "
-                                       "while list and search resolve the project's short name (project.read_scopes)")
 def test_brief_scope_takes_the_project_short_name_like_list_and_search(remote_project):
     _write("app deploys on fridays", cwd=remote_project)
     assert cli_json("list", "--scope", "app", cwd=remote_project)["total"] == 1

@@ -172,8 +172,6 @@ def test_the_health_view_reports_the_flipped_byte_after_a_reload(ui, store_dir):
 
 
 # -- item 8: outside a project, the page reads global unless a scope is named ---------------------------------------------
-@pytest.mark.xfail(strict=True, reason="issue 17 item 8: the page's default read (no scope filter) is every scope, "
-                                       "outside a project too")
 def test_outside_a_project_the_page_lists_global_only_unless_a_scope_is_named(store_dir, tmp_path):
     repo = tmp_path / "app"
     repo.mkdir()

@@ -18,7 +18,7 @@ from mcp import Client  # noqa: E402
 from retained.server import build_server, compute_instructions  # noqa: E402
 from retained.store import Store  # noqa: E402
 from retained.tools import TOOL_NAMES  # noqa: E402
-from tests.conftest import require_npm_bin  # noqa: E402
+from tests.conftest import require_npm_bin, run_cli  # noqa: E402
 from tests.mcp_wire import WireServer  # noqa: E402
 
 SNAPSHOT = Path(__file__).parent / "data" / "tools_list.json"
@@ -127,7 +127,8 @@ async def test_fts_syntax_in_queries_is_plain_text(server, query):
 
 @pytest.mark.anyio
 async def test_stored_secret_is_redacted_and_named(server, store_dir):
-    r = (await _call(server, "memory_write", {"text": "deploy key ghp_abcdefghijklmnopqrstuvwxyz0123456789AB"})).structured_content
+    secret = "deploy key ghp_abcdefghijklmnopqrstuvwxyz0123456789AB"
+    r = (await _call(server, "memory_write", {"text": secret})).structured_content
     assert any("github_token" in w for w in r["warnings"])
     assert b"ghp_abcdefghij" not in (store_dir / "log.jsonl").read_bytes()
 
@@ -305,7 +306,7 @@ def test_sigterm_exits_zero_with_nothing_half_written(store_dir):
     srv.initialize()
     for i in range(20):
         srv.send({"jsonrpc": "2.0", "id": i, "method": "tools/call",
-                  "params": {"name": "memory_write", "arguments": {"text": f"burst {i} " + "z" * 200_000}}})
+                  "params": {"name": "memory_write", "arguments": {"text": f"burst {i} " + "z" * 15_000}}})
     time.sleep(0.3)
     srv.proc.send_signal(signal.SIGTERM)
     assert srv.proc.wait(15) == 0
@@ -421,12 +422,17 @@ def test_a_4_mib_record_round_trips_over_stdio(store_dir):
     text = ("4 MiB over the wire: " + "\u00e9\u4e2d\U0001f600 plain ascii " * 200_000)[: 4 * 1024 * 1024 // 2]
     text += "x" * (4 * 1024 * 1024 - len(text.encode("utf-8")))
     assert len(text.encode("utf-8")) == 4 * 1024 * 1024
+    # A model's write is bound to a memory's size (issue 17 item 11): the 4 MiB request line is read
+    # whole and refused with the limit; a person's 4 MiB record (the CLI) comes back whole in one reply line.
+    written = run_cli("write", "-", "--json", input=text)
+    assert written.returncode == 0, written.stderr
+    rid = json.loads(written.stdout)["id"]
     srv = WireServer()
     try:
         srv.initialize()
-        w = srv.call(1, "memory_write", {"text": text})["result"]["structuredContent"]
-        assert w["durable"] is True
-        got = srv.call(2, "memory_get", {"ids": [w["id"]]})["result"]["structuredContent"]
+        refused = srv.call(1, "memory_write", {"text": text})["result"]
+        assert refused["isError"] is True and "16,000" in refused["content"][0]["text"]
+        got = srv.call(2, "memory_get", {"ids": [rid]})["result"]["structuredContent"]
         assert got["records"][0]["text"] == text
     finally:
         srv.close()
@@ -580,7 +586,8 @@ def test_every_host_opening_is_answered_without_waiting_for_the_sdk(host):
     [{"jsonrpc": "2.0", "id": 1, "method": "ping", "extra": True}],
     [{"jsonrpc": "2.0", "id": 1, "method": "tools/list",
       "params": {"_meta": {**MODERN_META, "io.modelcontextprotocol/protocolVersion": "2099-01-01"}}}],
-    [{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}],
+    [{"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+      "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}],
 ], ids=["tools-first", "bad-initialize", "extra-member", "unknown-version", "no-capabilities"])
 def test_odd_openings_are_left_to_the_sdk(lines):
     assert _early_frames(lines, PROJECT) == []
@@ -782,11 +789,14 @@ async def test_eight_short_hits_cost_at_most_one_and_a_half_times_their_text(ser
     assert len(hits) == 8
     text = r.content[0].text
     stored = sum(len(h["text"]) for h in hits)
-    assert len(text) <= 1.5 * stored, (len(text), stored, text)
+    # The fence that marks stored text as data (issue 17 item 11) is a fixed cost, not one per hit.
+    from retained.replies import BEGIN, END
+
+    assert len(text) <= 1.5 * stored + len(BEGIN) + len(END) + 2, (len(text), stored, text)
     # Every hit is there, with the id a model passes back, and nothing of the SDK's indented JSON.
     assert all(h["id"] in text and h["text"] in text for h in hits) and '\n  "' not in text
     scores = [h["score"] for h in hits]
-    assert scores == sorted(scores, reverse=True) and 0 <= scores[-1] <= scores[0] <= 2
+    assert scores == sorted(scores, reverse=True) and 0 <= scores[-1] <= scores[0] <= 1  # one 0-1 scale (issue 17 item 12)
     assert [text.find(h["id"]) for h in hits] == sorted(text.find(h["id"]) for h in hits)  # best first
 
 
@@ -798,9 +808,12 @@ async def test_reply_text_names_what_a_model_needs_and_keeps_text_on_one_line(se
         s = await c.call_tool("memory_search", {"query": "alpha"})
         lst = await c.call_tool("memory_list", {})
         w = await c.call_tool("memory_write", {"text": "alpha for everyone", "scope": "global"})
+    from retained.replies import BEGIN, END
+
     lines = s.content[0].text.splitlines()
     assert lines[0].startswith("2 of 2 matches (every word; meaning ")
-    assert len(lines) == 3 and any(" @global: alpha for everyone" in ln for ln in lines)
+    assert lines[1] == BEGIN and lines[-1] == END  # stored text fenced as data (issue 17 item 11)
+    assert len(lines) == 5 and any(" @global: alpha for everyone" in ln for ln in lines)
     assert not any(ln.startswith("mem_FAKE") for ln in lines)  # stored newlines cannot forge a line
     assert lst.content[0].text.startswith("2 of 2 records, newest first")
     assert w.content[0].text.startswith("already stored as ") and w.structured_content["deduplicated"] is True

@@ -6,6 +6,7 @@ window and dark mode. Screenshots of the main views go to bench/out/ui-screensho
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 
@@ -57,7 +58,8 @@ def _bulk(store_dir: Path, n: int) -> None:
             month, dom = 1 + (seq - 1) * 10 // n, 1 + seq % 28
             rec = records.seal({"seq": seq, "id": f"mem_bulk{seq:05d}", "ts": f"2026-{month:02d}-{dom:02d}T10:00:00.000000Z",
                                 "kind": KINDS[seq % 4], "scope": SCOPES[seq % 3], "prev": prev,
-                                "text": f"bulk record {seq} about the {rng.choice(['parser', 'cache', 'deploy', 'schema'])} work"})
+                                "text": f"bulk record {seq} about the "
+                                        f"{rng.choice(['parser', 'cache', 'deploy', 'schema'])} work"})
             prev = rec["sha256"]
             f.write(records.format_line(rec))
 
@@ -82,7 +84,14 @@ def world(tmp_path_factory):
     browser = browser_or_skip()
     server = None
     try:
-        server = UiServer(store_dir, env=isolated_env(base / "home"))
+        # Started outside any project (a module fixture is set up before the test's own cwd is): the
+        # page's default read is then global only.
+        here = os.getcwd()
+        os.chdir(base)
+        try:
+            server = UiServer(store_dir, env=isolated_env(base / "home"))
+        finally:
+            os.chdir(here)
         browser.get(server.url)
         browser.wait("return document.body.dataset.ready === 'list'")
         yield {"server": server, "browser": browser, "store": store_dir, "ids": ids}
@@ -90,6 +99,9 @@ def world(tmp_path_factory):
         browser.close()
         if server is not None:
             server.stop()
+
+
+EVERY = "#/?scope=*"  # the page opened outside a project reads global only unless a scope is named (issue 17 item 8)
 
 
 def _go(b, hash_: str, ready: str) -> None:
@@ -112,7 +124,7 @@ def _ids_listed(b) -> list[str]:
 
 def test_list_is_newest_first_paged_and_counted(world):
     b = world["browser"]
-    _go(b, "#/", "list")
+    _go(b, EVERY, "list")
     listed = _ids_listed(b)
     assert listed[0] == world["ids"]["newest"] and len(listed) == 50
     current = cli("list", "--scope", "*", "--dir", str(world["store"]))["total"]
@@ -126,7 +138,11 @@ def test_list_is_newest_first_paged_and_counted(world):
 
 def test_filters_by_scope_kind_dates_and_as_of(world):
     b = world["browser"]
+    # Opened outside a project, the page's default is global only, and its scope menu says so.
     _go(b, "#/", "list")
+    assert set(b.js("return [...document.querySelectorAll('a.rec .scope')].map(e => e.textContent)")) == {"global"}
+    assert "global only" in b.js("return document.getElementById('f-scope').options[0].textContent")
+    _go(b, EVERY, "list")
     b.js("const s = document.getElementById('f-scope'); s.value = '/src/lib'; document.body.dataset.ready = '';"
          " s.dispatchEvent(new Event('change'));")
     b.wait("return document.body.dataset.ready === 'list'")
@@ -138,7 +154,7 @@ def test_filters_by_scope_kind_dates_and_as_of(world):
     b.wait("return document.body.dataset.ready === 'list'")
     assert set(b.js("return [...document.querySelectorAll('a.rec .kind')].map(e => e.textContent)")) == {"decision"}
     # Dates: March only, every scope and kind.
-    _go(b, "#/", "list")
+    _go(b, EVERY, "list")
     b.js("document.getElementById('f-from').value = '2026-03-01'; document.getElementById('f-to').value = '2026-03-31';"
          " document.body.dataset.ready = ''; document.querySelector('form.filters').requestSubmit();")
     b.wait("return document.body.dataset.ready === 'list'")
@@ -146,7 +162,7 @@ def test_filters_by_scope_kind_dates_and_as_of(world):
     assert days and all(d.startswith("2026-03") for d in days)
     shot(b, "list-filtered")
     # As of the end of June: nothing written after it, and nothing written today.
-    _go(b, "#/?as_of=2026-06-30T23:59:59", "list")
+    _go(b, EVERY + "&as_of=2026-06-30T23:59:59", "list")
     days = b.js("return [...document.querySelectorAll('a.rec time')].map(e => e.getAttribute('datetime'))")
     assert days and max(days) < "2026-07" and "as of 2026-06-30" in b.text("#summary")
     assert b.text("#summary").startswith("180 records")  # months 1-6 of the 300 bulk records
@@ -154,7 +170,7 @@ def test_filters_by_scope_kind_dates_and_as_of(world):
 
 def test_search_uses_the_memory_search_engine_and_says_how_each_hit_matched(world):
     b = world["browser"]
-    _go(b, "#/", "list")
+    _go(b, EVERY, "list")
     b.type("#f-q", "release train")
     b.js("document.body.dataset.ready = '';")
     b.keys("\ue007")  # Enter
@@ -166,7 +182,7 @@ def test_search_uses_the_memory_search_engine_and_says_how_each_hit_matched(worl
     assert b.js("return [...document.querySelectorAll('a.rec mark')].map(e => e.textContent)") == ["release", "train"]
     shot(b, "search")
     assert "semantic off" in b.text("#summary")  # the reply says meaning was not used, and why
-    _go(b, "#/?q=" + "albatross%20unicorn", "list")
+    _go(b, EVERY + "&q=" + "albatross%20unicorn", "list")
     assert "showing records with any of them" in b.text("#summary")
     assert b.js("return [...document.querySelectorAll('a.rec .how')].map(e => e.textContent)") == ["matched some of the words"]
 
@@ -247,7 +263,8 @@ def test_stored_html_and_script_show_as_text(world):
     rid = world["ids"]["hostile"]
     b.get(world["server"].origin + "/")  # a full load: the server-rendered first screen holds it too
     b.wait("return document.body.dataset.ready === 'list'")
-    listed = b.js("return [...document.querySelectorAll('a.rec')].find(a => a.dataset.id === arguments[0]).querySelector('.text').textContent", rid)
+    listed = b.js("return [...document.querySelectorAll('a.rec')].find(a => a.dataset.id === arguments[0])"
+                  ".querySelector('.text').textContent", rid)
     assert listed == HOSTILE
     assert b.js("return document.querySelectorAll('main img, main script, main b').length") == 0
     _go(b, f"#/r/{rid}", "record")
@@ -295,7 +312,7 @@ def test_health_panel_names_damaged_lines_and_the_fix(tmp_path):
 
 def test_keyboard_reaches_everything(world):
     b = world["browser"]
-    _go(b, "#/", "list")
+    _go(b, EVERY, "list")
     b.js("document.activeElement.blur()")
     b.keys("/")
     assert b.js("return document.activeElement.id") == "f-q"
@@ -321,16 +338,18 @@ def test_narrow_window_and_dark_mode(world):
     b = world["browser"]
     try:
         b.window(360, 800)
-        _go(b, "#/", "list")
+        _go(b, EVERY, "list")
         wide = b.js("return [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right >"
                     " document.documentElement.clientWidth + 1).map(e => e.tagName + '.' + e.className)")
         sizes = b.js("const d = document.documentElement; return [d.scrollWidth, d.clientWidth,"
-                     " [...document.querySelectorAll('body *')].map(e => [e.tagName + '#' + e.id + '.' + e.className, e.scrollWidth, e.getBoundingClientRect().right]).filter(x => x[2] > 340).slice(0, 8)]")
+                     " [...document.querySelectorAll('body *')].map(e => [e.tagName + '#' + e.id + '.' + e.className,"
+                     " e.scrollWidth, e.getBoundingClientRect().right]).filter(x => x[2] > 340).slice(0, 8)]")
         assert wide == [] and sizes[0] <= sizes[1] + 1, sizes
         shot(b, "narrow")
         _go(b, f"#/r/{world['ids']['chain_new']}", "record")
         wide = b.js("return [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right >"
-                    " document.documentElement.clientWidth + 1).map(e => e.tagName + '.' + e.className + ' ' + e.textContent.slice(0, 40))")
+                    " document.documentElement.clientWidth + 1)"
+                    ".map(e => e.tagName + '.' + e.className + ' ' + e.textContent.slice(0, 40))")
         assert wide == [] and b.js("return document.documentElement.scrollWidth <= document.documentElement.clientWidth + 1")
         b.dark(True)
         bg = b.js("return getComputedStyle(document.body).backgroundColor")
@@ -338,7 +357,7 @@ def test_narrow_window_and_dark_mode(world):
         assert r + g + bl < 150, bg
         shot(b, "narrow-dark")
         b.window(1280, 900)
-        _go(b, "#/", "list")
+        _go(b, EVERY, "list")
         shot(b, "list-dark")
     finally:
         b.dark(False)

@@ -17,6 +17,16 @@ def visible(alias: str = "") -> str:
     return f"{alias + '.' if alias else ''}hidden = 0"
 
 
+def visible_at(prefix: str, as_of: str) -> tuple[str, list[Any]]:
+    """`visible` as the store stood at `as_of`: a record retracted later (itself, or through the head
+    of its chain) was still shown then; a purged record or a forget record never is."""
+    from ..records import FORGET_KIND
+
+    by = f"COALESCE({prefix}retracted_by, (SELECT x.retracted_by FROM records x WHERE x.line = {prefix}head))"
+    return (f"({prefix}hidden = 0 OR ({prefix}tomb = 0 AND {prefix}kind != ? AND "
+            f"COALESCE((SELECT f.ts FROM records f WHERE f.id = {by}), '') > ?))"), [FORGET_KIND, as_of]
+
+
 def marks(values: list[Any] | tuple[Any, ...]) -> str:
     """'?,?,?': one bound parameter per value, for an IN (...) list."""
     return ",".join("?" * len(values))
@@ -37,7 +47,12 @@ def filter_clause(alias: str, scopes: list[str] | None, kind: str | None, as_of:
     current records (for alias "r"; alias "h" names chain heads, current by definition).
     """
     where, params = scope_clause(scopes, f"{alias}.scope")
-    where += " AND " + visible(alias)
+    if as_of is None:
+        where += " AND " + visible(alias)
+    else:
+        clause, more = visible_at(alias + ".", as_of)
+        where += " AND " + clause
+        params += more
     if kind is not None:
         where += f" AND {alias}.kind = ?"
         params.append(kind)

@@ -124,8 +124,8 @@ def written_in_session(db: sqlite3.Connection, session: str, scopes: list[str], 
 
 # -- reading memory: get, list, brief, scopes -----------------------------------------------------
 def newest_rows(db: sqlite3.Connection, limit: int) -> list[Row]:
-    """Where the newest records sit in the log, whatever their state (get without ids)."""
-    return rows(db, "SELECT id, offset, length, sha256 FROM records ORDER BY line DESC LIMIT ?", (limit,))
+    """The newest records' rows, whatever their state (get without ids marks them as it marks named ones)."""
+    return rows(db, "SELECT * FROM records ORDER BY line DESC LIMIT ?", (limit,))
 
 
 def list_page(db: sqlite3.Connection, *, scopes: list[str] | None, kind: str | None, as_of: str | None,

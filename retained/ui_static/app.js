@@ -124,7 +124,8 @@
   function filterForm(filters) {
     const f = state.facets;
     const scopeSel = el("select", { id: "f-scope", name: "scope" },
-      el("option", { value: "", text: `All scopes (${f.current.toLocaleString()})` }),
+      el("option", { value: "", text: f.default_scope ? `Default: ${f.default_scope}` : "Default scopes" }),
+      el("option", { value: "*", selected: filters.scope === "*", text: `All scopes (${f.current.toLocaleString()})` }),
       f.scopes.map((s) => el("option", { value: s.scope, selected: filters.scope === s.scope, text: `${s.scope} (${s.n.toLocaleString()})` })));
     const kinds = [...new Set([...f.kinds_known, ...f.kinds])];
     const counts = state.kindCounts || {};
