@@ -37,6 +37,9 @@ def _line(row: dict[str, Any], project: str | None) -> str:
     if len(text) > LINE_CHARS:
         text = text[:LINE_CHARS].rstrip() + TRIM_MARK
     where = "" if row["scope"] == project else f", {row['scope']}"
+    if row.get("writer"):  # a teammate's record (issue 19): whose
+        who = (row.get("author") or row["writer"]).split(" <", 1)[0]
+        where += f", by {who}"
     return f"- [{row['kind']}, {row['ts'][:10]}{where}, {row['id']}] {text}"
 
 

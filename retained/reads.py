@@ -89,6 +89,10 @@ def hit(row: dict[str, Any], score: float | None = None) -> dict[str, Any]:
         out["supersedes"] = row["supersedes"]
     if row.get("superseded_by"):
         out["superseded_by"] = row["superseded_by"]
+    if row.get("writer"):  # a teammate's record (issue 19)
+        out["writer"] = row["writer"]
+        if row.get("author"):
+            out["author"] = row["author"]
     return out
 
 
@@ -158,7 +162,7 @@ def read_back(index: Index, log: Log, found: list[dict[str, Any]],
     out: list[dict[str, Any]] = []
     damaged: list[str] = []
     for row in found:
-        raw = log.read_at(row["offset"], row["length"])
+        raw = _log_of(index, log, row).read_at(row["offset"], row["length"])
         try:
             rec = records.parse_line(raw[:-1])
             if rec["sha256"] != row["sha256"]:
@@ -169,6 +173,12 @@ def read_back(index: Index, log: Log, found: list[dict[str, Any]],
             continue
         out.append(marked(index, log, rec, row))
     return out, damaged
+
+
+def _log_of(index: Index, log: Log, row: dict[str, Any]) -> Log:
+    """The log the row's bytes are in: the store's own, or a teammate's (issue 19)."""
+    line = row.get("line")
+    return log if not isinstance(line, int) or line >> 40 == 0 else index.log_of(line)
 
 
 def marked(index: Index, log: Log, rec: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
@@ -189,7 +199,7 @@ def marked(index: Index, log: Log, rec: dict[str, Any], row: dict[str, Any]) -> 
     forget = index.by_id(by)
     if forget is not None:
         try:
-            frec = records.parse_line(log.read_at(forget["offset"], forget["length"])[:-1])
+            frec = records.parse_line(_log_of(index, log, forget).read_at(forget["offset"], forget["length"])[:-1])
             mark["ts"] = frec["ts"]
             if isinstance(frec.get("reason"), str):
                 mark["reason"] = frec["reason"]

@@ -61,8 +61,18 @@ class Store:
         self.log = Log(self.directory / LOG_NAME)
         self.log.check_safe()
         self.index = Index(self.directory, self.log, read_only=self.read_only)
+        self.index.team_logs = self._team_logs  # issue 19: teammates' logs, read beside this one
         self._write_lock = threading.Lock()
         self._sem: Any = None
+
+    def _team_logs(self) -> list[tuple[str, str, Log]]:
+        from .team.readable import readable_logs
+
+        found = readable_logs(self.directory)
+        if not found:
+            return []
+        logs = self.__dict__.setdefault("_team_log_objects", {})
+        return [(name, writer, logs.get(name) or logs.setdefault(name, Log(path))) for name, writer, path in found]
 
     def close(self) -> None:
         if self._sem is not None:

@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 from ..log import ChainState, Line, Problem
 from ..records import FORGET_KIND, GLOBAL_SCOPE, BadLine, text_key
 from ..records import parse_line as records_parse
+from .clock import of_record
 from .schema import ZEROED
-from .sources import EMPTY_STATE, KEY_BITS, Source, load_state, save_state
+from .sources import EMPTY_STATE, KEY_BITS, SOURCES, Source, load_state, save_state
 
 _BATCH = 2000
 Progress = Callable[[int, int], None]
@@ -125,10 +126,11 @@ def clear(db: sqlite3.Connection, seen: set[str]) -> None:
     """Empty every derived table (vectors too) and every source's state; `seen` is the caller's cache
     of scopes already noted in scope_keys."""
     db.execute("INSERT INTO fts(fts) VALUES('delete-all')")
-    for table in ("records", "problems", "scope_counts", "kind_counts", "scope_keys", "vectors"):
+    for table in ("records", "problems", "scope_counts", "kind_counts", "scope_keys", "vectors", "forget_targets"):
         db.execute(f"DELETE FROM {table}")
     seen.clear()
-    db.execute("DELETE FROM meta WHERE key != ?", (ZEROED,))  # a fact about the file, not the log
+    # ZEROED is a fact about the file, not the logs; SOURCES keeps each log's row keys where they were.
+    db.execute("DELETE FROM meta WHERE key NOT IN (?, ?)", (ZEROED, SOURCES))
 
 
 def index_from(db: sqlite3.Connection, source: Source, state: dict[str, Any], progress: Progress | None,
@@ -137,28 +139,48 @@ def index_from(db: sqlite3.Connection, source: Source, state: dict[str, Any], pr
     chain = ChainState(state["seq"], state["sha256"], state["after_bad"])
     last: Line | None = None
     batch: list[tuple[Any, ...]] = []
+    clock = _local_clock(db, source, state)
     n = 0
     for line in source.log.lines(state["offset"], state["line"]):
         rec, problem = chain.feed(line)
         if problem is not None:
             add_problem(db, source.key(problem.line), problem)
         if rec is not None:
-            batch.append(_row(rec, line, source.key(line.number)))
-            if rec.get("supersedes") or len(batch) >= _BATCH:
-                _flush(db, batch, seen)
+            order = of_record(rec, clock)
+            if clock is not None:
+                clock = order
+            batch.append(_row(rec, line, source.key(line.number), source, order))
+            if rec.get("supersedes") or source.writer is not None or len(batch) >= _BATCH:
+                _flush(db, batch, seen, source)
                 batch = []
         last = line
         n += 1
         if progress is not None and n % 5000 == 0:
             progress(line.end, size)
-    _flush(db, batch, seen)
+    _flush(db, batch, seen, source)
     if last is not None:
         state.update(offset=last.end, line=last.number, seq=chain.seq, sha256=chain.sha256,
                      after_bad=chain.after_bad, last_line_offset=last.offset,
                      last_line_sha=hashlib.sha256(last.raw + b"\n").hexdigest())
+    if clock is not None:
+        state["clock"] = list(clock)
     if progress is not None:
         progress(size, size)
     return n
+
+
+def _local_clock(db: sqlite3.Connection, source: Source, state: dict[str, Any]) -> tuple[int, int] | None:
+    """The clock of the last row of the local log (None for a teammate's log, whose rows carry theirs)."""
+    if source.writer is not None:
+        return None
+    saved = state.get("clock")
+    if isinstance(saved, list) and len(saved) == 2:
+        return int(saved[0]), int(saved[1])
+    if not state["line"]:
+        return 0, 0
+    row = db.execute("SELECT ord_ms, ord_n FROM records WHERE line > ? AND line <= ? ORDER BY line DESC LIMIT 1",
+                     (source.base, source.base + (1 << KEY_BITS))).fetchone()
+    return (0, 0) if row is None else (int(row[0]), int(row[1]))
 
 
 def _text(rec: dict[str, Any], name: str) -> str | None:
@@ -166,7 +188,19 @@ def _text(rec: dict[str, Any], name: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _row(rec: dict[str, Any], line: Line, key: int) -> tuple[Any, ...]:
+def _author(rec: dict[str, Any]) -> str | None:
+    author = rec.get("author")
+    if not isinstance(author, dict):
+        return None
+    name, email = author.get("name"), author.get("email")
+    name = name if isinstance(name, str) and name else None
+    email = email if isinstance(email, str) and email else None
+    if name and email:
+        return f"{name} <{email}>"
+    return name or email
+
+
+def _row(rec: dict[str, Any], line: Line, key: int, source: Source, order: tuple[int, int]) -> tuple[Any, ...]:
     """The records row of one record (in _flush's column order), then its retraction action, if any."""
     scope = rec.get("scope")
     tomb = "text" not in rec
@@ -187,21 +221,26 @@ def _row(rec: dict[str, Any], line: Line, key: int) -> tuple[Any, ...]:
         key,  # head: a record heads its own chain until something supersedes it
         by if isinstance(by, str) else ("?" if tomb else None), int(tomb), hidden,
         None if tomb or hidden else text_key(rec["text"]),
+        source.writer, None if tomb else _author(rec), order[0], order[1],
         life,
     )
 
 
 _INSERT = ("INSERT INTO records (line, seq, id, offset, length, ts, kind, scope, source, supersedes,"
-           " client_op_id, session, sha256, text, head, retracted_by, tomb, hidden, text_key)"
-           " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+           " client_op_id, session, sha256, text, head, retracted_by, tomb, hidden, text_key,"
+           " writer, author, ord_ms, ord_n)"
+           " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
 
 
-def _flush(db: sqlite3.Connection, batch: list[tuple[Any, ...]], seen: set[str]) -> None:
+def _flush(db: sqlite3.Connection, batch: list[tuple[Any, ...]], seen: set[str], source: Source) -> None:
+    if not batch:
+        return
+    several = source.writer is not None or not _single_log(db)
     for row in batch:
         key, rid, kind, scope, supersedes, text, tomb, hidden, life = (
-            row[0], row[2], row[6], row[7], row[9], row[13], row[16], row[17], row[19])
+            row[0], row[2], row[6], row[7], row[9], row[13], row[16], row[17], row[23])
         try:
-            db.execute(_INSERT, row[:19])
+            db.execute(_INSERT, row[:23])
         except sqlite3.IntegrityError:
             add_problem(db, key, Problem(key, row[3], row[1], "duplicate", f"id {rid} already used by an earlier record"))
             continue
@@ -209,36 +248,67 @@ def _flush(db: sqlite3.Connection, batch: list[tuple[Any, ...]], seen: set[str])
             db.execute("INSERT INTO fts(rowid, text) VALUES (?, ?)", (key, text))
         if not hidden:
             count(db, scope, +1, kind)
-            _note_scope(db, scope, seen)
+            _note_scope(db, scope, seen, team=source.writer is not None)
         if supersedes:
             _link(db, key, rid, supersedes)
         if life is not None:
             _apply_forget(db, key, rid, *life)
+        if several:
+            _late(db, key, rid)
+
+
+def _single_log(db: sqlite3.Connection) -> bool:
+    """Whether the index holds rows of the local log only (then no record can arrive after a row that
+    names it, and the late links below cost nothing)."""
+    return db.execute("SELECT 1 FROM records WHERE line > ? LIMIT 1", (1 << KEY_BITS,)).fetchone() is None
+
+
+def _same_log(a: int, b: int) -> bool:
+    return a >> KEY_BITS == b >> KEY_BITS
 
 
 def _link(db: sqlite3.Connection, key: int, rid: str, supersedes: str) -> None:
-    """Row `key` supersedes record `supersedes`: it becomes the head of that record's chain."""
-    target = db.execute("SELECT head FROM records WHERE id = ? AND line < ?", (supersedes, key)).fetchone()
-    if target is None:
+    """Row `key` supersedes record `supersedes`: it becomes the head of that record's chain. Within one
+    log the target is an earlier line; across logs (a teammate's correction) it may sit anywhere."""
+    target = db.execute("SELECT line, head FROM records WHERE id = ?", (supersedes,)).fetchone()
+    if target is None or (_same_log(target[0], key) and target[0] >= key):
         return
-    old_head = target[0]
+    old_head = target[1]
+    new_head = db.execute("SELECT head FROM records WHERE line = ?", (key,)).fetchone()[0]
+    if old_head == new_head:
+        return
     old_scope, old_hidden, old_kind = db.execute(
         "SELECT scope, hidden, kind FROM records WHERE line = ?", (old_head,)).fetchone()
     db.execute("UPDATE records SET superseded_by = ? WHERE line = ?", (rid, old_head))
-    db.execute("UPDATE records SET head = ? WHERE head = ?", (key, old_head))
+    db.execute("UPDATE records SET head = ? WHERE head = ?", (new_head, old_head))
     if not old_hidden:
         count(db, old_scope, -1, old_kind)
-    rehide(db, key)
+    rehide(db, new_head)
 
 
-def _note_scope(db: sqlite3.Connection, scope: str, seen: set[str]) -> None:
+def _late(db: sqlite3.Connection, key: int, rid: str) -> None:
+    """Row `key` (record `rid`) arrived after rows of other logs that name it: a correction of it, a
+    retraction of it. Apply them now, as if they had come after it."""
+    for skey, sid in db.execute("SELECT line, id FROM records WHERE supersedes = ? AND line != ? ORDER BY ord_ms,"
+                                " ord_n, line", (rid, key)).fetchall():
+        if not _same_log(skey, key):
+            _link(db, skey, sid, rid)
+    for fkey, fid, action in db.execute("SELECT line, forget, action FROM forget_targets WHERE target = ? ORDER BY"
+                                        " ord_ms, ord_n, line", (rid,)).fetchall():
+        if not _same_log(fkey, key):
+            _apply_forget(db, fkey, fid, action, [rid], late=True)
+
+
+def _note_scope(db: sqlite3.Connection, scope: str, seen: set[str], team: bool = False) -> None:
     if scope in seen:
         return
     seen.add(scope)
     if db.execute("SELECT 1 FROM scope_keys WHERE scope = ?", (scope,)).fetchone() is not None:
         return
     key = None
-    if os.path.isabs(scope) and os.path.isdir(scope):
+    if team and scope != GLOBAL_SCOPE:
+        key = scope  # a teammate's record is filed under the project key itself
+    elif os.path.isabs(scope) and os.path.isdir(scope):
         from ..project import identity
 
         ident = identity(scope)
@@ -246,13 +316,18 @@ def _note_scope(db: sqlite3.Connection, scope: str, seen: set[str]) -> None:
     db.execute("INSERT OR IGNORE INTO scope_keys VALUES (?, ?)", (scope, key))
 
 
-def _apply_forget(db: sqlite3.Connection, key: int, rid: str, action: str, targets: list[str]) -> None:
+def _apply_forget(db: sqlite3.Connection, key: int, rid: str, action: str, targets: list[str],
+                  late: bool = False) -> None:
     """A retraction marks its targets (a retracted head hides its chain); an undo clears the mark.
-    Purged records stay purged: their tombstones carry the mark themselves."""
+    Purged records stay purged: their tombstones carry the mark themselves. Each target is noted in
+    forget_targets, so that a target from another log that arrives later is marked then."""
     for target in targets:
-        row = db.execute("SELECT line, head FROM records WHERE id = ? AND line < ? AND tomb = 0 AND kind != ?",
-                         (target, key, FORGET_KIND)).fetchone()
-        if row is None:
+        if not late:
+            db.execute("INSERT INTO forget_targets (target, line, forget, action, ord_ms, ord_n)"
+                       " SELECT ?, line, id, ?, ord_ms, ord_n FROM records WHERE line = ?", (target, action, key))
+        row = db.execute("SELECT line, head FROM records WHERE id = ? AND tomb = 0 AND kind != ?",
+                         (target, FORGET_KIND)).fetchone()
+        if row is None or (_same_log(row[0], key) and row[0] >= key):
             continue
         db.execute("UPDATE records SET retracted_by = ? WHERE line = ?",
                    (rid if action == "retract" else None, row[0]))
