@@ -175,6 +175,35 @@ def read_back(index: Index, log: Log, found: list[dict[str, Any]],
     return out, damaged
 
 
+def conflict_of(versions: list[dict[str, Any]], rid: str) -> dict[str, Any]:
+    """The `conflict` field of a current version of a fork: the other versions, and one line to show."""
+    def who(v: dict[str, Any]) -> str:
+        name = (v.get("author") or "").split(" <", 1)[0] or v.get("writer") or "you (this machine)"
+        return f"by {name} ({v['id']}, {str(v['ts'])[:10]})"
+    ids = [v["id"] for v in versions]
+    summary = (f"{len(versions)} current versions: " + ", ".join(who(v) for v in versions)
+               + "; write one that supersedes them all (`--supersedes " + " --supersedes ".join(ids) + "`) to resolve")
+    return {"other_versions": [i for i in ids if i != rid], "versions": ids, "summary": summary}
+
+
+def mark_conflicts(index: Index, items: list[dict[str, Any]], warnings: list[str]) -> None:
+    """Give each read item that is one of several current versions (a fork, issue 19) its `conflict`,
+    and say each fork once in `warnings`: a read never silently picks one version."""
+    try:
+        found = index.conflicts([i["id"] for i in items if isinstance(i.get("id"), str)])
+    except Exception:  # the derived index: a read still answers
+        return
+    said: set[tuple[str, ...]] = set()
+    for item in items:
+        versions = found.get(item.get("id"))  # type: ignore[arg-type]
+        if versions:
+            item["conflict"] = conflict_of(versions, item["id"])
+            key = tuple(item["conflict"]["versions"])
+            if key not in said:
+                said.add(key)
+                warnings.append(item["conflict"]["summary"])
+
+
 def _log_of(index: Index, log: Log, row: dict[str, Any]) -> Log:
     """The log the row's bytes are in: the store's own, or a teammate's (issue 19)."""
     line = row.get("line")

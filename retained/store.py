@@ -198,8 +198,12 @@ class Store:
         client_op_id: str | None = None,
         fields: dict[str, Any] | None = None,
         default_scope: str | None = None,
+        resolves: list[str] | None = None,
     ) -> dict[str, Any]:
         """Append one record and prove it (I1). Returns the receipt.
+
+        `resolves` (issue 19): further current versions this correction supersedes besides `supersedes`
+        (the versions of a fork, which two writers made concurrently); the record keeps them in `resolves`.
 
         Without `scope`, a correction (`supersedes`) keeps the scope of the record it corrects, and any
         other write goes to `default_scope` (the edges pass the current project; None means global).
@@ -220,6 +224,8 @@ class Store:
                 return existing
             record = writes.fields_of(extra, scope=scope, source=source, supersedes=supersedes,
                                       client_op_id=client_op_id)
+            if resolves:
+                record["resolves"] = writes.check_resolves(self.index, supersedes, resolves)
             receipt = app.append(record, kind, text, warnings)
         # The index takes the new line at once (outside the lock): the next write's duplicate check
         # costs nothing more, and the index's note of the log (size, time) is exact, so that a byte
@@ -308,8 +314,10 @@ class Store:
         if not terms and qvec is None:
             return reads.no_words(semantic, warnings), {}
         found = ranking.rank(self, query, terms, qvec, filters, k)
-        return reads.search_result(found, as_of=as_of, semantic=semantic, by_meaning=qvec is not None,
-                                   max_tokens=max_tokens, warnings=warnings)
+        result, scored = reads.search_result(found, as_of=as_of, semantic=semantic, by_meaning=qvec is not None,
+                                             max_tokens=max_tokens, warnings=warnings)
+        reads.mark_conflicts(self.index, result["hits"], result["warnings"])  # issue 19: forks
+        return result, scored
 
     def semantic(self) -> Any:
         """This store's semantic tier (created on first use; nothing is loaded until it must be)."""
@@ -334,6 +342,7 @@ class Store:
                 else:
                     rows.append(row)
         out, damaged = reads.read_back(self.index, self.log, rows, warnings)
+        reads.mark_conflicts(self.index, out, warnings)  # issue 19: forks
         counts = self.index.counts()
         result = {"records": out, "missing": missing + damaged, "corrupt_lines": counts["corrupt"] + len(damaged),
                   "chain_ok": counts["corrupt"] == 0 and counts["breaks"] == 0 and not damaged,
@@ -370,8 +379,10 @@ class Store:
         rows, total, newer = self.index.list_page(scopes=scopes, kind=kind, as_of=as_of,
                                                   include_superseded=include_superseded, before_seq=before_seq,
                                                   limit=limit)
-        return reads.list_result(self.index, rows, total, newer, as_of=as_of, max_tokens=max_tokens,
-                                 warnings=warnings)
+        result = reads.list_result(self.index, rows, total, newer, as_of=as_of, max_tokens=max_tokens,
+                                   warnings=warnings)
+        reads.mark_conflicts(self.index, result["records"], result["warnings"])  # issue 19: forks
+        return result
 
     def scopes(self, project: str | None = None) -> dict[str, Any]:
         """Every scope with its current and total records and project key; `current_project` marks the

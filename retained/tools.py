@@ -28,6 +28,7 @@ from typing import (
 )
 
 from . import __version__
+from .errors import UsageError
 from .project import default_write_scope, read_scopes, write_scope
 from .results import (
     ForgetReceipt,
@@ -82,8 +83,14 @@ class Tools:
         supersedes: Annotated[str | None, Param("Id of the current record this one corrects.")] = None,
         client_op_id: Annotated[str | None, Param("Idempotency key: a repeat returns the first receipt.")] = None,
         fields: Annotated[dict[str, Any] | None, Param("Extra JSON fields, stored verbatim.")] = None,
+        private: Annotated[bool, Param("Never share this record with the team (team memory).")] = False,
+        shared: Annotated[bool, Param("Share this record with the team whatever its kind (team memory).")] = False,
     ) -> WriteReceipt:
         extra = dict(fields) if isinstance(fields, dict) else fields
+        if private is True or shared is True:  # issue 19: what team memory may share
+            if private is True and shared is True:
+                raise UsageError("private and shared contradict each other", hint="pass one of them")
+            extra = {**(extra if isinstance(extra, dict) else {}), ("private" if private is True else "shared"): True}
         if self.session_id and extra is None:
             extra = {"session_id": self.session_id}
         elif self.session_id and isinstance(extra, dict):

@@ -289,6 +289,8 @@ class Index:
     in_log_order = _on_db(queries.in_log_order)
     current_texts = _on_db(queries.current_texts)
     team_ids = _on_db(queries.team_ids)
+    conflicts = _on_db(queries.conflicts)
+    open_forks = _on_db(queries.open_forks)
 
     # -- full-text search (search.py) -----------------------------------------------------------
     ranked = _on_db(search.ranked)

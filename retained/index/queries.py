@@ -319,6 +319,38 @@ def in_log_order(db: sqlite3.Connection, ids: list[str]) -> list[str]:
     return [r[0] for r in db.execute(f"SELECT id FROM records WHERE id IN ({marks(ids)}) ORDER BY line", ids)]
 
 
+def conflicts(db: sqlite3.Connection, ids: list[str]) -> dict[str, list[Row]]:
+    """For each of `ids` that is a current version of a fork (two writers superseded one record
+    concurrently): every current version of that fork, this one included, by (ts, id)."""
+    if not ids or db.execute("SELECT 1 FROM forks LIMIT 1").fetchone() is None:
+        return {}
+    out: dict[str, list[Row]] = {}
+    for rid in ids:
+        me = first(db, "SELECT line, head FROM records WHERE id = ? AND superseded_by IS NULL AND hidden = 0", (rid,))
+        if me is None:
+            continue
+        versions = rows(db, "SELECT DISTINCT h.id, h.writer, h.author, h.ts, h.ord_ms, h.ord_n, h.sha256 FROM forks f"
+                        " JOIN records s ON s.line = f.line JOIN records h ON h.line = s.head"
+                        " WHERE f.target IN (SELECT f2.target FROM forks f2 JOIN records s2 ON s2.line = f2.line"
+                        " WHERE s2.head = ?) AND h.superseded_by IS NULL AND h.hidden = 0", (me["head"],))
+        if len(versions) > 1:
+            versions.sort(key=lambda v: (v["ts"], v["id"]))  # what the records carry: the same on every clone
+            out[rid] = versions
+    return out
+
+
+def open_forks(db: sqlite3.Connection) -> list[Row]:
+    """Every record superseded concurrently whose versions are still more than one current record."""
+    found = rows(db, "SELECT f.target, h.id AS head, h.scope FROM forks f JOIN records s ON s.line = f.line"
+                 " JOIN records h ON h.line = s.head WHERE h.superseded_by IS NULL AND h.hidden = 0"
+                 " GROUP BY f.target, h.id ORDER BY f.target, h.ts, h.id")
+    by_target: dict[str, dict[str, Any]] = {}
+    for r in found:
+        entry = by_target.setdefault(r["target"], {"target": r["target"], "scope": r["scope"], "versions": []})
+        entry["versions"].append(r["head"])
+    return [e for e in by_target.values() if len(e["versions"]) > 1]
+
+
 def team_ids(db: sqlite3.Connection) -> list[str]:
     """Ids of the records read from teammates' logs (issue 19): shared by definition."""
     return [r[0] for r in db.execute("SELECT id FROM records WHERE writer IS NOT NULL")]

@@ -176,8 +176,10 @@ def _m008_team(db: sqlite3.Connection) -> None:
     """Issue 19: teammates' logs beside the local one. `writer` and `author` (name <email>) of a row
     read from a teammate's log (NULL for the local log); `ord_ms`, `ord_n`: the row's place in the
     team's total order (its hybrid logical clock; for the local log a clock advanced along the log
-    from each record's `ts`, so that newest-first over the local log alone stays log order). Filled
-    in place for the local rows: no rebuild."""
+    from each record's `ts`, so that newest-first over the local log alone stays log order); `seen`
+    (a teammate's record: how far it had read each writer's log, for delete-wins). `also_supersedes`:
+    the further versions a record resolves (`resolves`); `forks`: records two writers superseded
+    concurrently, with each version that did. Filled in place for the local rows: no rebuild."""
     _run_script(
         db,
         """
@@ -185,6 +187,11 @@ def _m008_team(db: sqlite3.Connection) -> None:
         ALTER TABLE records ADD COLUMN author TEXT;
         ALTER TABLE records ADD COLUMN ord_ms INTEGER NOT NULL DEFAULT 0;
         ALTER TABLE records ADD COLUMN ord_n INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE records ADD COLUMN seen TEXT;
+        CREATE TABLE also_supersedes (line INTEGER NOT NULL, target TEXT NOT NULL);
+        CREATE INDEX also_supersedes_target ON also_supersedes(target);
+        CREATE TABLE forks (target TEXT NOT NULL, line INTEGER NOT NULL, PRIMARY KEY (target, line));
+        CREATE INDEX forks_line ON forks(line);
         CREATE INDEX records_supersedes ON records(supersedes) WHERE supersedes IS NOT NULL;
         CREATE INDEX records_order ON records(ord_ms, ord_n, line);
         CREATE TABLE forget_targets (target TEXT NOT NULL, line INTEGER NOT NULL, forget TEXT NOT NULL,
