@@ -279,13 +279,14 @@ def doctor_store(store: Path, opened_by: str = "") -> list[Check]:
         return checks
     if not (store / "log.jsonl").exists():
         checks.append(Check("store", "log verifies", True, f"{label}: no records yet"))
-        return checks
+        return checks + team_checks(store, None)
     try:
         with Store(store, create=False, read_only=True) as s:
             report = s.verify()  # read-only: doctor changes no file, the derived index included
             from retained.embed import tier_report
 
             semantic = tier_report(s.index)  # the semantic tier: loads no model, writes no file
+            team = team_checks(store, s)
     except (RetainedError, OSError) as e:
         checks.append(Check("store", "log verifies", False, f"{label}: {e}", f"retained --dir {store} verify"))
         return checks
@@ -303,7 +304,24 @@ def doctor_store(store: Path, opened_by: str = "") -> list[Check]:
                if semantic["model"] else "")
     checks.append(Check("store", "semantic search", sem_ok, f"{label}: semantic {semantic['state']}{waiting}",
                         "reinstall retained, or set RETAINED_EMBED=off for words only"))
-    return checks
+    return checks + team
+
+
+def team_checks(store: Path, opened: Any) -> list[Check]:
+    """Per shared project (issue 19): its remote, the last sync and its outcome, the writers seen, this
+    machine's records pending push, open conflicts. Reads files and the open index only."""
+    from retained.team.share import team_status
+
+    out = []
+    for t in team_status(store, opened):
+        name = "personal memory" if t["project"] == "personal" else t["project"]
+        last = ("never synced" if not t["last_sync"] else
+                f"last sync {t['last_sync']} " + ("ok" if t["last_ok"] else f"failed: {t['last_error']}"))
+        detail = (f"{name} through {t['remote']}: {last}; {len(t['writers'])} writer(s) seen; "
+                  f"{t['pending']} pending push; {t['conflicts']} open conflict(s)")
+        out.append(Check("team", "team memory syncs", t["last_ok"] is not False, detail,
+                         "retained sync (it says what failed); `retained maintain` lists open conflicts"))
+    return out
 
 
 def native_memory_checks(h: Host, project: Path, env: Mapping[str, str]) -> list[Check]:

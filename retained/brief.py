@@ -40,6 +40,11 @@ def _line(row: dict[str, Any], project: str | None) -> str:
     if len(text) > LINE_CHARS:
         text = text[:LINE_CHARS].rstrip() + TRIM_MARK
     where = "" if row["scope"] == project else f", {row['scope']}"
+    if row.get("writer"):  # a teammate's record (issue 19): whose
+        who = (row.get("author") or row["writer"]).split(" <", 1)[0]
+        where += f", by {who}"
+    if row.get("conflict"):
+        text += f" (conflict: {row['conflict']})"
     return f"- [{row['kind']}, {row['ts'][:10]}{where}, {row['id']}] {text}"
 
 
@@ -150,7 +155,15 @@ def brief_rows_by_kind(store: Store, scopes: list[str] | None,
     standing.sort(key=lambda r: (rank[r["kind"]], -r["seq"]))
     taken = (CHECKPOINT, *STANDING_KINDS)
     recent = [r for r in store.index.newest_current(scopes, limit * 2) if r["kind"] not in taken]
-    return (newest + standing + recent)[: max(limit, 1)], total, kinds
+    rows = (newest + standing + recent)[: max(limit, 1)]
+    forks = store.index.conflicts([r["id"] for r in rows]) if hasattr(store.index, "conflicts") else {}
+    if forks:  # issue 19: a version of a fork says so, never a silent pick
+        from .reads import conflict_of
+
+        for r in rows:
+            if r["id"] in forks:
+                r["conflict"] = conflict_of(forks[r["id"]], r["id"])["summary"].split(";", 1)[0]
+    return rows, total, kinds
 
 
 def make_brief(store: Store, project: str | None, *, budget: int = DEFAULT_BUDGET, scope: str | None = None,
@@ -159,6 +172,11 @@ def make_brief(store: Store, project: str | None, *, budget: int = DEFAULT_BUDGE
 
     `loaded_at_start`: names of the files hosts load into every session themselves (the host
     registry's); a record imported from one that the file still holds is not repeated here."""
+    note = None
+    if not getattr(store, "read_only", True):  # issue 19: a failed background sync, said once
+        from .team.background import take_note
+
+        note = take_note(store.directory)
     if scope is None:  # outside every project: global records only, never every project's
         scopes = [project, GLOBAL_SCOPE] if project else [GLOBAL_SCOPE]
     elif scope == "*":
@@ -180,4 +198,8 @@ def make_brief(store: Store, project: str | None, *, budget: int = DEFAULT_BUDGE
     result = render(kept, total, project=project, budget=budget, scope_label=label, damage=damage, kinds=kinds,
                     host_loaded=host_loaded)
     result["host_loaded"] = host_loaded
+    if note:
+        lines = result["text"].split("\n", 1)
+        result["text"] = "\n".join([lines[0], f"Note: {note}.", *lines[1:]])
+        result["team_note"] = note
     return result

@@ -180,9 +180,20 @@ def cmd_write(args: argparse.Namespace) -> int:
     with _store(args, create=True) as store:
         result = store.write(text, kind=args.kind, scope=write_scope(args.scope, _project(), store.known_scopes),
                              default_scope=default_write_scope(_project()),
-                             source=args.source, supersedes=args.supersedes, client_op_id=args.client_op_id,
-                             fields=_parse_fields(args.field))
+                             source=args.source, supersedes=(args.supersedes or [None])[0],
+                             client_op_id=args.client_op_id, fields=_sharing_fields(args, _parse_fields(args.field)),
+                             resolves=(args.supersedes or [])[1:] or None)
     return _report_write(args, cast("WriteReceipt", result))
+
+
+def _sharing_fields(args: argparse.Namespace, fields: dict[str, Any] | None) -> dict[str, Any] | None:
+    """--private / --shared as the record's fields (issue 19: what team memory may share)."""
+    private, shared = getattr(args, "private", False), getattr(args, "shared", False)
+    if private and shared:
+        raise UsageError("--private and --shared contradict each other", hint="pick one")
+    if not (private or shared):
+        return fields
+    return {**(fields or {}), ("private" if private else "shared"): True}
 
 
 def _report_write(args: argparse.Namespace, result: WriteReceipt) -> int:
@@ -383,6 +394,9 @@ def cmd_maintain(args: argparse.Namespace) -> int:
             _out(f"    chain of {c['records']} versions ending in {c['head']}")
         if e["old"]:
             _out(f"    {e['old']} current record(s) older than {rep['old_days']} days")
+    for f in cast("dict[str, Any]", rep).get("forks", []):  # issue 19
+        _out(f"open fork: {f['target']} has {len(f['versions'])} current versions ({', '.join(f['versions'])}); "
+             f"resolve with `retained write TEXT {' '.join('--supersedes ' + v for v in f['versions'])}`")
     if args.apply:
         n = sum(len(d["retracted"]) for d in result["applied"])
         _out(f"applied: retracted {n} exact duplicate(s), keeping the oldest of each "
@@ -455,7 +469,9 @@ def cmd_brief(args: argparse.Namespace) -> int:
     if not os.path.lexists(directory):  # a read names the store it did not find, and creates none
         raise StoreError(f"no store at {directory}", hint="write a record first, or pass the right --dir")
     try:
-        empty = not (directory / LOG_NAME).exists()
+        from .team.readable import has_team
+
+        empty = not (directory / LOG_NAME).exists() and not has_team(directory)
     except OSError:  # e.g. someone else's store: the Store names the problem
         empty = False
     if empty:
@@ -678,6 +694,9 @@ def build_parser() -> argparse.ArgumentParser:
     # In this order in `retained --help`.
     for commands in (_record_commands, _store_commands, _host_commands, _transfer_commands, _hook_command):
         commands(add)
+    from .team_cli import add_commands as _team_commands  # share, unshare, sync (issue 19)
+
+    _team_commands(add)
     return parser
 
 
@@ -693,9 +712,13 @@ def _record_commands(add: _AddCommand) -> None:
     p.add_argument("--kind", default="note", help="record kind (default: note), e.g. decision, fact")
     p.add_argument("--scope", help=_SCOPE_HELP)
     p.add_argument("--source", help="where this came from (file, URL, ticket)")
-    p.add_argument("--supersedes", metavar="ID", help="id of the record this one corrects")
+    p.add_argument("--supersedes", metavar="ID", action="append",
+                   help="id of the record this one corrects (repeat it to resolve a fork: every current version)")
     p.add_argument("--client-op-id", metavar="X", help="idempotency key: a repeat returns the first receipt")
     p.add_argument("--field", action="append", metavar="KEY=JSON", help="extra top-level field, kept verbatim")
+    p.add_argument("--private", action="store_true", help="never share this record with the team (field private: true)")
+    p.add_argument("--shared", action="store_true",
+                   help="share this record with the team whatever its kind (field shared: true)")
 
     p = add("checkpoint", cmd_checkpoint, "record where the work stands (kind checkpoint)")
     p.add_argument("label", help="one line: what this checkpoint is")

@@ -189,7 +189,13 @@ def session_start(data: dict[str, Any], env: dict[str, str], host: Host, store_d
         return None  # the same session start, reported by a second copy of the hook
     start_seq = 0
     _check_openable(store_dir)
-    if not (store_dir / LOG_NAME).exists():
+    from .team.readable import has_team
+
+    if has_team(store_dir) and not read_only_requested():  # issue 19: sync beside the brief, never in it
+        from .team.background import kick
+
+        kick(store_dir)
+    if not (store_dir / LOG_NAME).exists() and not has_team(store_dir):
         # No memory yet: say so, without creating a log from a hook.
         brief = render([], 0, project=project, budget=budget, scope_label=None if project else "global")
     else:
@@ -291,7 +297,9 @@ def prompt(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Pat
     if not text or not text.strip() or host.prompt_output("") is None:
         return None
     _check_openable(store_dir)
-    if not (store_dir / LOG_NAME).exists():
+    from .team.readable import has_team
+
+    if not (store_dir / LOG_NAME).exists() and not has_team(store_dir):
         return None
     sid = session_id(data, env)
     state_path = _session_file(store_dir, sid) if sid and not read_only_requested() else None
@@ -409,7 +417,16 @@ def _transcript_flags(path: Any, host: Host) -> tuple[bool, bool]:
 
 
 def stop(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Path) -> dict[str, Any] | None:
-    """Ask once for a checkpoint when the session worked but wrote nothing to memory."""
+    """Ask once for a checkpoint when the session worked but wrote nothing to memory. A store that
+    shares memory syncs in the background after the session wrote (issue 19)."""
+    from .team.readable import has_team
+
+    if has_team(store_dir):
+        from .paths import read_only_requested as _ro
+        from .team.background import kick
+
+        if not _ro():
+            kick(store_dir, if_written=True)
     if data.get("stop_hook_active") is True or data.get("stopHookActive") is True:
         return None
     if not switch("RETAINED_STOP_HOOK", True, env):

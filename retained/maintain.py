@@ -50,7 +50,8 @@ def report(store: Store, *, old_days: int = OLD_DAYS) -> dict[str, Any]:
     totals = {k: sum(len(e[k]) if isinstance(e[k], list) else e[k] for e in out)
               for k in ("current", "superseded", "retracted", "purged", "exact_duplicates", "near_duplicates",
                         "collapsible_chains", "old")}
-    return {"scopes": out, "totals": totals, "old_days": old_days,
+    forks = index.open_forks()  # issue 19: records two writers superseded concurrently
+    return {"scopes": out, "totals": totals, "old_days": old_days, "forks": forks,
             "note": ("'old' counts current records written more than "
                      f"{old_days} days ago: retained does not record reads, so age stands in for 'nothing read it'")}
 

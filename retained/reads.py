@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from .index import Index
@@ -90,6 +91,10 @@ def hit(row: dict[str, Any], score: float | None = None) -> dict[str, Any]:
         out["supersedes"] = row["supersedes"]
     if row.get("superseded_by"):
         out["superseded_by"] = row["superseded_by"]
+    if row.get("writer"):  # a teammate's record (issue 19)
+        out["writer"] = row["writer"]
+        if row.get("author"):
+            out["author"] = row["author"]
     return out
 
 
@@ -160,7 +165,7 @@ def read_back(index: Index, log: Log, found: list[dict[str, Any]],
     out: list[dict[str, Any]] = []
     damaged: list[str] = []
     for row in found:
-        raw = log.read_at(row["offset"], row["length"])
+        raw = _log_of(index, log, row).read_at(row["offset"], row["length"])
         try:
             rec = records.parse_line(raw[:-1])
             if rec["sha256"] != row["sha256"]:
@@ -171,6 +176,41 @@ def read_back(index: Index, log: Log, found: list[dict[str, Any]],
             continue
         out.append(marked(index, log, rec, row))
     return out, damaged
+
+
+def conflict_of(versions: list[dict[str, Any]], rid: str) -> dict[str, Any]:
+    """The `conflict` field of a current version of a fork: the other versions, and one line to show."""
+    def who(v: dict[str, Any]) -> str:
+        name = (v.get("author") or "").split(" <", 1)[0] or v.get("writer") or "you (this machine)"
+        return f"by {name} ({v['id']}, {str(v['ts'])[:10]})"
+    ids = [v["id"] for v in versions]
+    summary = (f"{len(versions)} current versions: " + ", ".join(who(v) for v in versions)
+               + "; write one that supersedes them all (`--supersedes " + " --supersedes ".join(ids) + "`) to resolve")
+    return {"other_versions": [i for i in ids if i != rid], "versions": ids, "summary": summary}
+
+
+def mark_conflicts(index: Index, items: list[dict[str, Any]], warnings: list[str]) -> None:
+    """Give each read item that is one of several current versions (a fork, issue 19) its `conflict`,
+    and say each fork once in `warnings`: a read never silently picks one version."""
+    try:
+        found = index.conflicts([i["id"] for i in items if isinstance(i.get("id"), str)])
+    except Exception:  # the derived index: a read still answers
+        return
+    said: set[tuple[str, ...]] = set()
+    for item in items:
+        versions = found.get(item.get("id"))  # type: ignore[arg-type]
+        if versions:
+            item["conflict"] = conflict_of(versions, item["id"])
+            key = tuple(item["conflict"]["versions"])
+            if key not in said:
+                said.add(key)
+                warnings.append(item["conflict"]["summary"])
+
+
+def _log_of(index: Index, log: Log, row: dict[str, Any]) -> Log:
+    """The log the row's bytes are in: the store's own, or a teammate's (issue 19)."""
+    line = row.get("line")
+    return log if not isinstance(line, int) or line >> 40 == 0 else index.log_of(line)
 
 
 def marked(index: Index, log: Log, rec: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
@@ -191,7 +231,7 @@ def marked(index: Index, log: Log, rec: dict[str, Any], row: dict[str, Any]) -> 
     forget = index.by_id(by)
     if forget is not None:
         try:
-            frec = records.parse_line(log.read_at(forget["offset"], forget["length"])[:-1])
+            frec = records.parse_line(_log_of(index, log, forget).read_at(forget["offset"], forget["length"])[:-1])
             mark["ts"] = frec["ts"]
             if isinstance(frec.get("reason"), str):
                 mark["reason"] = frec["reason"]
@@ -255,3 +295,41 @@ def trim_to_tokens(text: str, budget: int, marker: str = " […trimmed]") -> str
     if not kept.strip():  # never a text of nothing but the marker: at least its first word
         kept = (text.split() or [text])[0][:80]
     return kept + marker
+
+
+def resolve_read_scopes(scope: str | None, project: str | None,
+                        known_scopes: Callable[[], list[str]]) -> tuple[list[str] | None, list[str]]:
+    """A read's `scope` argument as the scopes to read, and what the read must say of them: that outside
+    a project only global records were read, or that a named scope holds nothing here (with the
+    nearest known scopes). `known_scopes` is asked only when a scope is named."""
+    from . import project as p
+
+    if scope is None:
+        note = p.default_note(scope, project)
+        return p.default_read_scopes(project), [note] if note else []
+    known = known_scopes() if not (isinstance(scope, str) and scope.strip() == p.ALL_SCOPES) else []
+    scopes = p.read_scopes(scope, project, known)
+    note = p.unknown_note(scope, scopes, project, known)
+    return scopes, [note] if note else []
+
+
+def with_other_checkouts(index: Index, scopes: list[str] | None) -> list[str] | None:
+    """`scopes` plus the path scopes of other worktrees and clones of the same repositories (the same
+    project key): one project, one memory."""
+    if not scopes:
+        return scopes
+    import os
+    import sqlite3
+
+    from .project import identity
+
+    keys = {}
+    for scope in scopes:
+        if os.path.isabs(scope) and os.path.isdir(scope):
+            ident = identity(scope)
+            if ident is not None:
+                keys[scope] = ident["key"]
+    try:
+        return index.same_project(scopes, keys)
+    except sqlite3.Error:
+        return scopes

@@ -60,8 +60,18 @@ class Store:
         self.log = Log(self.directory / LOG_NAME)
         self.log.check_safe()
         self.index = Index(self.directory, self.log, read_only=self.read_only)
+        self.index.team_logs = self._team_logs  # issue 19: teammates' logs, read beside this one
         self._write_lock = threading.Lock()
         self._sem: Any = None
+
+    def _team_logs(self) -> list[tuple[str, str, Log]]:
+        from .team.readable import readable_logs
+
+        found = readable_logs(self.directory)
+        if not found:
+            return []
+        logs = self.__dict__.setdefault("_team_log_objects", {})
+        return [(name, writer, logs.get(name) or logs.setdefault(name, Log(path))) for name, writer, path in found]
 
     def close(self) -> None:
         if self._sem is not None:
@@ -147,35 +157,12 @@ class Store:
 
     def read_scopes(self, scope: str | None, project: str | None) -> tuple[list[str] | None, list[str]]:
         """A read's `scope` argument (any edge's) as the scopes to read, and what the read must say of
-        them: that outside a project only global records were read, or that a named scope holds
-        nothing here (with the nearest known scopes). One resolver for the CLI, MCP, hooks and page."""
-        from . import project as p
-
-        if scope is None:
-            note = p.default_note(scope, project)
-            return p.default_read_scopes(project), [note] if note else []
-        known = self.known_scopes() if not (isinstance(scope, str) and scope.strip() == p.ALL_SCOPES) else []
-        scopes = p.read_scopes(scope, project, known)
-        note = p.unknown_note(scope, scopes, project, known)
-        return scopes, [note] if note else []
+        them (see reads.resolve_read_scopes). One resolver for the CLI, MCP, hooks and page."""
+        return reads.resolve_read_scopes(scope, project, self.known_scopes)
 
     def project_scopes(self, scopes: list[str] | None) -> list[str] | None:
-        """The scopes a read asked for, plus the path scopes of other worktrees and clones of the same
-        repositories (same project key): one project, one memory."""
-        if not scopes:
-            return scopes
-        from .project import identity
-
-        keys = {}
-        for scope in scopes:
-            if os.path.isabs(scope) and os.path.isdir(scope):
-                ident = identity(scope)
-                if ident is not None:
-                    keys[scope] = ident["key"]
-        try:
-            return self.index.same_project(scopes, keys)
-        except sqlite3.Error:
-            return scopes
+        """The scopes a read asked for, plus those of other worktrees and clones of the same project."""
+        return reads.with_other_checkouts(self.index, scopes)
 
     # -- appending ----------------------------------------------------------------------------------
     @contextmanager
@@ -209,8 +196,12 @@ class Store:
         client_op_id: str | None = None,
         fields: dict[str, Any] | None = None,
         default_scope: str | None = None,
+        resolves: list[str] | None = None,
     ) -> dict[str, Any]:
         """Append one record and prove it (I1). Returns the receipt.
+
+        `resolves` (issue 19): further current versions this correction supersedes besides `supersedes`
+        (the versions of a fork, which two writers made concurrently); the record keeps them in `resolves`.
 
         Without `scope`, a correction (`supersedes`) keeps the scope of the record it corrects, and any
         other write goes to `default_scope` (the edges pass the current project; None means global).
@@ -232,6 +223,8 @@ class Store:
                 return existing
             record = writes.fields_of(extra, scope=scope, source=source, supersedes=supersedes,
                                       client_op_id=client_op_id)
+            if resolves:
+                record["resolves"] = writes.check_resolves(self.index, supersedes, resolves)
             receipt = app.append(record, kind, text, warnings)
         # The index takes the new line at once (outside the lock): the next write's duplicate check
         # costs nothing more, and the index's note of the log (size, time) is exact, so that a byte
@@ -320,8 +313,10 @@ class Store:
         if not terms and qvec is None:
             return reads.no_words(semantic, warnings), {}
         found = ranking.rank(self, query, terms, qvec, filters, k)
-        return reads.search_result(found, as_of=as_of, semantic=semantic, by_meaning=qvec is not None,
-                                   max_tokens=max_tokens, warnings=warnings)
+        result, scored = reads.search_result(found, as_of=as_of, semantic=semantic, by_meaning=qvec is not None,
+                                             max_tokens=max_tokens, warnings=warnings)
+        reads.mark_conflicts(self.index, result["hits"], result["warnings"])  # issue 19: forks
+        return result, scored
 
     def semantic(self) -> Any:
         """This store's semantic tier (created on first use; nothing is loaded until it must be)."""
@@ -346,6 +341,7 @@ class Store:
                 else:
                     rows.append(row)
         out, damaged = reads.read_back(self.index, self.log, rows, warnings)
+        reads.mark_conflicts(self.index, out, warnings)  # issue 19: forks
         counts = self.index.counts()
         result = {"records": out, "missing": missing + damaged, "corrupt_lines": counts["corrupt"] + len(damaged),
                   "chain_ok": counts["corrupt"] == 0 and counts["breaks"] == 0 and not damaged,
@@ -382,8 +378,10 @@ class Store:
         rows, total, newer = self.index.list_page(scopes=scopes, kind=kind, as_of=as_of,
                                                   include_superseded=include_superseded, before_seq=before_seq,
                                                   limit=limit)
-        return reads.list_result(self.index, rows, total, newer, as_of=as_of, max_tokens=max_tokens,
-                                 warnings=warnings)
+        result = reads.list_result(self.index, rows, total, newer, as_of=as_of, max_tokens=max_tokens,
+                                   warnings=warnings)
+        reads.mark_conflicts(self.index, result["records"], result["warnings"])  # issue 19: forks
+        return result
 
     def scopes(self, project: str | None = None) -> dict[str, Any]:
         """Every scope with its current and total records and project key; `current_project` marks the

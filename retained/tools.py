@@ -94,6 +94,8 @@ class Tools:
         supersedes: Annotated[str | None, Param("Id of the current record this one corrects.")] = None,
         client_op_id: Annotated[str | None, Param("Idempotency key: a repeat returns the first receipt.")] = None,
         fields: Annotated[dict[str, Any] | None, Param("Extra JSON fields, stored verbatim.")] = None,
+        private: Annotated[bool, Param("Never share this record with the team (team memory).")] = False,
+        shared: Annotated[bool, Param("Share this record with the team whatever its kind (team memory).")] = False,
     ) -> WriteReceipt:
         check_memory_size(text, "text")
         if isinstance(fields, dict):
@@ -101,6 +103,10 @@ class Tools:
 
             check_memory_size(json.dumps(fields, ensure_ascii=False, default=str), "fields (as JSON)")
         extra = dict(fields) if isinstance(fields, dict) else fields
+        if private is True or shared is True:  # issue 19: what team memory may share
+            if private is True and shared is True:
+                raise UsageError("private and shared contradict each other", hint="pass one of them")
+            extra = {**(extra if isinstance(extra, dict) else {}), ("private" if private is True else "shared"): True}
         if self.session_id and extra is None:
             extra = {"session_id": self.session_id}
         elif self.session_id and isinstance(extra, dict):

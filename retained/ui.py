@@ -266,6 +266,9 @@ class Api:
             fixes.append("retained write … (the next write moves the torn tail to quarantine/)")
         report["quarantine"] = quarantine
         report["fixes"] = fixes
+        from .team.share import team_status  # issue 19: per shared project
+
+        report["team"] = team_status(self.store_dir, self.store)
         return report
 
     def doctor(self, refresh: bool = False) -> dict[str, Any]:

@@ -132,6 +132,20 @@ def target_scope(index: Index, scope: str | None, default_scope: str | None, sup
     return scope
 
 
+def check_resolves(index: Index, supersedes: str | None, resolves: list[str]) -> list[str]:
+    """The further versions a correction supersedes (a fork's resolution): each a current record."""
+    if supersedes is None:
+        raise UsageError("resolving several versions needs supersedes as well", hint="pass --supersedes once per version")
+    out = []
+    for rid in resolves:
+        if not isinstance(rid, str) or not rid.strip():
+            raise UsageError("supersedes must be a record id", hint="find it with search or list")
+        if rid != supersedes and rid not in out:
+            correctable(index, rid)
+            out.append(rid)
+    return out
+
+
 def correctable(index: Index, supersedes: str) -> dict[str, Any]:
     """The record a correction names, refused unless it is the current record of its chain."""
     target = index.by_id(supersedes)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from retained.index.sources import KEY_BITS, Source
+from retained.index.sources import KEY_BITS
 from retained.log import LOG_NAME, Log
 from retained.store import Store
 
@@ -36,8 +36,8 @@ def test_a_second_log_is_read_by_the_same_catch_up_with_keys_and_state_of_its_ow
         theirs = team.write("the teammate decided widgets ship in blue", kind="decision")["id"]
     with Store(tmp_path / "mine") as mine:
         own = mine.write("my note: widgets need a new box")["id"]
-        mine.index.log_sources.append(Source("team", Log(tmp_path / "team" / LOG_NAME), state_key="state:team",
-                                             base=1 << KEY_BITS))
+        team_log = Log(tmp_path / "team" / LOG_NAME)
+        mine.index.team_logs = lambda: [("team", "wteammate", team_log)]  # the seam issue 19 fills
         assert mine.index.catch_up() == 1
         assert mine.index.by_id(theirs)["line"] == (1 << KEY_BITS) + 1
         assert mine.index.by_id(own)["line"] == 1

@@ -37,7 +37,7 @@ from . import catchup, queries, repair, schema, search, vectors
 from .kept import Kept, text_hash
 from .schema import INDEX_NAME
 from .search import STOPWORDS, phrase_query, query_terms, quote_query
-from .sources import KEY_BITS, Source, load_state, local, unchanged
+from .sources import KEY_BITS, Source, load_state, local, numbered, stale, unchanged
 
 __all__ = ["INDEX_NAME", "STOPWORDS", "Index", "phrase_query", "query_terms", "quote_query"]
 
@@ -61,7 +61,12 @@ class Index:
 
     def __init__(self, directory: Path, log: Log, *, read_only: bool = False) -> None:
         self.path = directory / INDEX_NAME
-        self.log_sources = [local(log)]  # the store's own log; issue 19 adds teammates' (see sources.py)
+        self.log_sources = [local(log)]  # the store's own log, then teammates' (see sources.py)
+        # () -> [(source name, writer, Log)] of teammates' logs to read beside the local one (Store sets it)
+        self.team_logs: Callable[[], list[tuple[str, str, Log]]] | None = None
+        self._team_names: tuple[str, ...] = ()
+        self._replaced_one = False
+        self._sources_ino: int | None = -1  # the index file whose sources were last checked
         self.read_only = read_only
         self._lock = threading.RLock()
         self._db: sqlite3.Connection | None = None
@@ -155,7 +160,42 @@ class Index:
     def _catch_up(self, progress: Callable[[int, int], None] | None) -> int:
         with self._lock:
             db = self._conn()
-            return sum(self._catch_up_source(db, source, progress) for source in self.log_sources)
+            if self._find_sources(db):
+                self._known = {}
+                return catchup.rebuild(db, self.log_sources, self._seen_scopes, progress)
+            n = 0
+            for _ in range(2):  # a log found replaced clears every log's rows: read them all again
+                self._replaced_one = False
+                n += sum(self._catch_up_source(db, source, progress) for source in self.log_sources)
+                if not self._replaced_one or len(self.log_sources) == 1:
+                    break
+            return n
+
+    def _find_sources(self, db: sqlite3.Connection) -> bool:
+        """Bring `log_sources` in line with the teammates' logs there are now. True when the index holds
+        rows of a log no longer read (sharing was turned off): then it is rebuilt from the rest."""
+        logs = self.team_logs() if self.team_logs is not None else []
+        names = tuple(name for name, _, _ in logs)
+        if names == self._team_names and len(self.log_sources) == len(names) + 1 and self._ino == self._sources_ino:
+            return False  # as this process last found them (a new or replaced index file is looked at once)
+        self._sources_ino = self._ino
+        team = numbered(db, logs) if logs else []
+        self.log_sources = [self.log_sources[0], *team]
+        self._team_names = names
+        return stale(db, self.log_sources)
+
+    def log_of(self, line: int) -> Log:
+        """The log a row's bytes are in (its offset and length point into it)."""
+        base = (line >> KEY_BITS) << KEY_BITS
+        for source in self.log_sources:
+            if source.base == base:
+                return source.log
+        return self.log_sources[0].log
+
+    def writer_of(self, line: int) -> str | None:
+        """The teammate whose log holds this row (None: the store's own log)."""
+        base = (line >> KEY_BITS) << KEY_BITS
+        return next((s.writer for s in self.log_sources if s.base == base), None)
 
     def _catch_up_source(self, db: sqlite3.Connection, source: Source,
                          progress: Callable[[int, int], None] | None) -> int:
@@ -175,6 +215,7 @@ class Index:
             raise
         if replaced:
             self._known = {}  # every source's rows went: each is read again
+            self._replaced_one = True
         if state["offset"] == stat[0]:
             self._known[source.name] = (stat[0], stat[1], state["log_mtime"], self._ino)
         if replaced or state.get("compact"):
@@ -256,6 +297,9 @@ class Index:
     old_counts = _on_db(queries.old_counts)
     in_log_order = _on_db(queries.in_log_order)
     current_texts = _on_db(queries.current_texts)
+    team_ids = _on_db(queries.team_ids)
+    conflicts = _on_db(queries.conflicts)
+    open_forks = _on_db(queries.open_forks)
 
     # -- full-text search (search.py) -----------------------------------------------------------
     ranked = _on_db(search.ranked)

@@ -10,6 +10,7 @@ indexed. Nothing here decides when to catch up; the `Index` facade does (see its
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sqlite3
 from collections.abc import Callable
@@ -21,8 +22,9 @@ if TYPE_CHECKING:
 from ..log import ChainState, Line, Problem
 from ..records import FORGET_KIND, GLOBAL_SCOPE, BadLine, text_key
 from ..records import parse_line as records_parse
+from .clock import of_record
 from .schema import ZEROED
-from .sources import EMPTY_STATE, KEY_BITS, Source, load_state, save_state
+from .sources import EMPTY_STATE, KEY_BITS, SOURCES, Source, load_state, save_state
 
 _BATCH = 2000
 Progress = Callable[[int, int], None]
@@ -125,10 +127,12 @@ def clear(db: sqlite3.Connection, seen: set[str]) -> None:
     """Empty every derived table (vectors too) and every source's state; `seen` is the caller's cache
     of scopes already noted in scope_keys."""
     db.execute("INSERT INTO fts(fts) VALUES('delete-all')")
-    for table in ("records", "problems", "scope_counts", "kind_counts", "scope_keys", "vectors"):
+    for table in ("records", "problems", "scope_counts", "kind_counts", "scope_keys", "vectors", "forget_targets",
+                  "also_supersedes", "forks"):
         db.execute(f"DELETE FROM {table}")
     seen.clear()
-    db.execute("DELETE FROM meta WHERE key != ?", (ZEROED,))  # a fact about the file, not the log
+    # ZEROED is a fact about the file, not the logs; SOURCES keeps each log's row keys where they were.
+    db.execute("DELETE FROM meta WHERE key NOT IN (?, ?)", (ZEROED, SOURCES))
 
 
 def index_from(db: sqlite3.Connection, source: Source, state: dict[str, Any], progress: Progress | None,
@@ -137,28 +141,48 @@ def index_from(db: sqlite3.Connection, source: Source, state: dict[str, Any], pr
     chain = ChainState(state["seq"], state["sha256"], state["after_bad"])
     last: Line | None = None
     batch: list[tuple[Any, ...]] = []
+    clock = _local_clock(db, source, state)
     n = 0
     for line in source.log.lines(state["offset"], state["line"]):
         rec, problem = chain.feed(line)
         if problem is not None:
             add_problem(db, source.key(problem.line), problem)
         if rec is not None:
-            batch.append(_row(rec, line, source.key(line.number)))
+            order = of_record(rec, clock)
+            if clock is not None:
+                clock = order
+            batch.append(_row(rec, line, source.key(line.number), source, order))
             if rec.get("supersedes") or len(batch) >= _BATCH:
-                _flush(db, batch, seen)
+                _flush(db, batch, seen, source)
                 batch = []
         last = line
         n += 1
         if progress is not None and n % 5000 == 0:
             progress(line.end, size)
-    _flush(db, batch, seen)
+    _flush(db, batch, seen, source)
     if last is not None:
         state.update(offset=last.end, line=last.number, seq=chain.seq, sha256=chain.sha256,
                      after_bad=chain.after_bad, last_line_offset=last.offset,
                      last_line_sha=hashlib.sha256(last.raw + b"\n").hexdigest())
+    if clock is not None:
+        state["clock"] = list(clock)
     if progress is not None:
         progress(size, size)
     return n
+
+
+def _local_clock(db: sqlite3.Connection, source: Source, state: dict[str, Any]) -> tuple[int, int] | None:
+    """The clock of the last row of the local log (None for a teammate's log, whose rows carry theirs)."""
+    if source.writer is not None:
+        return None
+    saved = state.get("clock")
+    if isinstance(saved, list) and len(saved) == 2:
+        return int(saved[0]), int(saved[1])
+    if not state["line"]:
+        return 0, 0
+    row = db.execute("SELECT ord_ms, ord_n FROM records WHERE line > ? AND line <= ? ORDER BY line DESC LIMIT 1",
+                     (source.base, source.base + (1 << KEY_BITS))).fetchone()
+    return (0, 0) if row is None else (int(row[0]), int(row[1]))
 
 
 def _text(rec: dict[str, Any], name: str) -> str | None:
@@ -166,7 +190,19 @@ def _text(rec: dict[str, Any], name: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _row(rec: dict[str, Any], line: Line, key: int) -> tuple[Any, ...]:
+def _author(rec: dict[str, Any]) -> str | None:
+    author = rec.get("author")
+    if not isinstance(author, dict):
+        return None
+    name, email = author.get("name"), author.get("email")
+    name = name if isinstance(name, str) and name else None
+    email = email if isinstance(email, str) and email else None
+    if name and email:
+        return f"{name} <{email}>"
+    return name or email
+
+
+def _row(rec: dict[str, Any], line: Line, key: int, source: Source, order: tuple[int, int]) -> tuple[Any, ...]:
     """The records row of one record (in _flush's column order), then its retraction action, if any."""
     scope = rec.get("scope")
     tomb = "text" not in rec
@@ -187,21 +223,41 @@ def _row(rec: dict[str, Any], line: Line, key: int) -> tuple[Any, ...]:
         key,  # head: a record heads its own chain until something supersedes it
         by if isinstance(by, str) else ("?" if tomb else None), int(tomb), hidden,
         None if tomb or hidden else text_key(rec["text"]),
-        life,
+        source.writer, None if tomb else _author(rec), order[0], order[1],
+        _seen(rec) if source.writer is not None else None,
+        life, _resolves(rec),
     )
 
 
+def _seen(rec: dict[str, Any]) -> str | None:
+    seen = rec.get("seen")
+    if not isinstance(seen, dict):
+        return None
+    return json.dumps({w: n for w, n in seen.items() if isinstance(n, int)}, sort_keys=True)
+
+
+def _resolves(rec: dict[str, Any]) -> list[str]:
+    more = rec.get("resolves")
+    return [t for t in more if isinstance(t, str)] if isinstance(more, list) and "text" in rec else []
+
+
 _INSERT = ("INSERT INTO records (line, seq, id, offset, length, ts, kind, scope, source, supersedes,"
-           " client_op_id, session, sha256, text, head, retracted_by, tomb, hidden, text_key)"
-           " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+           " client_op_id, session, sha256, text, head, retracted_by, tomb, hidden, text_key,"
+           " writer, author, ord_ms, ord_n, seen)"
+           " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
 
 
-def _flush(db: sqlite3.Connection, batch: list[tuple[Any, ...]], seen: set[str]) -> None:
+def _flush(db: sqlite3.Connection, batch: list[tuple[Any, ...]], seen: set[str], source: Source) -> None:
+    if not batch:
+        return
+    # Rows of other logs that name a record before it arrives (a correction, a retraction): only then
+    # does each new row look for them.
+    several = (source.writer is not None or not _single_log(db)) and _any_refs(db)
     for row in batch:
-        key, rid, kind, scope, supersedes, text, tomb, hidden, life = (
-            row[0], row[2], row[6], row[7], row[9], row[13], row[16], row[17], row[19])
+        key, rid, kind, scope, supersedes, text, tomb, hidden, life, resolves = (
+            row[0], row[2], row[6], row[7], row[9], row[13], row[16], row[17], row[24], row[25])
         try:
-            db.execute(_INSERT, row[:19])
+            db.execute(_INSERT, row[:24])
         except sqlite3.IntegrityError:
             add_problem(db, key, Problem(key, row[3], row[1], "duplicate", f"id {rid} already used by an earlier record"))
             continue
@@ -209,36 +265,143 @@ def _flush(db: sqlite3.Connection, batch: list[tuple[Any, ...]], seen: set[str])
             db.execute("INSERT INTO fts(rowid, text) VALUES (?, ?)", (key, text))
         if not hidden:
             count(db, scope, +1, kind)
-            _note_scope(db, scope, seen)
+            _note_scope(db, scope, seen, team=source.writer is not None)
         if supersedes:
             _link(db, key, rid, supersedes)
+        for other in resolves:  # a write that supersedes several versions (a fork's resolution)
+            db.execute("INSERT INTO also_supersedes VALUES (?, ?)", (key, other))
+            _link(db, key, rid, other)
         if life is not None:
             _apply_forget(db, key, rid, *life)
+        if several:
+            _late(db, key, rid)
+
+
+def _single_log(db: sqlite3.Connection) -> bool:
+    """Whether the index holds rows of the local log only (then no record can arrive after a row that
+    names it, and the late links below cost nothing)."""
+    return db.execute("SELECT 1 FROM records WHERE line > ? LIMIT 1", (1 << KEY_BITS,)).fetchone() is None
+
+
+def _any_refs(db: sqlite3.Connection) -> bool:
+    return any(db.execute(q).fetchone() is not None for q in (
+        "SELECT 1 FROM records WHERE supersedes IS NOT NULL LIMIT 1", "SELECT 1 FROM forget_targets LIMIT 1",
+        "SELECT 1 FROM also_supersedes LIMIT 1"))
+
+
+def _same_log(a: int, b: int) -> bool:
+    return a >> KEY_BITS == b >> KEY_BITS
 
 
 def _link(db: sqlite3.Connection, key: int, rid: str, supersedes: str) -> None:
-    """Row `key` supersedes record `supersedes`: it becomes the head of that record's chain."""
-    target = db.execute("SELECT head FROM records WHERE id = ? AND line < ?", (supersedes, key)).fetchone()
-    if target is None:
+    """Row `key` supersedes record `supersedes`: it becomes the head of that record's chain. Within one
+    log the target is an earlier line; across logs (a teammate's correction) it may sit anywhere. A
+    target another log's record already superseded, by a version this one did not see, is a fork:
+    both versions stay current (`forks`), the target in the chain of the first in the team's order."""
+    target = db.execute("SELECT line, head, superseded_by, retracted_by FROM records WHERE id = ?",
+                        (supersedes,)).fetchone()
+    if target is None or (_same_log(target[0], key) and target[0] >= key):
         return
-    old_head = target[0]
+    if target[2] is not None and target[2] != rid:
+        other = db.execute("SELECT line FROM records WHERE id = ?", (target[2],)).fetchone()
+        if other is not None and not _all_local(key, target[0], other[0]) and not _saw(db, key, other[0]):
+            _fork(db, supersedes, target[0], other[0], key)
+            return
+    old_head = target[1]
+    new_head = db.execute("SELECT head FROM records WHERE line = ?", (key,)).fetchone()[0]
+    if old_head == new_head:
+        return
     old_scope, old_hidden, old_kind = db.execute(
         "SELECT scope, hidden, kind FROM records WHERE line = ?", (old_head,)).fetchone()
     db.execute("UPDATE records SET superseded_by = ? WHERE line = ?", (rid, old_head))
-    db.execute("UPDATE records SET head = ? WHERE head = ?", (key, old_head))
+    db.execute("UPDATE records SET head = ? WHERE head = ?", (new_head, old_head))
     if not old_hidden:
         count(db, old_scope, -1, old_kind)
-    rehide(db, key)
+    if target[3] is not None and not _saw_line(db, key, target[3]):
+        # delete wins: a retraction this correction did not see hides the correction too
+        db.execute("UPDATE records SET retracted_by = ? WHERE line = ? AND retracted_by IS NULL", (target[3], key))
+    rehide(db, new_head)
 
 
-def _note_scope(db: sqlite3.Connection, scope: str, seen: set[str]) -> None:
+def _all_local(*keys: int) -> bool:
+    return all(k >> KEY_BITS == 0 for k in keys)
+
+
+def _saw(db: sqlite3.Connection, key: int, other: int) -> bool:
+    """Whether row `key`'s record was written having seen row `other`'s: an earlier line of the same log,
+    or a line its `seen` heads cover. A record without `seen` (a local one, or a teammate's that saw no
+    one) is taken not to have seen another log's line: a fork is shown, never a silent pick."""
+    if _same_log(key, other):
+        return other < key
+    mine = db.execute("SELECT seen FROM records WHERE line = ?", (key,)).fetchone()
+    theirs = db.execute("SELECT writer, seq FROM records WHERE line = ?", (other,)).fetchone()
+    if mine is None or mine[0] is None or theirs is None or theirs[0] is None:
+        return False
+    heads = json.loads(mine[0])
+    return isinstance(heads.get(theirs[0]), int) and heads[theirs[0]] >= theirs[1]
+
+
+def _saw_line(db: sqlite3.Connection, key: int, forget_id: str) -> bool:
+    row = db.execute("SELECT line FROM records WHERE id = ?", (forget_id,)).fetchone()
+    return row is not None and _saw(db, key, row[0])
+
+
+def _order(db: sqlite3.Connection, line: int) -> tuple[Any, ...]:
+    """The order of a fork's versions: (ts, id), what the record itself carries, so that every clone
+    agrees (a local row's clock is not the one its writer log gives it)."""
+    return tuple(db.execute("SELECT ts, id FROM records WHERE line = ?", (line,)).fetchone())
+
+
+def _fork(db: sqlite3.Connection, target_id: str, target: int, first: int, second: int) -> None:
+    """Two versions superseded `target_id` concurrently: note the fork. The target (and the versions
+    before it) sit in the chain of whichever version comes first in the team's order, the same on
+    every clone whatever order the logs arrived in."""
+    db.execute("INSERT OR IGNORE INTO forks VALUES (?, ?)", (target_id, first))
+    db.execute("INSERT OR IGNORE INTO forks VALUES (?, ?)", (target_id, second))
+    if _order(db, second) >= _order(db, first):
+        return
+    # The new version comes first: move the target and the versions before it into its chain.
+    old_head = db.execute("SELECT head FROM records WHERE line = ?", (first,)).fetchone()[0]
+    new_head = db.execute("SELECT head FROM records WHERE line = ?", (second,)).fetchone()[0]
+    sid = db.execute("SELECT id FROM records WHERE line = ?", (second,)).fetchone()[0]
+    before, cur = [target], target
+    while True:
+        prev = db.execute("SELECT p.line FROM records r JOIN records p ON p.id = r.supersedes WHERE r.line = ?"
+                          " AND p.head = ?", (cur, old_head)).fetchone()
+        if prev is None or prev[0] in before:
+            break
+        before.append(prev[0])
+        cur = prev[0]
+    db.execute(f"UPDATE records SET head = ? WHERE line IN ({','.join('?' * len(before))})", (new_head, *before))
+    db.execute("UPDATE records SET superseded_by = ? WHERE line = ?", (sid, target))
+    rehide(db, old_head)
+    rehide(db, new_head)
+
+
+def _late(db: sqlite3.Connection, key: int, rid: str) -> None:
+    """Row `key` (record `rid`) arrived after rows of other logs that name it: a correction of it, a
+    retraction of it. Apply them now, as if they had come after it."""
+    for skey, sid in db.execute("SELECT line, id FROM records WHERE (supersedes = ? OR line IN (SELECT line FROM"
+                                " also_supersedes WHERE target = ?)) AND line != ? ORDER BY ord_ms, ord_n, line",
+                                (rid, rid, key)).fetchall():
+        if not _same_log(skey, key):
+            _link(db, skey, sid, rid)
+    for fkey, fid, action in db.execute("SELECT line, forget, action FROM forget_targets WHERE target = ? ORDER BY"
+                                        " ord_ms, ord_n, line", (rid,)).fetchall():
+        if not _same_log(fkey, key):
+            _apply_forget(db, fkey, fid, action, [rid], late=True)
+
+
+def _note_scope(db: sqlite3.Connection, scope: str, seen: set[str], team: bool = False) -> None:
     if scope in seen:
         return
     seen.add(scope)
     if db.execute("SELECT 1 FROM scope_keys WHERE scope = ?", (scope,)).fetchone() is not None:
         return
     key = None
-    if os.path.isabs(scope) and os.path.isdir(scope):
+    if team and scope != GLOBAL_SCOPE:
+        key = scope  # a teammate's record is filed under the project key itself
+    elif os.path.isabs(scope) and os.path.isdir(scope):
         from ..project import identity
 
         ident = identity(scope)
@@ -246,17 +409,47 @@ def _note_scope(db: sqlite3.Connection, scope: str, seen: set[str]) -> None:
     db.execute("INSERT OR IGNORE INTO scope_keys VALUES (?, ?)", (scope, key))
 
 
-def _apply_forget(db: sqlite3.Connection, key: int, rid: str, action: str, targets: list[str]) -> None:
+def _apply_forget(db: sqlite3.Connection, key: int, rid: str, action: str, targets: list[str],
+                  late: bool = False) -> None:
     """A retraction marks its targets (a retracted head hides its chain); an undo clears the mark.
-    Purged records stay purged: their tombstones carry the mark themselves."""
+    Purged records stay purged: their tombstones carry the mark themselves. Each target is noted in
+    forget_targets, so that a target from another log that arrives later is marked then."""
     for target in targets:
-        row = db.execute("SELECT line, head FROM records WHERE id = ? AND line < ? AND tomb = 0 AND kind != ?",
-                         (target, key, FORGET_KIND)).fetchone()
-        if row is None:
+        if not late:
+            db.execute("INSERT INTO forget_targets (target, line, forget, action, ord_ms, ord_n)"
+                       " SELECT ?, line, id, ?, ord_ms, ord_n FROM records WHERE line = ?", (target, action, key))
+        row = db.execute("SELECT line, head FROM records WHERE id = ? AND tomb = 0 AND kind != ?",
+                         (target, FORGET_KIND)).fetchone()
+        if row is None or (_same_log(row[0], key) and row[0] >= key):
             continue
+        before = db.execute("SELECT retracted_by FROM records WHERE line = ?", (row[0],)).fetchone()[0]
         db.execute("UPDATE records SET retracted_by = ? WHERE line = ?",
                    (rid if action == "retract" else None, row[0]))
-        rehide(db, row[1])
+        heads = {row[1]}
+        for succ, head in _successors(db, target):
+            if action == "retract" and not _all_local(key, succ) and not _saw(db, succ, key):
+                # delete wins: a correction written without seeing this retraction goes with it
+                db.execute("UPDATE records SET retracted_by = ? WHERE line = ? AND retracted_by IS NULL", (rid, succ))
+                heads.add(head)
+            elif action != "retract" and before is not None:
+                db.execute("UPDATE records SET retracted_by = NULL WHERE line = ? AND retracted_by = ?", (succ, before))
+                heads.add(head)
+        for head in heads:
+            rehide(db, head)
+
+
+def _successors(db: sqlite3.Connection, rid: str) -> list[tuple[int, int]]:
+    """(line, head) of every record that supersedes `rid`, directly or through others (any log)."""
+    found: list[tuple[int, int]] = []
+    frontier, seen = [rid], {rid}
+    while frontier:
+        marks = ",".join("?" * len(frontier))
+        rows = db.execute(f"SELECT line, head, id FROM records WHERE supersedes IN ({marks}) OR line IN (SELECT line"
+                          f" FROM also_supersedes WHERE target IN ({marks}))", (*frontier, *frontier)).fetchall()
+        frontier = [r[2] for r in rows if r[2] not in seen]
+        seen.update(frontier)
+        found += [(r[0], r[1]) for r in rows if r[2] in frontier]
+    return found
 
 
 def rehide(db: sqlite3.Connection, head: int) -> None:

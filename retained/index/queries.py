@@ -125,7 +125,7 @@ def written_in_session(db: sqlite3.Connection, session: str, scopes: list[str], 
 # -- reading memory: get, list, brief, scopes -----------------------------------------------------
 def newest_rows(db: sqlite3.Connection, limit: int) -> list[Row]:
     """The newest records' rows, whatever their state (get without ids marks them as it marks named ones)."""
-    return rows(db, "SELECT * FROM records ORDER BY line DESC LIMIT ?", (limit,))
+    return rows(db, "SELECT * FROM records ORDER BY ord_ms DESC, ord_n DESC, line DESC LIMIT ?", (limit,))
 
 
 def list_page(db: sqlite3.Connection, *, scopes: list[str] | None, kind: str | None, as_of: str | None,
@@ -140,7 +140,8 @@ def list_page(db: sqlite3.Connection, *, scopes: list[str] | None, kind: str | N
         page_params.append(before_seq)
         newer = int(db.execute("SELECT COUNT(*) FROM records r WHERE 1=1" + where + " AND r.seq >= ?",
                                [*params, before_seq]).fetchone()[0])
-    found = rows(db, f"SELECT r.* FROM records r WHERE 1=1{page} ORDER BY r.line DESC LIMIT ?", [*page_params, limit])
+    found = rows(db, f"SELECT r.* FROM records r WHERE 1=1{page} ORDER BY r.ord_ms DESC, r.ord_n DESC, r.line DESC"
+                 " LIMIT ?", [*page_params, limit])
     return found, total, newer
 
 
@@ -148,8 +149,9 @@ def newest_current(db: sqlite3.Connection, scopes: list[str] | None, limit: int,
                    kinds: tuple[str, ...] | None = None) -> list[Row]:
     """The newest current records in the scopes, walking the table backwards and stopping at `limit`.
 
-    The unary + keeps SQLite from sorting every record of the scope: records of the project and
-    global scopes are common, so the walk ends early.
+    The unary + keeps SQLite from sorting every record of the scope: it walks the team's order
+    (records_order: the clock, then the row key; log order for the local log alone) backwards, and
+    records of the project and global scopes are common, so the walk ends early.
     """
     where, params = "superseded_by IS NULL AND " + visible(), []
     if scopes:
@@ -161,8 +163,9 @@ def newest_current(db: sqlite3.Connection, scopes: list[str] | None, limit: int,
     if kinds:
         where += f" AND kind IN ({marks(kinds)})"
         params += list(kinds)
-    order = "ORDER BY kind, line DESC" if kind is not None else "ORDER BY line DESC"
-    return rows(db, f"SELECT id, seq, ts, kind, scope, text FROM records WHERE {where} {order} LIMIT ?",
+    newest = "ord_ms DESC, ord_n DESC, line DESC"
+    order = f"ORDER BY kind, {newest}" if kind is not None else f"ORDER BY {newest}"
+    return rows(db, f"SELECT id, seq, ts, kind, scope, text, writer, author FROM records WHERE {where} {order} LIMIT ?",
                 [*params, limit])
 
 
@@ -315,7 +318,44 @@ def in_log_order(db: sqlite3.Connection, ids: list[str]) -> list[str]:
     return [r[0] for r in db.execute(f"SELECT id FROM records WHERE id IN ({marks(ids)}) ORDER BY line", ids)]
 
 
+def conflicts(db: sqlite3.Connection, ids: list[str]) -> dict[str, list[Row]]:
+    """For each of `ids` that is a current version of a fork (two writers superseded one record
+    concurrently): every current version of that fork, this one included, by (ts, id)."""
+    if not ids or db.execute("SELECT 1 FROM forks LIMIT 1").fetchone() is None:
+        return {}
+    out: dict[str, list[Row]] = {}
+    for rid in ids:
+        me = first(db, "SELECT line, head FROM records WHERE id = ? AND superseded_by IS NULL AND hidden = 0", (rid,))
+        if me is None:
+            continue
+        versions = rows(db, "SELECT DISTINCT h.id, h.writer, h.author, h.ts, h.ord_ms, h.ord_n, h.sha256 FROM forks f"
+                        " JOIN records s ON s.line = f.line JOIN records h ON h.line = s.head"
+                        " WHERE f.target IN (SELECT f2.target FROM forks f2 JOIN records s2 ON s2.line = f2.line"
+                        " WHERE s2.head = ?) AND h.superseded_by IS NULL AND h.hidden = 0", (me["head"],))
+        if len(versions) > 1:
+            versions.sort(key=lambda v: (v["ts"], v["id"]))  # what the records carry: the same on every clone
+            out[rid] = versions
+    return out
+
+
+def open_forks(db: sqlite3.Connection) -> list[Row]:
+    """Every record superseded concurrently whose versions are still more than one current record."""
+    found = rows(db, "SELECT f.target, h.id AS head, h.scope FROM forks f JOIN records s ON s.line = f.line"
+                 " JOIN records h ON h.line = s.head WHERE h.superseded_by IS NULL AND h.hidden = 0"
+                 " GROUP BY f.target, h.id ORDER BY f.target, h.ts, h.id")
+    by_target: dict[str, dict[str, Any]] = {}
+    for r in found:
+        entry = by_target.setdefault(r["target"], {"target": r["target"], "scope": r["scope"], "versions": []})
+        entry["versions"].append(r["head"])
+    return [e for e in by_target.values() if len(e["versions"]) > 1]
+
+
+def team_ids(db: sqlite3.Connection) -> list[str]:
+    """Ids of the records read from teammates' logs (issue 19): shared by definition."""
+    return [r[0] for r in db.execute("SELECT id FROM records WHERE writer IS NOT NULL")]
+
+
 def current_texts(db: sqlite3.Connection, scope: str, limit: int) -> list[Row]:
     """id, kind, text of the scope's newest current records."""
     return rows(db, "SELECT id, kind, text FROM records WHERE scope = ? AND superseded_by IS NULL"
-                " AND hidden = 0 ORDER BY line DESC LIMIT ?", (scope, limit))
+                " AND hidden = 0 ORDER BY ord_ms DESC, ord_n DESC, line DESC LIMIT ?", (scope, limit))

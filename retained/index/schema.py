@@ -172,9 +172,46 @@ def _m007_scope_keys(db: sqlite3.Connection) -> None:
     _run_script(db, "CREATE TABLE scope_keys (scope TEXT PRIMARY KEY, key TEXT)")
 
 
+def _m008_team(db: sqlite3.Connection) -> None:
+    """Issue 19: teammates' logs beside the local one. `writer` and `author` (name <email>) of a row
+    read from a teammate's log (NULL for the local log); `ord_ms`, `ord_n`: the row's place in the
+    team's total order (its hybrid logical clock; for the local log a clock advanced along the log
+    from each record's `ts`, so that newest-first over the local log alone stays log order); `seen`
+    (a teammate's record: how far it had read each writer's log, for delete-wins). `also_supersedes`:
+    the further versions a record resolves (`resolves`); `forks`: records two writers superseded
+    concurrently, with each version that did. Filled in place for the local rows: no rebuild."""
+    _run_script(
+        db,
+        """
+        ALTER TABLE records ADD COLUMN writer TEXT;
+        ALTER TABLE records ADD COLUMN author TEXT;
+        ALTER TABLE records ADD COLUMN ord_ms INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE records ADD COLUMN ord_n INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE records ADD COLUMN seen TEXT;
+        CREATE TABLE also_supersedes (line INTEGER NOT NULL, target TEXT NOT NULL);
+        CREATE INDEX also_supersedes_target ON also_supersedes(target);
+        CREATE TABLE forks (target TEXT NOT NULL, line INTEGER NOT NULL, PRIMARY KEY (target, line));
+        CREATE INDEX forks_line ON forks(line);
+        CREATE INDEX records_supersedes ON records(supersedes) WHERE supersedes IS NOT NULL;
+        CREATE INDEX records_order ON records(ord_ms, ord_n, line);
+        CREATE TABLE forget_targets (target TEXT NOT NULL, line INTEGER NOT NULL, forget TEXT NOT NULL,
+                                     action TEXT NOT NULL, ord_ms INTEGER NOT NULL, ord_n INTEGER NOT NULL);
+        CREATE INDEX forget_targets_target ON forget_targets(target)
+        """,
+    )
+    from .clock import advance, ts_ms
+
+    last = (0, 0)
+    updates = []
+    for line, ts in db.execute("SELECT line, ts FROM records ORDER BY line").fetchall():
+        last = advance(last, ts_ms(ts))
+        updates.append((last[0], last[1], line))
+    db.executemany("UPDATE records SET ord_ms = ?, ord_n = ? WHERE line = ?", updates)
+
+
 MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = [_m001_initial, _m002_scope_counts, _m003_vectors,
                                                           _m004_lifecycle, _m005_text_keys, _m006_kind_counts,
-                                                          _m007_scope_keys]
+                                                          _m007_scope_keys, _m008_team]
 
 
 def migrate(db: sqlite3.Connection) -> None:

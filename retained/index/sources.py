@@ -40,6 +40,8 @@ from ..records import GENESIS
 
 LOCAL = "local"
 KEY_BITS = 40  # a source's row keys: base + line, base = source number << KEY_BITS
+#: meta key: {source name: number}, each teammate's log numbered once, on first sight, and for good
+SOURCES = "sources"
 
 EMPTY_STATE: dict[str, Any] = {"offset": 0, "line": 0, "seq": 0, "sha256": GENESIS, "after_bad": False,
                                "last_line_offset": -1, "last_line_sha": "", "log_ino": 0, "log_mtime": 0}
@@ -48,10 +50,11 @@ EMPTY_STATE: dict[str, Any] = {"offset": 0, "line": 0, "seq": 0, "sha256": GENES
 class Source:
     """One log the index reads: its name, the Log, the meta key of its saved state, its first row key."""
 
-    __slots__ = ("name", "log", "state_key", "base")
+    __slots__ = ("name", "log", "state_key", "base", "writer")
 
-    def __init__(self, name: str, log: Log, *, state_key: str, base: int = 0) -> None:
+    def __init__(self, name: str, log: Log, *, state_key: str, base: int = 0, writer: str | None = None) -> None:
         self.name, self.log, self.state_key, self.base = name, log, state_key, base
+        self.writer = writer  # a teammate's log: the writer whose file it is (None: the store's own log)
 
     def key(self, line_number: int) -> int:
         """The row key of this source's line `line_number` (1-based)."""
@@ -69,6 +72,28 @@ class Source:
 def local(log: Log) -> Source:
     """The store's own log.jsonl: row keys equal line numbers, state in the meta row 'state'."""
     return Source(LOCAL, log, state_key="state")
+
+
+def numbered(db: sqlite3.Connection, logs: list[tuple[str, str, Log]]) -> list[Source]:
+    """Sources for teammates' logs, given as (name, writer, Log): each keeps the number it was given
+    when the index first met it (new ones get the next free number), so no row key ever moves."""
+    row = db.execute("SELECT value FROM meta WHERE key = ?", (SOURCES,)).fetchone()
+    known: dict[str, int] = json.loads(row[0]) if row is not None else {}
+    fresh = [name for name, _, _ in logs if name not in known]
+    if fresh:
+        nxt = max(known.values(), default=0) + 1
+        for name in fresh:
+            known[name], nxt = nxt, nxt + 1
+        db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (SOURCES, json.dumps(known, sort_keys=True)))
+    return [Source(name, log, state_key=f"state:{name}", base=known[name] << KEY_BITS, writer=writer)
+            for name, writer, log in logs]
+
+
+def stale(db: sqlite3.Connection, present: list[Source]) -> bool:
+    """Whether the index holds rows of a teammate's log that is no longer read (sharing turned off)."""
+    names = {s.name for s in present}
+    return any(key[len("state:"):] not in names
+               for (key,) in db.execute("SELECT key FROM meta WHERE key LIKE 'state:%'"))
 
 
 def load_state(db: sqlite3.Connection, source: Source) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The vectors table (the semantic tier): one embedding per record line and model, tagged with the
 record's sha256 so that a rewritten line never keeps the vector of its old text.
 
-Embedding runs in line order, so "pending" is every record after the last line this model embedded.
+Embedding runs in line order, so "pending" is every record after the last line this model embedded,
+in each log the index reads (their rows have key ranges of their own: sources.py).
 `vid` only grows (AUTOINCREMENT): a reader that keeps vectors in memory loads just the new ones.
 """
 
@@ -14,10 +15,25 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+def _spans(db: sqlite3.Connection, model: str) -> list[tuple[int, int]]:
+    """Per log the index reads (issue 19: the local one, then teammates'), the key range after the
+    last line `model` embedded in it: (after, last key of the range)."""
+    from .sources import KEY_BITS
+
+    top = db.execute("SELECT COALESCE(MAX(line), 0) FROM records").fetchone()[0]
+    out = []
+    for n in range((top >> KEY_BITS) + 1):
+        lo, hi = n << KEY_BITS, (n + 1) << KEY_BITS
+        after = db.execute("SELECT MAX(line) FROM vectors WHERE model = ? AND line > ? AND line <= ?",
+                           (model, lo, hi)).fetchone()[0]
+        out.append((lo if after is None else after, hi))
+    return out
+
+
 def pending_count(db: sqlite3.Connection, model: str) -> int:
-    """Records after the last one embedded by `model`."""
-    return int(db.execute("SELECT COUNT(*) FROM records WHERE line >"
-                          " (SELECT COALESCE(MAX(line), 0) FROM vectors WHERE model = ?)", (model,)).fetchone()[0])
+    """Records after the last one embedded by `model` (in each log)."""
+    return sum(int(db.execute("SELECT COUNT(*) FROM records WHERE line > ? AND line <= ?", span).fetchone()[0])
+               for span in _spans(db, model))
 
 
 def missing_count(db: sqlite3.Connection, model: str) -> int:
@@ -27,11 +43,15 @@ def missing_count(db: sqlite3.Connection, model: str) -> int:
 
 
 def pending(db: sqlite3.Connection, model: str, limit: int) -> list[tuple[int, str, str]]:
-    """(line, sha256, text) of the next `limit` records to embed, in line order."""
-    found = db.execute("SELECT line, sha256, text FROM records WHERE line >"
-                       " (SELECT COALESCE(MAX(line), 0) FROM vectors WHERE model = ?) ORDER BY line LIMIT ?",
-                       (model, limit))
-    return [(line, sha, text) for line, sha, text in found]
+    """(line, sha256, text) of the next `limit` records to embed, in line order (log by log)."""
+    out: list[tuple[int, str, str]] = []
+    for after, hi in _spans(db, model):
+        if len(out) >= limit:
+            break
+        found = db.execute("SELECT line, sha256, text FROM records WHERE line > ? AND line <= ? ORDER BY line LIMIT ?",
+                           (after, hi, limit - len(out)))
+        out += [(line, sha, text) for line, sha, text in found]
+    return out
 
 
 def drop_others(db: sqlite3.Connection, model: str) -> int:

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 from .. import durable, records
 from ..errors import StoreError, UsageError
 from .git import MEMORY_REF
+from .readable import project_dir_name
 
 TEAM = "team"
 WRITER_FILE = "writer.json"
@@ -44,7 +45,7 @@ def team_root(store_dir: Path) -> Path:
 
 
 def project_dir(store_dir: Path, key: str) -> Path:
-    return team_root(store_dir) / hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+    return team_root(store_dir) / project_dir_name(key)
 
 
 # -- writing files ---------------------------------------------------------------------------------------

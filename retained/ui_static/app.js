@@ -427,6 +427,11 @@
         h.quarantine.length ? el("ul", { id: "quarantine" }, h.quarantine.map((q) => el("li", {}, el("code", { text: q.name }), ` · ${q.bytes} bytes · ${q.mtime}`)))
           : el("p", { id: "quarantine", text: "Empty." }),
         h.fixes.length ? [el("h4", { text: "Fix" }), el("ul", { class: "fixes" }, h.fixes.map((f) => el("li", {}, el("code", { text: f }))))] : null),
+      (h.team || []).length ? el("section", { id: "team", "aria-labelledby": "h-team" }, el("h3", { id: "h-team", text: "Team memory" }),
+        el("table", { id: "team-projects" }, el("caption", { text: "Shared projects" }),
+          el("thead", {}, el("tr", {}, ["Project", "Remote", "Last sync", "Outcome", "Writers seen", "Pending push", "Open conflicts"].map((t) => el("th", { scope: "col", text: t })))),
+          el("tbody", {}, h.team.map((t) => el("tr", {}, [t.project, t.remote, t.last_sync || "never", t.last_sync ? (t.last_ok ? "ok" : `failed: ${t.last_error}`) : "",
+            String(t.writers.length), String(t.pending), String(t.conflicts)].map((v) => el("td", { text: String(v) }))))))) : null,
       doctorBox);
     document.body.dataset.ready = "health";
     try {

@@ -1,0 +1,79 @@
+"""Which teammates' logs the index reads: every writer's file in the mirror of every shared project,
+less this store's own writer (its records are the local log's). Files only, standard library only:
+the hook path pays a stat of `team/shared.json` when nothing is shared.
+
+    readable_logs(store_dir) -> [(source name, writer, path)]
+
+A source name is `team:<project dir>:<writer>`: one writer's log of one shared project.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+_cache: dict[str, tuple[tuple[int, ...], list[tuple[str, str, Path]]]] = {}
+
+
+def _stamp(path: Path) -> int:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return -1
+    return st.st_mtime_ns ^ (st.st_ino << 1) ^ st.st_size
+
+
+def _load(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def project_dir_name(key: str) -> str:
+    """A shared project's directory under team/: the first 16 hex digits of its key's SHA-256."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+
+
+def has_team(store_dir: Path) -> bool:
+    """Whether this store shares anything (then it may hold teammates' records before a log of its own)."""
+    return os.path.exists(os.path.join(store_dir, "team", "shared.json"))
+
+
+def own_writers(root: Path) -> set[str]:
+    data = _load(root / "writer.json")
+    mine = {data["writer"]} if isinstance(data.get("writer"), str) else set()
+    return mine | {w for w in data.get("previous") or [] if isinstance(w, str)}
+
+
+def readable_logs(store_dir: Path) -> list[tuple[str, str, Path]]:
+    """(name, writer, path) of every teammate's log this store's index reads, in a stable order."""
+    root = Path(store_dir) / "team"
+    shared_file = root / "shared.json"
+    top = (_stamp(shared_file), _stamp(root / "writer.json"))
+    if top[0] < 0:
+        return []
+    key = str(root)
+    projects = _load(shared_file).get("projects") or {}
+    dirs = sorted(project_dir_name(k) for k in projects if isinstance(k, str))
+    stamp = top + tuple(_stamp(root / d / "writers") for d in dirs)
+    cached = _cache.get(key)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    mine = own_writers(root)
+    found = []
+    for d in dirs:
+        folder = root / d / "writers"
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for name in names:
+            writer = name[:-len(".jsonl")] if name.endswith(".jsonl") else ""
+            if writer and writer not in mine and not name.startswith("."):
+                found.append((f"team:{d}:{writer}", writer, folder / name))
+    _cache[key] = (stamp, found)
+    return found

@@ -1,0 +1,219 @@
+"""Team memory as the store sees it: which local records leave the machine, and one sync of a shared
+project (issue 19). The CLI's `share`, `unshare`, `sync` and the background sync call this.
+
+What is shared (`select`), a hard boundary checked here and nowhere else:
+- **A project** (its key, `retained share` inside its checkout): records filed under the project's
+  scopes (its key, and every path scope of the same repository) of kind decision, convention, fact or
+  todo, or of any kind written with `--shared` (field `shared: true`); with their corrections (a record
+  that supersedes a shared one) and the retractions and undos that name a shared record (naming only
+  those). Never: a record written with `--private` (field `private: true`), a note, checkpoint or
+  preference (unless `--shared`), anything in `global` or another project's scope.
+- **Personal** (`retained share --personal URL`, this user's own machines): records in `global` (any
+  kind but checkpoint, preferences included); nothing of any project.
+- A purge of a shared record becomes a purge request: the team tombstones the lines everywhere.
+A shared copy is filed under the project's key (a path means nothing on a teammate's machine), and
+wlog.share_copy redacts its free text again before it is sealed into the writer log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .. import records
+from ..errors import UsageError
+from . import state
+
+if TYPE_CHECKING:
+    from ..store import Store
+    from .sync import PurgeRequest, SyncResult
+
+SHARED_KINDS = ("decision", "convention", "fact", "todo")
+#: Fields a write sets with --private / --shared (MCP: private / shared).
+PRIVATE_FIELD, SHARED_FIELD = "private", "shared"
+#: Seconds a background sync may spend in git in all.
+BACKGROUND_BUDGET = 20.0
+
+
+# -- which project, which remote ----------------------------------------------------------------------
+def project_here(cwd: str | os.PathLike[str] | None = None) -> tuple[str, Path]:
+    """(project key, checkout root) of the git checkout at `cwd`; a UsageError outside one."""
+    from ..project import find_root, identity
+
+    root = find_root(str(cwd or os.getcwd()))
+    ident = identity(root) if root is not None else None
+    if root is None or ident is None:
+        raise UsageError("not inside a git checkout: team memory is shared per project, through its git remote",
+                         hint="cd into the project's checkout, or use `retained share --personal URL` for your own machines")
+    return ident["key"], Path(root)
+
+
+def remote_url(root: Path, remote: str | None) -> str:
+    """The URL of `remote` (a remote's name in the checkout, default origin, or a URL or path)."""
+    name = remote or "origin"
+    if "://" in name or name.startswith(("/", "~", ".")) or (":" in name and "@" in name.split(":", 1)[0]):
+        return os.path.expanduser(name) if name.startswith("~") else name
+    from . import git as team_git
+
+    try:
+        proc = subprocess.run(["git", "-C", str(root), "remote", "get-url", name], capture_output=True, text=True,
+                              timeout=10, env=team_git.environment())
+    except (OSError, subprocess.SubprocessError) as e:
+        raise UsageError(f"git could not be run: {e}", hint="install git, then run `retained share` again") from None
+    url = proc.stdout.strip()
+    if proc.returncode != 0 or not url:
+        raise UsageError(f"this checkout has no git remote named {name!r}",
+                         hint="pass --remote NAME (a remote of this checkout) or --remote URL")
+    return url
+
+
+# -- the boundary -------------------------------------------------------------------------------------
+def _local_records(store: Store) -> Iterator[dict[str, Any]]:
+    """Every readable record of the store's own log, in log order (tombstones left out)."""
+    for line in store.log.lines():
+        try:
+            rec = records.parse_line(line.raw)
+        except records.BadLine:
+            continue
+        if not records.is_tombstone(rec):
+            yield rec
+
+
+def _is_private(rec: dict[str, Any]) -> bool:
+    return rec.get(PRIVATE_FIELD) is True
+
+
+def select(store: Store, key: str) -> tuple[list[dict[str, Any]], list[PurgeRequest]]:
+    """The local records that leave the machine for `key` (a project key, or state.PERSONAL), as the
+    copies a sync publishes, and the purges of shared records as requests. Log order."""
+    from .sync import PurgeRequest
+
+    store.refresh()
+    personal = key == state.PERSONAL
+    scopes = {records.GLOBAL_SCOPE} if personal else set(store.project_scopes([key]) or []) | {key}
+    teammates = set(store.index.team_ids())  # records that came from a writer log: shared already
+    shared: set[str] = set()
+    out: list[dict[str, Any]] = []
+    purges: list[PurgeRequest] = []
+    for rec in _local_records(store):
+        kind, rid = rec["kind"], rec["id"]
+        if kind == records.FORGET_KIND:
+            targets = [t for t in rec.get("targets") or [] if isinstance(t, str) and (t in shared or t in teammates)]
+            if rec.get("action") == "purge":
+                purged = [p.get("id") for p in rec.get("purged") or [] if isinstance(p, dict)]
+                hit = tuple(t for t in purged if isinstance(t, str) and (t in shared or t in teammates))
+                if hit:
+                    purges.append(PurgeRequest(rid, hit, rec["ts"], rec.get("reason")))
+            elif targets:
+                copy = dict(rec, targets=targets)
+                copy.pop("scope", None)
+                if not personal:
+                    copy["scope"] = key
+                out.append(copy)
+            continue
+        if _is_private(rec):
+            continue
+        target = rec.get("supersedes")
+        correction = isinstance(target, str) and (target in shared or target in teammates)
+        if rec.get("scope", records.GLOBAL_SCOPE) not in scopes and not correction:
+            continue
+        if correction or _wanted(rec, personal):
+            shared.add(rid)
+            out.append(dict(rec, scope=records.GLOBAL_SCOPE if personal else key))
+    return out, purges
+
+
+def _wanted(rec: dict[str, Any], personal: bool) -> bool:
+    if rec.get(SHARED_FIELD) is True:
+        return True
+    if personal:
+        return rec["kind"] != "checkpoint"
+    return rec["kind"] in SHARED_KINDS
+
+
+def leaving(store: Store, shared: state.Shared) -> list[dict[str, Any]]:
+    """What a sync would publish now (`retained share --dry-run`): the selected records no writer's
+    log holds yet, as the copies that would leave (redacted)."""
+    from collections import Counter
+
+    from . import wlog
+    from .mirror import Mirror
+
+    outgoing, purges = select(store, shared.key)
+    mirror = Mirror(shared.dir / state.MIRROR)
+    saved = state.read_json(shared.dir / state.SYNC_FILE) or {}
+    mirror.load({w: v["sha256"] for w, v in (saved.get("files") or {}).items()
+                 if isinstance(v, dict) and isinstance(v.get("sha256"), str)})
+    writer = state.writer_id(store.directory)
+    held = mirror.holding([r["id"] for r in outgoing] + [p.id for p in purges], writer)
+    out = []
+    for rec in outgoing:
+        if rec["id"] in held:
+            continue
+        body, _ = wlog.share_copy(rec, Counter())
+        if body is not None:
+            out.append(body)
+    out += [{"id": p.id, "kind": records.FORGET_KIND, "action": "purge", "targets": list(p.targets), "ts": p.ts}
+            for p in purges if p.id not in held]
+    return out
+
+
+# -- one sync -----------------------------------------------------------------------------------------
+def sync_one(store: Store, shared: state.Shared, *, budget: float | None = None, wait: float = 30.0) -> SyncResult:
+    """Sync one shared project (or the personal remote) and bring the index up to date with it."""
+    from . import git as team_git
+    from .sync import sync
+
+    outgoing, purges = select(store, shared.key)
+    writer = state.writer_id(store.directory)
+    author = team_git.author(os.getcwd() if shared.key != state.PERSONAL else None)
+    result = sync(shared.dir, shared.remote, writer, outgoing, purges, author=author, ref=shared.ref,
+                  budget=budget, wait=wait)
+    store.refresh()
+    return result
+
+
+def sync_all(store: Store, *, budget: float | None = None, wait: float = 30.0) -> list[tuple[state.Shared, SyncResult]]:
+    return [(s, sync_one(store, s, budget=budget, wait=wait)) for _, s in sorted(state.shared(store.directory).items())]
+
+
+def status(store_dir: Path) -> list[dict[str, Any]]:
+    """Per shared project (and the personal remote): what doctor and the page show. Files only."""
+    from .sync import status as sync_status
+
+    out = []
+    for key, s in sorted(state.shared(store_dir).items()):
+        try:
+            writer = state.writer_id(store_dir)
+            found = sync_status(s.dir, writer)
+        except Exception as e:  # a damaged state file: say so, never fail doctor
+            found = {"last": None, "writers": [], "pending": 0, "error": str(e)}
+        last = found.get("last") or {}
+        out.append({"project": key, "remote": s.remote, "ref": s.ref, "since": s.since,
+                    "last_sync": last.get("at"), "last_ok": last.get("ok"), "last_error": last.get("error"),
+                    "writers": found.get("writers", []), "pending": found.get("pending", 0)})
+    return out
+
+
+def team_status(store_dir: Path, store: Store | None) -> list[dict[str, Any]]:
+    """`status` plus each project's open conflicts (forks) from the index of an open store."""
+    out = status(store_dir)
+    forks: list[dict[str, Any]] = []
+    if store is not None and out:
+        try:
+            forks = store.index.open_forks()
+        except Exception:
+            forks = []
+    shared = state.shared(store_dir)
+    for t in out:
+        if store is not None and t["project"] in shared:
+            # records selected for sharing that no sync has published yet count as pending too
+            with contextlib.suppress(Exception):
+                t["pending"] += sum(1 for r in leaving(store, shared[t["project"]]) if r.get("action") != "purge")
+        t["conflicts"] = sum(1 for f in forks if t["project"] == state.PERSONAL and f["scope"] == records.GLOBAL_SCOPE
+                             or f["scope"] == t["project"])
+    return out
