@@ -50,7 +50,7 @@ DIGEST_TTL_S = 60.0  # how long an Ollama model's digest is trusted before /api/
 EXACT_MAX = 20_000
 APPROX_CANDIDATES = 2048  # the approximate stage rescores at least this many (and at most APPROX_MAX)
 APPROX_MAX = 16_384
-KEPT_PAGE = 2000  # pending records looked up in the kept vectors at a time
+KEPT_PAGE = 2048  # pending records looked up in the kept vectors at a time
 NEW_BATCH = 512  # new texts per embedder call when everything is embedded now (one sort by length)
 PAGE = 4096  # vectors read from the index at a time when the cache is (re)built: at 100k records pages of
 # 50,000 peaked at 365 MB and left 175 MB resident, pages of 4096 peaked at 144 MB and left 79 (heap released)

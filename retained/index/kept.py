@@ -91,8 +91,9 @@ class Kept:
                 db = self._conn()
                 if db is None:
                     return out
-                for start in range(0, len(hashes), _CHUNK):
-                    part = hashes[start:start + _CHUNK]
+                ordered = sorted(hashes)  # probes in key order: neighbouring pages, fewer reads
+                for start in range(0, len(ordered), _CHUNK):
+                    part = ordered[start:start + _CHUNK]
                     marks = ",".join("?" * len(part))
                     for sha, dim, vec in db.execute(
                             f"SELECT sha, dim, vec FROM kept WHERE sha IN ({marks}) AND model = ?", (*part, model)):
