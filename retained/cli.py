@@ -391,7 +391,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             _out(f"chain break at line {p['line']} (seq {p['seq']}): {p['reason']}")
         if result["torn_tail"]:
             _out(f"torn tail: {result['torn_tail']['bytes']} bytes after the last complete line "
-                 "(an unacknowledged write; the next write quarantines it)")
+                 "(a write cut short; the next write moves it to quarantine/)")
         q = result.get("quarantine") or {}
         if q.get("files"):
             whole = f", {len(q['records'])} of them whole records the log lacks" if q["records"] else ""
