@@ -519,6 +519,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     from .transfer import export
 
     scopes = read_scopes(args.scope, _project()) if args.scope is not None else None
+    from .paths import store_dir
+
+    directory = store_dir(args.dir)
+    if not os.path.lexists(directory):  # before any -o file is written: an export of nothing is no export
+        raise StoreError(f"no store at {directory}", hint="write a record first, or pass the right --dir")
     with _store(args) as store:
         result = export(store, scopes=scopes, fmt=args.format, include_history=args.include_history, path=args.output)
     to_stdout = result["path"] == "-"
