@@ -12,6 +12,7 @@ the same source adds nothing).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import stat
@@ -409,6 +410,7 @@ def _importable(n: int, raw: bytes, counts: Counter[str], notes: list[str]) -> d
             return None
     try:
         records.check_text(rec.get("text"))
+        _check_encodable(rec)
         if "ts" in rec and not (isinstance(rec["ts"], str) and _TS.match(rec["ts"])):
             raise UsageError("its ts is not a timestamp (RFC 3339, e.g. 2026-01-31T12:00:00Z)", hint="")
         records.check_kind(rec.get("kind", "note"))
@@ -421,6 +423,16 @@ def _importable(n: int, raw: bytes, counts: Counter[str], notes: list[str]) -> d
 
 
 _TS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})\Z")
+
+
+def _check_encodable(rec: dict[str, Any]) -> None:
+    """A line of lone surrogate escapes (`\\ud800`) parses, but could never be written back as UTF-8."""
+    try:
+        json.dumps(rec, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError("it holds a lone surrogate (\\ud800...), which is not valid Unicode", hint="") from None
+    except (TypeError, ValueError):
+        raise UsageError("it holds a value JSON cannot write back", hint="") from None
 
 
 def _check_id(rid: str) -> None:
