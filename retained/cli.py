@@ -427,7 +427,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
             _out(f"chain break at line {p['line']} (seq {p['seq']}): {p['reason']}")
         if result["torn_tail"]:
             _out(f"torn tail: {result['torn_tail']['bytes']} bytes after the last complete line "
-                 "(an unacknowledged write; the next write quarantines it)")
+                 "(a write cut short; the next write moves it to quarantine/)")
         q = result.get("quarantine") or {}
         if q.get("files"):
             whole = f", {len(q['records'])} of them whole records the log lacks" if q["records"] else ""
@@ -562,8 +562,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 # -- export, import, the web page (retained/transfer.py, retained/ui.py) -----------------------------
 def cmd_export(args: argparse.Namespace) -> int:
+    from .paths import store_dir
     from .transfer import export
 
+    directory = store_dir(args.dir)
+    if not os.path.lexists(directory):  # before any -o file is written: an export of nothing is no export
+        raise StoreError(f"no store at {directory}", hint="write a record first, or pass the right --dir")
     with _store(args) as store:
         scopes = store.read_scopes(args.scope, _project())[0] if args.scope is not None else None
         result = export(store, scopes=scopes, fmt=args.format, include_history=args.include_history, path=args.output)

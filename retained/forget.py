@@ -156,7 +156,7 @@ def purge(store: Store, ids: Any, reason: Any) -> dict[str, Any]:
         chain_versions = _older_versions(store, [row for row, _ in originals])
         # Copies outside the log first: if the purge is killed after this, the old log still stands and
         # only unacknowledged fragments or session notes that held the text are gone.
-        scrubbed = scrub_files(store.directory, strings)
+        scrubbed = scrub_files(store.directory, strings, _own_strings(originals))
         checks = op.app.rewrite(edits, record, index_edits)
     store.index.catch_up()  # indexes the purge record, then compacts (the state asks for it)
     warnings = op.warnings + op.redaction_note()
@@ -214,6 +214,19 @@ def _tombstones(originals: list[tuple[dict[str, Any], dict[str, Any]]],
     return edits, index_edits, strings
 
 
+#: What retained adds to a record about where it came from: matched by its 12-character runs only
+#: (a short provenance value, `"format": "jsonl"`, is in many an unrelated file).
+_PROVENANCE = ("imported", "session_id")
+
+
+def _own_strings(originals: list[tuple[dict[str, Any], dict[str, Any]]]) -> list[str]:
+    """The strings a writer put in the purged records (text, source, fields), provenance aside."""
+    out: list[str] = []
+    for _row, rec in originals:
+        out += records.content_strings({k: v for k, v in rec.items() if k not in _PROVENANCE})
+    return out
+
+
 def _older_versions(store: Store, rows: list[dict[str, Any]]) -> list[str]:
     purged = {r["id"] for r in rows}
     out: list[str] = []
@@ -229,19 +242,21 @@ class Purged:
     end, any prefix of a purged string value (what a torn copy of the purged line holds, however short).
     """
 
-    def __init__(self, strings: list[str]) -> None:
+    def __init__(self, strings: list[str], own: list[str] | None = None) -> None:
         import json
 
         self.windows: set[bytes] = set()
         self.whole: set[bytes] = set()
         self.prefixed: list[bytes] = []
+        own_set = set(strings if own is None else own)  # the short and prefix rules: a writer's strings only
         for s in strings:
             if not s:
                 continue
             inner = json.dumps(s, ensure_ascii=False)[1:-1]
-            self.prefixed.append(inner.encode("utf-8", "replace"))
+            if s in own_set:
+                self.prefixed.append(inner.encode("utf-8", "replace"))
             for form in {s, inner}:
-                if len(form) < WINDOW:
+                if len(form) < WINDOW and s in own_set:
                     self.whole.add(b'"' + inner.encode("utf-8", "replace") + b'"')
                     if len(form) >= 4 and form == s:  # raw, as a hook's note or a plain file holds it
                         self.whole.add(s.encode("utf-8", "replace"))
@@ -283,14 +298,14 @@ MAX_SCAN_BYTES = 256 * 1024 * 1024
 _REWRITTEN = ("log.jsonl", "index.sqlite3", "index.sqlite3-wal", "index.sqlite3-shm", "index.sqlite3-journal")
 
 
-def scrub_files(directory: Path, strings: list[str]) -> list[str]:
+def scrub_files(directory: Path, strings: list[str], own: list[str] | None = None) -> list[str]:
     """Remove the files under quarantine/ and sessions/ that hold any of the purged content, and name
     every other file of the store that still holds some (a purge never deletes a file it does not own).
 
     Quarantine holds torn fragments of writes; session notes are a hook's short-lived state. Neither
     is a record, and a purge outranks both. Returns what was removed and what could not be.
     """
-    purged = Purged(strings)
+    purged = Purged(strings, own)
     if not purged:
         return []
     said = []

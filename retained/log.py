@@ -8,8 +8,10 @@ acknowledged), and those are copied to `quarantine/` first.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -227,10 +229,10 @@ class Log:
         if not target.exists():
             durable.write_new_file(target, fragment)
         durable.truncate(self.path, offset)
-        return (
-            f"the log ended in a torn line ({length} bytes from a write that was never acknowledged); "
-            f"moved it to {QUARANTINE}/{target.name} so the next record does not glue onto it"
-        )
+        return (f"the log ended in a torn line ({length} bytes{_torn_names(fragment)}): a write cut short, by a "
+                "crash before it was acknowledged or by damage after; moved it to "
+                f"{QUARANTINE}/{target.name} so the next record does not glue onto it (`retained verify` shows "
+                "whether the log lacks a record it held)")
 
     # -- appending ----------------------------------------------------------------------------
     def append(self, record: dict[str, Any], tail: Tail) -> dict[str, Any]:
@@ -260,10 +262,8 @@ class Log:
             try:
                 durable.write_all(fd, line)
             except OSError as e:
-                try:
+                with contextlib.suppress(OSError):
                     durable.truncate(fd, offset)
-                except OSError:
-                    pass
                 reasons.append(f"could not append to {self.path}: {e.strerror or e}; nothing was written "
                                "(free disk space or fix permissions, then retry)")
                 return offset
@@ -386,6 +386,22 @@ def _copy(src: Any, fd: int, offset: int, length: int, digest: Any) -> None:
         length -= len(chunk)
 
 
+_TORN_ID = re.compile(rb'"id":"([^"\\]{1,128})"')
+_TORN_SEQ = re.compile(rb'"seq":(\d{1,19})[,}]')
+
+
+def _torn_names(fragment: bytes) -> str:
+    """', record seq 7 (mem_...)' when a torn fragment still names its record, else ''."""
+    rid, seq = _TORN_ID.search(fragment), _TORN_SEQ.search(fragment)
+    if rid is None and seq is None:
+        return ""
+    named = f"seq {int(seq.group(1))}" if seq else ""
+    if rid:
+        name = rid.group(1).decode("utf-8", "replace")
+        named = f"{named} ({name})" if named else name
+    return f", record {named}"
+
+
 def _torn_span(f: Any, size: int) -> tuple[int, int] | None:
     """(offset, length) of the bytes after the last newline of a file of `size` bytes, if any."""
     if size == 0:
@@ -412,8 +428,10 @@ def _last_newline_end(f: Any, size: int) -> int:
 
 
 def _lines_backwards(f: Any, end: int) -> Iterator[tuple[int, bytes]]:
-    """Yield (offset, line without newline) for the complete lines before `end`, last first."""
-    buf = b""
+    """Yield (offset, line without newline) for the complete lines before `end`, last first.
+
+    Linear in the bytes read: a line longer than one chunk is gathered as a list of chunks and joined
+    once, never re-copied for each chunk read before it (a huge hostile last line made that quadratic)."""
     if end == 0:
         return
     # `end` sits just after a newline; drop it so every split piece is a whole line.
@@ -421,21 +439,20 @@ def _lines_backwards(f: Any, end: int) -> Iterator[tuple[int, bytes]]:
     if f.read(1) != b"\n":
         raise StoreError("internal: log does not end at a line boundary", hint="run `retained verify` and report it")
     pos = end - 1
-    buf_start = pos
+    carry: list[bytes] = []  # the pieces of the line that ends at the last newline seen, right to left
     chunk = 4096  # most records are small: start small, grow for big ones
-    while True:
-        i = buf.rfind(b"\n")
-        while i >= 0:
-            line = buf[i + 1 :]
-            yield buf_start + i + 1, line
-            buf = buf[:i]
-            i = buf.rfind(b"\n")
-        if pos == 0:
-            yield 0, buf
-            return
+    while pos > 0:
         start = max(0, pos - chunk)
         f.seek(start)
-        buf = f.read(pos - start) + buf
-        buf_start = start
+        data = f.read(pos - start)
         pos = start
         chunk = min(chunk * 4, _CHUNK)
+        i = data.rfind(b"\n")
+        while i >= 0:
+            carry.append(data[i + 1 :])
+            yield start + i + 1, b"".join(reversed(carry))
+            carry = []
+            data = data[:i]
+            i = data.rfind(b"\n")
+        carry.append(data)
+    yield 0, b"".join(reversed(carry))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import re
 import stat
@@ -405,6 +406,9 @@ def _importable(n: int, raw: bytes, counts: Counter[str], notes: list[str]) -> d
             return None
     try:
         records.check_text(rec["text"])
+        _check_encodable(rec)
+        if "ts" in rec and not (isinstance(rec["ts"], str) and _TS.match(rec["ts"])):
+            raise UsageError("its ts is not a timestamp (RFC 3339, e.g. 2026-01-31T12:00:00Z)", hint="")
         records.check_kind(rec.get("kind", "note"))
         writes.check_kind_is_no_secret(rec.get("kind", "note"))
         _check_id(rec["id"])
@@ -412,6 +416,19 @@ def _importable(n: int, raw: bytes, counts: Counter[str], notes: list[str]) -> d
         notes.append(f"line {n}: {e.message}; skipped")
         return None
     return rec
+
+
+_TS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{2}:\d{2})\Z")
+
+
+def _check_encodable(rec: dict[str, Any]) -> None:
+    """A line of lone surrogate escapes (`\\ud800`) parses, but could never be written back as UTF-8."""
+    try:
+        json.dumps(rec, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError("it holds a lone surrogate (\\ud800...), which is not valid Unicode", hint="") from None
+    except (TypeError, ValueError):
+        raise UsageError("it holds a value JSON cannot write back", hint="") from None
 
 
 def _check_id(rid: str) -> None:
@@ -544,13 +561,17 @@ def _kept_record(a: Action, source: str, now: str, found: Counter[str]) -> dict[
         if key in src:
             provenance[key] = src[key]
     if isinstance(src.get("imported"), dict):
-        provenance["prior"] = src["imported"]
+        provenance["prior"] = src["imported"] if not _redaction_on() else _redact_value(src["imported"], found)
+    op = rec.pop("client_op_id", None)
+    if isinstance(op, str):
+        # An idempotency key names a write of the other store: kept as provenance, never as a key here,
+        # where it would answer a later write of this store that happens to use it ("already written").
+        provenance["client_op_id"] = op
     rec["imported"] = provenance
     rec.setdefault("kind", "note")
     rec.setdefault("ts", now)
-    kept = ("id", "ts", "kind", "scope", "supersedes", "client_op_id", "imported")
+    kept = ("id", "ts", "kind", "scope", "supersedes", "imported")
     extra = {k: v for k, v in rec.items() if k not in kept}
-    op = rec.get("client_op_id")
     if _redaction_on():
         from . import redact
 
@@ -559,9 +580,15 @@ def _kept_record(a: Action, source: str, now: str, found: Counter[str]) -> dict[
                                                         fields=extra)
         extra = cleaned or {}
         a.scope = scope if scope is not None else a.scope
+        if op is not None:
+            provenance["client_op_id"] = op
     out = {k: v for k, v in rec.items() if k in kept}
     out.update(extra)
     out["scope"] = a.scope
-    if isinstance(op, str):
-        out["client_op_id"] = op
     return out
+
+
+def _redact_value(value: Any, found: Counter[str]) -> Any:
+    from . import redact
+
+    return redact.redact_value(value, found, keys=True)

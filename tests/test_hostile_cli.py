@@ -180,3 +180,11 @@ def test_refusals_over_mcp_are_still_tool_errors_with_their_reason(store_dir):
         assert "already corrected" in json.dumps(reply["result"]["content"])
     finally:
         assert server.close() == 0, server.stderr
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "markdown"])
+def test_an_export_of_a_missing_store_writes_no_file(tmp_path, fmt):
+    out = tmp_path / ("out.jsonl" if fmt == "jsonl" else "md")
+    proc = cli("--dir", str(tmp_path / "stroe"), "export", "--format", fmt, "-o", str(out))
+    assert proc.returncode == 1 and str(tmp_path / "stroe") in one_line_error(proc, "export of a missing store")
+    assert not out.exists() and not (tmp_path / "stroe").exists()

@@ -140,3 +140,23 @@ def test_a_hostile_line_in_an_import_is_skipped_and_the_rest_imports(store_dir, 
         assert proc.returncode == 0, proc.stderr
     assert good["id"] in _current()
     assert json.loads(cli("verify", "--json").stdout)["chain_ok"] is True
+
+
+def test_an_imported_client_op_id_never_answers_a_later_local_write(store_dir, tmp_path):
+    """An idempotency key names a write of the other store; here it would swallow a local write."""
+    (rec,) = sealed_chain([{"text": "from elsewhere", "client_op_id": "op-1"}])
+    assert cli("import", str(_file(tmp_path, [rec])), "--apply").returncode == 0
+    mine = cli_json("write", "my own first write", "--client-op-id", "op-1")
+    assert mine["id"] != rec["id"] and not mine["deduplicated"], mine
+    assert cli_json("get", rec["id"])["records"][0]["imported"]["client_op_id"] == "op-1"
+
+
+@pytest.mark.parametrize("ts", ["yesterday", "ghp_R4nd0mT0k3nV4lu3ThatIsLongEnough12345", 12345, None])
+def test_an_imported_record_with_a_ts_that_is_no_timestamp_is_skipped_and_named(store_dir, tmp_path, ts):
+    bad, good = sealed_chain([{"text": "bad ts", "ts": ts}, {"text": "good ts"}])
+    path = _file(tmp_path, [bad, good])
+    dry = cli("import", str(path))
+    assert "line 1:" in dry.stderr and "skipped" in dry.stderr, dry.stderr  # named, with why
+    assert isinstance(ts, str) is ("ts is not a timestamp" in dry.stderr)  # (others fail the record's own check)
+    assert cli("import", str(path), "--apply").returncode == 0
+    assert _current() == {good["id"]}

@@ -89,3 +89,18 @@ def test_a_file_of_the_store_that_a_purge_cannot_clean_is_named(store_dir):
     assert proc.returncode == 0, proc.stderr
     assert "notes/copy.txt" in proc.stdout + proc.stderr
     assert stray.exists()  # a purge never deletes a file it does not own; it says so instead
+
+
+def test_a_purge_of_an_imported_record_spares_files_that_share_only_its_provenance(store_dir, tmp_path):
+    """Short provenance values (`"format": "claude-md"`) are in many files: only the writer's own
+    strings are matched however short; provenance by its 12-character runs, as before."""
+    md = tmp_path / "CLAUDE.md"
+    md.write_text("# Shop\n\n## Conventions\n\n- Kx7 tabs\n")
+    assert cli("import", str(md), "--apply").returncode == 0
+    rid = cli_json("list")["records"][0]["id"]
+    notes = store_dir / "sessions"
+    notes.mkdir(exist_ok=True)
+    (notes / "other.json").write_text('{"format": "claude-md", "shown": []}')
+    assert cli("forget", rid, "--purge", "--yes").returncode == 0
+    assert (notes / "other.json").exists()
+    assert _left(store_dir, b"Kx7 tabs") == []

@@ -296,8 +296,6 @@ def _fsize_limit(limit: int):
     return pre
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 7: a reindex that runs out of space reports SQLite's "
-                                       "'cannot rollback - no transaction is active' instead of a full disk")
 def test_reindex_on_a_full_disk_says_so_and_leaves_no_growing_wal(store_dir):
     store_dir.mkdir()
     body = "lorem ipsum dolor sit amet " * 20
@@ -348,8 +346,6 @@ def test_a_memory_file_over_8_mib_inside_a_folder_is_named_too_big_and_the_rest_
     assert "GEMINI.md" in said and "too big" in said and "reads as memory (no" not in said, said[-600:]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 7: log.Log._quarantine calls every torn tail 'a write that "
-                                       "was never acknowledged', even one that was (the index knows its seq)")
 @pytest.mark.parametrize("cut", ["the newline only", "the last 40 bytes"])
 def test_a_cut_acknowledged_record_is_not_called_never_acknowledged(store_dir, cut):
     _write("record one")
@@ -373,8 +369,6 @@ def _cpu_limit(seconds: int):
     return pre
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 1: log._lines_backwards re-copies its whole buffer for each "
-                                       "64 KiB it reads back, so a huge last line makes the next write quadratic")
 def test_a_huge_hostile_last_line_costs_a_write_one_read_not_a_quadratic_copy(store_dir):
     """Measured in CPU seconds (a resource limit, not a clock): a linear read of 64 MiB takes about one;
     the quadratic copy took 26 on the machine this was written on."""

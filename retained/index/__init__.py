@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
     from ..log import Log
 
+from ..errors import StoreError
 from . import catchup, queries, repair, schema, search, vectors
 from .kept import Kept, text_hash
 from .schema import INDEX_NAME
@@ -54,6 +55,22 @@ def _on_db(fn: Callable[Concatenate[sqlite3.Connection, _P], _T]) -> Callable[Co
 
     functools.update_wrapper(method, fn, assigned=("__name__", "__doc__"), updated=())
     return method
+
+
+def _out_of_space(e: BaseException) -> bool:
+    """A full disk (or a file-size limit) as SQLite reports it."""
+    text = str(e).lower()
+    return "full" in text or "too large" in text or getattr(e, "sqlite_errorname", "") in ("SQLITE_FULL", "SQLITE_IOERR_WRITE")
+
+
+def _let_go_of_the_wal(db: sqlite3.Connection) -> None:
+    """After a failed transaction, give the WAL's space back (its frames are of nothing committed)."""
+    try:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    except sqlite3.Error:
+        pass
 
 
 class Index:
@@ -228,7 +245,16 @@ class Index:
         """Drop everything and index every log again."""
         with self._lock:
             self._known = {}
-            return catchup.rebuild(self._conn(), self.log_sources, self._seen_scopes, progress)
+            db = self._conn()
+            try:
+                return catchup.rebuild(db, self.log_sources, self._seen_scopes, progress)
+            except sqlite3.Error as e:
+                if not _out_of_space(e):
+                    raise
+                _let_go_of_the_wal(db)
+                raise StoreError(f"the index could not be rebuilt: no space left for it ({e})",
+                                 hint="free disk space, then run `retained reindex` again; the log is untouched "
+                                      "and every record in it is safe") from None
 
     # -- repair, compaction, purging (repair.py) ------------------------------------------------
     def _compact(self, source: Source) -> None:

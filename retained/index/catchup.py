@@ -71,7 +71,8 @@ def rebuild(db: sqlite3.Connection, sources: list[Source], seen: set[str], progr
             save_state(db, source, state)
         db.execute("COMMIT")
     except BaseException:
-        db.execute("ROLLBACK")
+        if db.in_transaction:  # SQLite has already rolled back after some errors (a full disk)
+            db.execute("ROLLBACK")
         raise
     db.execute("INSERT INTO fts(fts) VALUES('optimize')")
     return n
