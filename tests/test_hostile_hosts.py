@@ -66,16 +66,31 @@ def claude_home(isolate_home) -> Path:
     return isolate_home
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 16: installers.commands.install prints its plain-text plan "
-                                       "and outcome whatever --json says")
 @pytest.mark.parametrize("args", [["install", "--host", "claude", "--yes"], ["install", "--host", "claude", "--dry-run"],
-                                  ["uninstall", "--host", "claude", "--yes"]])
+                                  ["uninstall", "--host", "claude", "--yes"],
+                                  # the rest of the class: nothing to do, an unknown host, a refused file
+                                  ["uninstall", "--host", "claude", "--dry-run"], ["install", "--host", "nope", "--yes"],
+                                  ["install", "--host", "claude", "--host", "cursor", "--yes"]])
 def test_install_and_uninstall_json_is_a_json_document(claude_home, args):
     if args[0] == "uninstall":
         assert cli("install", "--host", "claude", "--yes").returncode == 0
+    if "cursor" in args:
+        (claude_home / ".cursor").mkdir()
+        (claude_home / ".cursor" / "mcp.json").write_text("{ not json")
     proc = cli(*args, "--json")
     no_crash(proc)
-    json.loads(proc.stdout)
+    doc = json.loads(proc.stdout)
+    if "nope" in args:
+        assert proc.returncode == 2 and doc["error"]
+        return
+    assert doc["command"] == args[0] and doc["exit_code"] == proc.returncode
+    states = {h["host"]: (h["ok"], h["state"]) for h in doc["hosts"]}
+    assert states["claude"][0] is True, doc
+    if "cursor" in args:
+        assert states["cursor"] == (False, "not wired") and proc.returncode == 1
+        assert "does not parse" in next(h["why"] for h in doc["hosts"] if h["host"] == "cursor")
+    if "--dry-run" not in args and args[0] == "install":
+        assert any(f["action"] in ("created", "updated") and "claude" in f["hosts"] for f in doc["files"]), doc
 
 
 @pytest.mark.parametrize("args", [["verify"], ["list"], ["scopes"], ["maintain"], ["brief"], ["search", "x"],
