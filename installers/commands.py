@@ -362,8 +362,9 @@ def _show_plan(chosen: list[Host], files: list[FilePlan], changes: dict[FilePlan
             if not uninstalling:
                 for note in p.notes:
                     out(f"      note: {note}")
-        for note in h.notes:
-            out(f"    note: {note}")
+        if not uninstalling and any(e.is_hook for p in mine for e in p.edits):
+            for note in h.notes:  # what the host makes of retained's hooks: only when they go in
+                out(f"    note: {note}")
 
 
 def _show_dry(p: FilePlan, outcome: Outcome, out: Callable[[str], None]) -> None:
@@ -381,7 +382,9 @@ def _summary(chosen: list[Host], failed: dict[str, str], out: Callable[[str], No
             err(f"✗ {h.title}: {state}, none of its files were changed: {failed[h.name]}")
     if failed:
         ok = [h.title for h in chosen if h.name not in failed]
-        err(f"{len(failed)} host(s) left unchanged" + (f"; done: {', '.join(ok)}" if ok else ""))
+        done = ("would uninstall" if uninstalling else "would wire") if dry_run else "done"
+        err(f"{len(failed)} host(s) {'would be left' if dry_run else 'left'} unchanged"
+            + (f"; {done}: {', '.join(ok)}" if ok else ""))
         return 1
     if not uninstalling and not dry_run and not quiet:
         out(f"next: run `retained doctor{' --scope project' if scope == 'project' else ''}` to check that every "
