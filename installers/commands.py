@@ -217,8 +217,22 @@ class _Run:
 
 
 def install(*, host_names: list[str] | None, scope: str, dry_run: bool, flags: dict[str, bool], yes: bool,
-            store: Path, out: Callable[[str], None], err: Callable[[str], None], uninstalling: bool = False) -> int:
-    """Plan, show, then apply host by host; a host whose files cannot all be changed is left unchanged."""
+            store: Path, out: Callable[[str], None], err: Callable[[str], None], uninstalling: bool = False,
+            report: dict[str, Any] | None = None) -> int:
+    """Plan, show, then apply host by host; a host whose files cannot all be changed is left unchanged.
+
+    `report` (for --json) is filled with what happened: per host its state and why, per file the change."""
+    if report is None:
+        report = {}
+    code = _install(host_names=host_names, scope=scope, dry_run=dry_run, flags=flags, yes=yes, store=store, out=out,
+                    err=err, uninstalling=uninstalling, report=report)
+    report["exit_code"] = code
+    return code
+
+
+def _install(*, host_names: list[str] | None, scope: str, dry_run: bool, flags: dict[str, bool], yes: bool,
+             store: Path, out: Callable[[str], None], err: Callable[[str], None], uninstalling: bool,
+             report: dict[str, Any]) -> int:
     from .hosts import context
 
     project = project_root()
@@ -232,6 +246,8 @@ def install(*, host_names: list[str] | None, scope: str, dry_run: bool, flags: d
     chosen = select(host_names, ctx_for)
     run = _Run(chosen, ctx_for, scope=scope, install=not uninstalling)
     run.plan(flags)
+    report.update({"command": "uninstall" if uninstalling else "install", "scope": scope, "dry_run": dry_run,
+                   "hosts": [], "files": [_file_report(p, run.changes[p], uninstalling) for p in run.files]})
     _show_plan(chosen, run.files, run.changes, scope=scope, dry_run=dry_run, uninstalling=uninstalling, out=out)
     if dry_run:
         for p in run.files:
@@ -239,19 +255,57 @@ def install(*, host_names: list[str] | None, scope: str, dry_run: bool, flags: d
             if not isinstance(result, str):
                 _show_dry(p, result, out)
         _partial_notes(chosen, run.partial, run.failed, err, uninstalling=uninstalling)
+        _host_report(report, chosen, run.failed, uninstalling=uninstalling, dry_run=True)
+        report["diffs"] = {str(p.path): run.changes[p].diff for p in run.files  # type: ignore[union-attr]
+                           if not isinstance(run.changes[p], str) and run.changes[p].diff}  # type: ignore[union-attr]
         return _summary(chosen, run.failed, out, err, uninstalling=uninstalling, dry_run=True, scope=scope)
+    _host_report(report, chosen, run.failed, uninstalling=uninstalling, dry_run=False)
     if not any(_changes(r) for r in run.changes.values()):
         out("nothing to change")
         return _summary(chosen, run.failed, out, err, uninstalling=uninstalling, dry_run=False, quiet=True,
                         scope=scope)
-    if not yes and not _confirm(out):
+    if not yes and not _confirm(err if report.get("json") else out):
         err("nothing was changed")
+        _host_report(report, chosen, run.failed, uninstalling=uninstalling, dry_run=False, declined=True)
         return 1
-    for p, outcome in run.apply():
+    done = run.apply()
+    written = {id(p): outcome for p, outcome in done}
+    for p, outcome in done:
         extra = f" (backup: {outcome.backup})" if outcome.backup and outcome.action == "updated" else ""
         out(f"✓ {_owners(p)}: {outcome.action} {p.path}{extra}")
+    report["files"] = [_file_report(p, written.get(id(p), run.changes[p]), uninstalling, applied=id(p) in written)
+                       for p in run.files]
     _partial_notes(chosen, run.partial, run.failed, err, uninstalling=uninstalling)
+    _host_report(report, chosen, run.failed, uninstalling=uninstalling, dry_run=False)
     return _summary(chosen, run.failed, out, err, uninstalling=uninstalling, dry_run=False, scope=scope)
+
+
+def _file_report(p: FilePlan, result: Outcome | str, uninstalling: bool, applied: bool = False) -> dict[str, Any]:
+    entry: dict[str, Any] = {"path": str(p.path), "hosts": [h.name for h in p.hosts],
+                             "changes": p.describe(install=not uninstalling)}
+    if isinstance(result, str):
+        entry.update(action="refused", error=result)
+    else:
+        entry["action"] = result.action  # "would update" in a preview, "updated" once written
+        if applied and result.backup and result.action == "updated":
+            entry["backup"] = str(result.backup)
+    return entry
+
+
+def _host_report(report: dict[str, Any], chosen: list[Host], failed: dict[str, str], *, uninstalling: bool,
+                 dry_run: bool, declined: bool = False) -> None:
+    hosts = []
+    for h in chosen:
+        if h.name in failed:
+            hosts.append({"host": h.name, "title": h.title, "ok": False,
+                          "state": "left as it was" if uninstalling else "not wired", "why": failed[h.name]})
+        elif declined:
+            hosts.append({"host": h.name, "title": h.title, "ok": False, "state": "not changed (declined)"})
+        else:
+            state = ("would be uninstalled" if uninstalling else "would be wired") if dry_run else \
+                ("uninstalled" if uninstalling else "wired")
+            hosts.append({"host": h.name, "title": h.title, "ok": True, "state": state})
+    report["hosts"] = hosts
 
 
 def _undo_host(h: Host, applied: dict[str, list[tuple[FilePlan, Outcome]]]) -> None:
@@ -308,8 +362,9 @@ def _show_plan(chosen: list[Host], files: list[FilePlan], changes: dict[FilePlan
             if not uninstalling:
                 for note in p.notes:
                     out(f"      note: {note}")
-        for note in h.notes:
-            out(f"    note: {note}")
+        if not uninstalling and any(e.is_hook for p in mine for e in p.edits):
+            for note in h.notes:  # what the host makes of retained's hooks: only when they go in
+                out(f"    note: {note}")
 
 
 def _show_dry(p: FilePlan, outcome: Outcome, out: Callable[[str], None]) -> None:
@@ -327,7 +382,9 @@ def _summary(chosen: list[Host], failed: dict[str, str], out: Callable[[str], No
             err(f"✗ {h.title}: {state}, none of its files were changed: {failed[h.name]}")
     if failed:
         ok = [h.title for h in chosen if h.name not in failed]
-        err(f"{len(failed)} host(s) left unchanged" + (f"; done: {', '.join(ok)}" if ok else ""))
+        done = ("would uninstall" if uninstalling else "would wire") if dry_run else "done"
+        err(f"{len(failed)} host(s) {'would be left' if dry_run else 'left'} unchanged"
+            + (f"; {done}: {', '.join(ok)}" if ok else ""))
         return 1
     if not uninstalling and not dry_run and not quiet:
         out(f"next: run `retained doctor{' --scope project' if scope == 'project' else ''}` to check that every "

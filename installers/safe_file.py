@@ -107,11 +107,9 @@ def remove_made_folders(start: Path) -> list[Path]:
 
 def _mark_made(made: list[Path]) -> None:
     if made:
-        try:
+        with contextlib.suppress(OSError):
             durable.write_new_file(made[0] / MADE_MARK,
                                    b"retained install created this folder; retained uninstall removes it once empty\n")
-        except OSError:
-            pass
 
 
 def _missing_dirs(folder: Path) -> list[Path]:
@@ -253,6 +251,12 @@ class _Edit:
         text, new_text, bom = changed
         if new_text == text:  # nothing to do; and a missing file stays missing (uninstall)
             return Outcome(self.path, self.target, "unchanged")
+        if st is not None and (st.st_mode & 0o222 == 0 or not os.access(self.target, os.W_OK)):
+            # refused only when it needs a change: a read-only file already as wanted is "unchanged"
+            raise ConfigError(
+                f"{self.path} is read-only; retained will not replace it",
+                hint=f"make it writable (chmod u+w {self.target}) and run again",  # a dry run refuses it too
+            )
         if original is not None and self._leaves_nothing(new_text):
             return self._remove(original, n)
         if self.dry_run:
@@ -265,11 +269,6 @@ class _Edit:
         if st is not None:
             if not stat.S_ISREG(st.st_mode):
                 raise ConfigError(f"{self.path} is not a regular file", hint="nothing was changed")
-            if st.st_mode & 0o222 == 0 or not os.access(self.target, os.W_OK):
-                raise ConfigError(
-                    f"{self.path} is read-only; retained will not replace it",
-                    hint=f"make it writable (chmod u+w {self.target}) and run again, or pass --dry-run to see the change",
-                )
         elif not self.target.parent.exists() and not self.dry_run:
             self.made_dirs = _missing_dirs(self.target.parent)
             self.target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

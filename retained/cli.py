@@ -537,8 +537,19 @@ def cmd_install(args: argparse.Namespace, uninstalling: bool = False) -> int:
     flags["stop"] = hooks and not getattr(args, "no_stop_hook", False)
     flags["prompt"] = hooks and not getattr(args, "no_prompt_hook", False)
     flags["compact"] = hooks
-    return install(host_names=args.host, scope=args.scope, dry_run=args.dry_run, flags=flags, yes=args.yes,
-                   store=store_dir(args.dir).absolute(), out=_out, err=_err, uninstalling=uninstalling)
+    if not args.json:
+        return install(host_names=args.host, scope=args.scope, dry_run=args.dry_run, flags=flags, yes=args.yes,
+                       store=store_dir(args.dir).absolute(), out=_out, err=_err, uninstalling=uninstalling)
+    # --json: one JSON document on stdout (what each host and file came to); the plan's text goes in
+    # it as "messages", and the notes and refusals meant for a person still go to stderr
+    lines: list[str] = []
+    report: dict[str, Any] = {"json": True}
+    install(host_names=args.host, scope=args.scope, dry_run=args.dry_run, flags=flags, yes=args.yes,
+            store=store_dir(args.dir).absolute(), out=lines.append, err=_err, uninstalling=uninstalling, report=report)
+    del report["json"]
+    report["messages"] = lines
+    _print_json(report)
+    return int(report["exit_code"])
 
 
 def cmd_uninstall(args: argparse.Namespace) -> int:

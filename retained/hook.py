@@ -109,8 +109,10 @@ def _session_file(store_dir: Path, sid: str) -> Path:
 
 
 def _load(path: Path) -> dict[str, Any] | None:
+    from .safejson import loads
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads(path.read_bytes())  # bounded: another program can write this file too
         return data if isinstance(data, dict) else None
     except (OSError, ValueError):
         return None

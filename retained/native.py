@@ -15,7 +15,6 @@ Standard library only.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 from collections.abc import Collection, Mapping
@@ -112,8 +111,10 @@ def read_json(path: Path) -> Any:
     text = read_text(path)
     if text is None:
         return None
+    from . import safejson
+
     try:
-        return json.loads(text)
+        return safejson.loads(text)  # bounded: a host's file nested thousands deep is unreadable, not a crash
     except ValueError:
         return None
 
@@ -126,6 +127,8 @@ def read_toml(path: Path) -> dict[str, Any]:
         import tomllib  # Python 3.11+
 
         return tomllib.loads(text)
+    except RecursionError:  # tomllib parses nested arrays and inline tables by recursion
+        return {}
     except ImportError:  # pragma: no cover - Python 3.10
         import tomlkit
 

@@ -134,6 +134,14 @@ class Api:
         self._scopes: tuple[tuple[int, int], dict[str, Any]] | None = None  # facets, likewise
         self._doctor: tuple[float, dict[str, Any]] | None = None
         self._doctor_lock = threading.Lock()
+        # Damage a read met that the index does not know of (a byte flipped in place, size and mtime
+        # kept): said by every view from then on, until Health's full check finds the log intact.
+        self._met_damage: dict[str, str] = {}
+
+    def _damage(self) -> list[str]:
+        """What every view says about damage: the index's count of unreadable lines, and what reads met."""
+        note = self.store.damage_note()
+        return ([note] if note else []) + list(self._met_damage.values())
 
     # reading
     def facets(self) -> dict[str, Any]:
@@ -143,8 +151,8 @@ class Api:
             self._scopes = (key, self.store.index.facets())
         out = dict(self._scopes[1])
         counts = self.store.index.counts()
-        out.update(store=str(self.store_dir), corrupt=counts["corrupt"], breaks=counts["breaks"], warnings=warnings,
-                   kinds_known=list(KNOWN_KINDS), project=self.project,
+        out.update(store=str(self.store_dir), corrupt=counts["corrupt"], breaks=counts["breaks"],
+                   warnings=warnings + self._damage(), kinds_known=list(KNOWN_KINDS), project=self.project,
                    default_scope="this project + global" if self.project else "global only (no project)")
         return out
 
@@ -167,7 +175,7 @@ class Api:
             as_of=_instant(q.get("as_of")), history=q.get("history") == "1",
             before_line=_int(q.get("before"), None, 1, 2**62), limit=limit)
         return {"records": [_row(r) for r in rows], "total": total, "returned": len(rows),
-                "next": rows[-1]["line"] if len(rows) == limit else None, "warnings": warnings}
+                "next": rows[-1]["line"] if len(rows) == limit else None, "warnings": warnings + self._damage()}
 
     def search(self, q: dict[str, str]) -> dict[str, Any]:
         from .index import query_terms
@@ -192,6 +200,8 @@ class Api:
         out = {k: v for k, v in result.items() if k != "hits"}
         out.update(hits=hits, terms=query_terms(text), filtered=len(result["hits"]) - len(hits),
                    warnings=notes + list(result.get("warnings") or []))
+        said = list(out.get("warnings") or [])
+        out["warnings"] = said + [w for w in self._damage() if w not in said]
         return out
 
     def _read_scopes(self, q: dict[str, str]) -> tuple[list[str] | None, list[str]]:
@@ -205,9 +215,16 @@ class Api:
         self.store.refresh()
         row = index.by_id(rid)
         if row is None:
-            raise NotFound(f"no record {rid!r} in this store", hint="it may have been imported elsewhere")
+            damaged = self._damaged_line(rid)
+            if damaged is None:
+                raise NotFound(f"no record {rid!r} in this store", hint="it may have been imported elsewhere")
+            return damaged
         got = self.store.get([rid])
         rec = got["records"][0] if got["records"] else None
+        if rec is None:
+            self._met_damage[rid] = (f"record {rid} (line {row['line']} of the log) is damaged: its bytes no longer "
+                                     "match its hash; see Health, or run `retained verify`")
+            got["warnings"] = list(got["warnings"]) + [w for w in self._damage() if w not in got["warnings"]]
         proof = self._proof(row, rec)
         chain = [_row(r) for r in index.chain(row["head"])]
         head = index.at_line(row["head"])
@@ -215,6 +232,32 @@ class Api:
         return {"record": rec, "row": _row(row), "proof": proof, "chain": chain,
                 "current": head["id"] if head else rid, "forgets": forgets, "damaged": rec is None,
                 "warnings": got["warnings"]}
+
+    def _damaged_line(self, rid: str) -> dict[str, Any] | None:
+        """The record view of an id the index left out because its line is damaged: found by its bytes
+        among the lines the index could not read (it holds no id for them)."""
+        needle = rid.encode("utf-8", "replace")
+        for p in self.store.index.problems():
+            if p["kind"] == "break":
+                continue
+            try:
+                chunk = self.store.log.read_at(p["offset"], 1024 * 1024)
+            except OSError:
+                continue
+            line = chunk.split(b"\n", 1)[0]
+            if needle not in line:
+                continue
+            why = (f"record {rid} is on line {p['line']} of the log, which is damaged ({p['reason']}): it cannot be "
+                   "read as a record; see Health, or run `retained verify`")
+            self._met_damage[rid] = why
+            row = {"line": p["line"], "seq": p["seq"], "id": rid, "ts": "", "kind": "damaged", "scope": "",
+                   "text": "", "chars": 0, "tomb": False, "state": "damaged"}
+            proof = {"seq": p["seq"], "sha256": None, "prev": None, "line": p["line"], "offset": p["offset"],
+                     "bytes": len(line) + 1, "hash_ok": False, "link_ok": False, "tombstone": False,
+                     "chain_ok": False, "chain_problems": self.store.index.counts()["corrupt"]}
+            return {"record": None, "row": row, "proof": proof, "chain": [], "current": rid, "forgets": [],
+                    "damaged": True, "warnings": self._damage()}
+        return None
 
     def _proof(self, row: dict[str, Any], rec: dict[str, Any] | None) -> dict[str, Any]:
         counts = self.store.index.counts()
@@ -247,6 +290,13 @@ class Api:
 
     def health(self) -> dict[str, Any]:
         report = self.store.verify()
+        if report.get("chain_ok") and not report.get("corrupt_lines"):
+            self._met_damage.clear()  # the full check found every line intact: what reads met is past
+        elif report.get("corrupt_lines"):
+            first = report["corrupt_lines"][0]
+            n = len(report["corrupt_lines"])
+            self._met_damage["health"] = (f"{n} damaged line{'s' if n != 1 else ''} in the log (the first is line "
+                                          f"{first.get('line')}): see Health, or run `retained verify`")
         qdir = self.store_dir / "quarantine"
         quarantine = []
         if qdir.is_dir():

@@ -244,6 +244,36 @@ def test_codex_install_refuses_a_hostile_config_toml_and_touches_nothing(isolate
     no_crash(cli("doctor", "--host", "codex"), f"doctor: {label}")
 
 
+DEEP = "[" * 5000 + "]" * 5000
+
+
+@pytest.mark.parametrize("host,rel,data", [
+    ("codex", ".codex/hooks.json", '{"hooks": ' + DEEP + "}"),
+    ("gemini", ".gemini/settings.json", '{"mcpServers": ' + DEEP + "}"),
+    ("vscode", ".vscode/mcp.json", '{"servers": ' + DEEP + "}"),
+    ("opencode", ".config/opencode/opencode.json", '{"mcp": ' + DEEP + "}"),
+])
+def test_every_hosts_config_nested_deep_is_a_failed_check_or_a_refusal(isolate_home, host, rel, data):
+    """The rest of item 1's config class: each host's own files, read by install, uninstall and doctor."""
+    path = isolate_home / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(data)
+    for args in (["install", "--host", host, "--yes"], ["uninstall", "--host", host, "--yes"], ["doctor", "--host", host]):
+        proc = cli(*args)
+        no_crash(proc, " ".join(args))
+        assert proc.returncode in (0, 1), (args, proc.stderr[-300:])
+    assert path.read_text() == data, "a refused file was changed"
+
+
+def test_a_host_memory_file_nested_deep_is_skipped_without_a_crash(isolate_home):
+    (isolate_home / ".gemini").mkdir()
+    (isolate_home / ".gemini" / "projects.json").write_text('{"projects": ' + DEEP + "}")
+    (isolate_home / ".gemini" / "GEMINI.md").write_text("- keep the changelog current\n")
+    proc = cli("import", "--from", "gemini")
+    no_crash(proc)
+    assert proc.returncode == 0 and "would add 1" in proc.stdout, proc.stdout + proc.stderr
+
+
 # -- the page's request bodies -----------------------------------------------------------------------------------
 UI_TEMPLATES = [(b'{"ids":@,"reason":"r"}', "/api/forget"), (b'{"ids":["mem_x"],"reason":@}', "/api/forget"),
                 (b'{"ids":["mem_x"],"confirm":@}', "/api/purge"), (b"@", "/api/unforget"),

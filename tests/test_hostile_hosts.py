@@ -66,16 +66,31 @@ def claude_home(isolate_home) -> Path:
     return isolate_home
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 16: installers.commands.install prints its plain-text plan "
-                                       "and outcome whatever --json says")
 @pytest.mark.parametrize("args", [["install", "--host", "claude", "--yes"], ["install", "--host", "claude", "--dry-run"],
-                                  ["uninstall", "--host", "claude", "--yes"]])
+                                  ["uninstall", "--host", "claude", "--yes"],
+                                  # the rest of the class: nothing to do, an unknown host, a refused file
+                                  ["uninstall", "--host", "claude", "--dry-run"], ["install", "--host", "nope", "--yes"],
+                                  ["install", "--host", "claude", "--host", "cursor", "--yes"]])
 def test_install_and_uninstall_json_is_a_json_document(claude_home, args):
     if args[0] == "uninstall":
         assert cli("install", "--host", "claude", "--yes").returncode == 0
+    if "cursor" in args:
+        (claude_home / ".cursor").mkdir()
+        (claude_home / ".cursor" / "mcp.json").write_text("{ not json")
     proc = cli(*args, "--json")
     no_crash(proc)
-    json.loads(proc.stdout)
+    doc = json.loads(proc.stdout)
+    if "nope" in args:
+        assert proc.returncode == 2 and doc["error"]
+        return
+    assert doc["command"] == args[0] and doc["exit_code"] == proc.returncode
+    states = {h["host"]: (h["ok"], h["state"]) for h in doc["hosts"]}
+    assert states["claude"][0] is True, doc
+    if "cursor" in args:
+        assert states["cursor"] == (False, "not wired") and proc.returncode == 1
+        assert "does not parse" in next(h["why"] for h in doc["hosts"] if h["host"] == "cursor")
+    if "--dry-run" not in args and args[0] == "install":
+        assert any(f["action"] in ("created", "updated") and "claude" in f["hosts"] for f in doc["files"]), doc
 
 
 @pytest.mark.parametrize("args", [["verify"], ["list"], ["scopes"], ["maintain"], ["brief"], ["search", "x"],
@@ -145,8 +160,6 @@ def test_codex_install_and_uninstall_keep_every_comment_in_place(codex_home, tex
 
 
 # -- item 24: installer messages that agree with themselves ---------------------------------------------------------
-@pytest.mark.xfail(strict=True, reason="issue 17 item 24: Cursor's plan carries its hook note whether or not hooks "
-                                       "were installed")
 def test_cursor_uninstall_plan_names_no_hooks_it_never_installed(isolate_home):
     (isolate_home / ".cursor").mkdir()
     (isolate_home / ".cursor" / "mcp.json").write_text("{}\n")
@@ -155,8 +168,6 @@ def test_cursor_uninstall_plan_names_no_hooks_it_never_installed(isolate_home):
     assert "hook" not in plan.stdout.lower() + plan.stderr.lower(), plan.stdout
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 24: re-installing over read-only, already wired files plans "
-                                       "'add …', says 'nothing to change', then 'not wired'")
 def test_a_read_only_wired_host_is_reported_once_and_truthfully(claude_home):
     assert cli("install", "--host", "claude", "--yes").returncode == 0
     for path in (claude_home / ".claude.json", claude_home / ".claude" / "settings.json"):
@@ -167,14 +178,39 @@ def test_a_read_only_wired_host_is_reported_once_and_truthfully(claude_home):
     assert not ("nothing to change" in said and "not wired" in said), said
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 24: a dry run whose other host fails ends '...; done: Claude "
-                                       "Code' though nothing was done")
 def test_a_dry_run_never_says_done(claude_home):
     (claude_home / ".cursor").mkdir()
     (claude_home / ".cursor" / "mcp.json").write_text("{ not json")
     proc = cli("install", "--host", "claude", "--host", "cursor", "--dry-run")
     no_crash(proc)
     assert "done" not in (proc.stdout + proc.stderr).splitlines()[-1], proc.stderr
+
+
+def test_a_server_only_install_plan_of_cursor_names_nothing_it_leaves_out(isolate_home):
+    """The rest of the class: the install plan of Cursor with --no-hooks says nothing about its hooks either."""
+    (isolate_home / ".cursor").mkdir()
+    (isolate_home / ".cursor" / "mcp.json").write_text("{}\n")
+    plan = cli("install", "--host", "cursor", "--no-hooks", "--dry-run")
+    assert plan.returncode == 0 and "hook" not in (plan.stdout + plan.stderr).lower(), plan.stdout
+
+
+def test_a_read_only_file_that_needs_a_change_is_refused_with_a_hint_that_works(claude_home):
+    """Its hint does not send the user to --dry-run, which refuses the same file."""
+    (claude_home / ".claude.json").chmod(0o444)
+    for extra in ([], ["--dry-run"]):
+        proc = cli("install", "--host", "claude", "--yes", *extra)
+        said = proc.stdout + proc.stderr
+        assert proc.returncode == 1 and "read-only" in said, said
+        assert "--dry-run" not in said.split("read-only", 1)[1], said  # a dry run refuses it as well
+
+
+def test_a_dry_run_over_a_failing_host_says_what_it_would_do(claude_home):
+    (claude_home / ".cursor").mkdir()
+    (claude_home / ".cursor" / "mcp.json").write_text("{ not json")
+    proc = cli("uninstall", "--host", "claude", "--host", "cursor", "--dry-run")
+    no_crash(proc)
+    last = (proc.stdout + proc.stderr).splitlines()[-1]
+    assert "done" not in last and "would" in last, last
 
 
 @pytest.mark.parametrize("command", ["list", "search", "install", "export", "doctor", "verify", "import", "forget"])

@@ -140,9 +140,6 @@ def _says_damaged(data: Any) -> bool:
     return "damaged" in text or "could not be read" in text or "not intact" in text.lower()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 14: the page's record view answers 404 'no record' for a "
-                                       "damaged line, /api/records hides it (19 of 19, no warning), and a bit flip "
-                                       "that keeps the log's size and mtime is seen by /api/health alone")
 @pytest.mark.parametrize("keep_mtime", [False, True], ids=["a program rewrote the log", "a bit rotted on disk"])
 def test_every_view_reports_a_damaged_record_once_a_read_meets_it(ui, store_dir, keep_mtime):
     assert call(ui, "GET", "/api/health")[1]["intact"] is True
@@ -169,6 +166,20 @@ def test_the_health_view_reports_the_flipped_byte_after_a_reload(ui, store_dir):
         b.js("location.reload()")
         b.wait("return document.body.dataset.ready === 'health'", timeout=30)
         assert b.text("#verify-summary").startswith("NOT INTACT"), b.text("#verify-summary")
+
+
+@pytest.mark.parametrize("keep_mtime", [False, True], ids=["a program rewrote the log", "a bit rotted on disk"])
+def test_the_record_view_of_a_damaged_record_says_so_and_offers_no_edit(ui, store_dir, keep_mtime):
+    from tests.helpers.browser import browser_or_skip
+
+    _flip_a_byte_of_record_7(store_dir, keep_mtime)
+    with browser_or_skip() as b:
+        b.get(ui.url)
+        b.wait("return document.body.dataset.ready === 'list'")
+        b.js(f"location.hash = '#/r/{ui.ids[6]}'")
+        b.wait("return document.querySelector('.banner.damaged') !== null", timeout=30)
+        assert "damaged" in b.text(".banner.damaged")
+        assert b.js("return document.querySelector('#edit, #retract, #purge') === null")
 
 
 # -- item 8: outside a project, the page reads global unless a scope is named ---------------------------------------------

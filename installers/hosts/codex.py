@@ -136,9 +136,11 @@ class Codex(Host):
         """Codex checks each hook's hash against hooks.json as it is now: so does doctor."""
         path = os.path.join(ctx["codex_home"], "hooks.json") if scope == "user" else os.path.join(
             str(project), ".codex", "hooks.json")
+        from retained import safejson
+
         try:
-            with open(path, encoding="utf-8") as f:
-                doc = json.load(f)
+            with open(path, "rb") as f:
+                doc = safejson.loads(f.read())  # bounded: nested thousands deep is broken, not a crash
         except (OSError, ValueError):
             return []  # absent or broken: the file's own checks say so
         state = table(_user_config(ctx), "hooks", "state")

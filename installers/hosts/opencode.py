@@ -44,7 +44,6 @@ class OpenCode(Host):
         return argv, {k: str(v) for k, v in table(entry, "environment").items()}
 
     def hook_command_in(self, docs: dict[str, Any]) -> str | None:
-        import json
         import re
         import shlex
 
@@ -52,7 +51,15 @@ class OpenCode(Host):
         found = re.search(r"^const HOOK = (\[.*\]);$", content, re.M) if isinstance(content, str) else None
         if not found:
             return None
-        return shlex.join([*json.loads(found.group(1)), "session-start", "--host", "opencode"])
+        from retained import safejson
+
+        try:
+            argv = safejson.loads(found.group(1))
+        except ValueError:
+            return None
+        if not isinstance(argv, list):
+            return None
+        return shlex.join([*(str(a) for a in argv), "session-start", "--host", "opencode"])
 
     def doctor_conditions(self, ctx: dict[str, Any], docs: dict[str, Any], project: Path, scope: str,
                           env: Mapping[str, str]) -> list[Check]:

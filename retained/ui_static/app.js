@@ -274,18 +274,20 @@
     const p = data.proof;
     const ok = (v) => el("span", { class: v ? "ok" : "bad", text: v ? "✓" : "✗" });
     let banner = null;
-    if (row.state === "purged") banner = el("p", { class: "banner purged", text: `Purged by ${row.retracted_by}: the bytes are gone; the line is a tombstone that keeps the chain.` });
+    if (data.damaged) banner = el("p", { class: "banner damaged", role: "alert",
+      text: (data.warnings || []).find((w) => w.includes(row.id)) || "This record's line in the log is damaged: see Health." });
+    else if (row.state === "purged") banner = el("p", { class: "banner purged", text: `Purged by ${row.retracted_by}: the bytes are gone; the line is a tombstone that keeps the chain.` });
     else if (rec.retracted) banner = el("p", { class: "banner retracted" }, `Retracted ${day(rec.retracted.ts)}`, rec.retracted.reason ? ` — ${rec.retracted.reason}` : "",
       rec.retracted.via ? ` (through its current version ${rec.retracted.via})` : "", ". Left out of search, list, brief and recall.");
     else if (row.superseded_by) banner = el("p", { class: "banner superseded" }, "Superseded: the current version is ",
       el("a", { href: `#/r/${encodeURIComponent(data.current)}`, text: data.current }), ".");
     const extra = Object.fromEntries(Object.entries(rec).filter(([k]) => !CORE.has(k)));
     const actions = el("div", { class: "actions", role: "group", "aria-label": "Actions" });
-    const live = row.state === "current";
+    const live = row.state === "current" && !data.damaged;
     if (live) actions.append(el("button", { type: "button", id: "edit", onclick: () => editForm(data), text: "Edit (supersede)" }, el("kbd", { text: "e" })));
     if (live) actions.append(el("button", { type: "button", id: "retract", onclick: () => retractDialog(data), text: "Retract" }, el("kbd", { text: "r" })));
     if (rec.retracted && !rec.retracted.via) actions.append(el("button", { type: "button", id: "undo", onclick: () => undo(data), text: "Undo retraction" }, el("kbd", { text: "u" })));
-    if (row.state !== "purged" && row.state !== "forget") actions.append(el("button", { type: "button", id: "purge", class: "danger", onclick: () => purgeDialog(data), text: "Purge…" }, el("kbd", { text: "p" })));
+    if (row.state !== "purged" && row.state !== "forget" && !data.damaged) actions.append(el("button", { type: "button", id: "purge", class: "danger", onclick: () => purgeDialog(data), text: "Purge…" }, el("kbd", { text: "p" })));
     const history = el("ol", { class: "history", id: "history" },
       data.chain.map((c) => el("li", { class: c.id === row.id ? "this" : "" },
         el("a", { href: `#/r/${encodeURIComponent(c.id)}` }, el("code", { text: c.id })), " ",
