@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # the hook path imports no more than it runs
     from .store import Store
 
 from . import records
-from .errors import NotFound, StoreError, UsageError
+from .errors import NotFound, RetainedError, StoreError, UsageError
 
 MAX_IDS = 500
 WINDOW = 12  # a purge leaves no run of this many characters of purged content in any file
@@ -186,6 +186,12 @@ def _originals(store: Store, rows: list[dict[str, Any]]) -> list[tuple[dict[str,
     when a line is damaged or no longer holds the record the index points at."""
     originals = []
     for row in rows:
+        if row.get("writer"):  # issue 19: a teammate's record lives in their writer log, not this log
+            who = row.get("author") or row["writer"]
+            raise RetainedError(f"{row['id']} is a teammate's record (by {who}): this machine cannot purge it; "
+                                "nothing was purged",
+                                hint=f"retract it here (`retained forget {row['id']}`, which reaches every clone at "
+                                     "its next sync), and ask its author to purge it on their machine")
         raw = store.log.read_at(row["offset"], row["length"])
         try:
             rec = records.parse_line(raw[:-1])
