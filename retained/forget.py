@@ -187,6 +187,12 @@ def _originals(store: Store, rows: list[dict[str, Any]]) -> list[tuple[dict[str,
     when a line is damaged or no longer holds the record the index points at."""
     originals = []
     for row in rows:
+        if row.get("writer"):  # issue 19: a teammate's record lives in their writer log, not this log
+            who = row.get("author") or row["writer"]
+            raise Refused(f"{row['id']} is a teammate's record (by {who}): this machine cannot purge it; "
+                                "nothing was purged",
+                                hint=f"retract it here (`retained forget {row['id']}`, which reaches every clone at "
+                                     "its next sync), and ask its author to purge it on their machine")
         raw = store.log.read_at(row["offset"], row["length"])
         try:
             rec = records.parse_line(raw[:-1])

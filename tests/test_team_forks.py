@@ -12,9 +12,17 @@ def _shared(*ms):
         state.share(m.store_dir, PROJECT, m.remote)
 
 
+def _store_sync(m):
+    """What `retained sync` does: the store's own selection (team/share.py), the engine, the index."""
+    from retained.team import share
+
+    with m.environment():
+        return share.sync_one(m.store, state.shared(m.store_dir)[PROJECT])
+
+
 def _sync(*ms):
     for m in ms:
-        result = m.sync()
+        result = _store_sync(m)
         assert result.ok, result
 
 
@@ -133,3 +141,23 @@ def test_mcp_private_true_keeps_a_record_off_the_remote_and_shared_true_shares_a
     assert [r["text"][:11] for r in outgoing] == ["MCP-SHARED-"]
     objects = all_objects(remote_dir)
     assert b"MCP-PRIVATE-1" not in objects and b"MCP-SHARED-2" in objects
+
+
+def test_purging_a_teammates_record_here_is_refused_in_one_line_and_a_retraction_reaches_its_writer(machines):  # noqa: F811
+    from retained.errors import RetainedError
+
+    ann, bob = machines("ann"), machines("bob")
+    _shared(ann, bob)
+    rid = ann.write("the old API key lives in vault/legacy", kind="fact")
+    _sync(ann, bob)
+    with bob.environment():
+        try:
+            bob.store.purge([rid], "not ours to keep")
+            raise AssertionError("purged a teammate's record")
+        except RetainedError as e:
+            assert "teammate's record (by Ann Tester <ann@example.com>)" in e.message and e.exit_code == 1
+            assert "nothing was purged" in e.message and "\n" not in e.message
+        assert bob.store.verify()["intact"]
+        bob.store.forget([rid], "moved")
+    _sync(bob, ann)
+    assert _ids(ann, "API key vault") == [] and _ids(bob, "API key vault") == []

@@ -12,10 +12,18 @@ def _shared(*ms):
         state.share(m.store_dir, PROJECT, m.remote)
 
 
+def _store_sync(m):
+    """What `retained sync` does: the store's own selection (team/share.py), the engine, the index."""
+    from retained.team import share
+
+    with m.environment():
+        return share.sync_one(m.store, state.shared(m.store_dir)[PROJECT])
+
+
 def _sync_all(*ms, rounds=2):
     for _ in range(rounds):
         for m in ms:
-            result = m.sync()
+            result = _store_sync(m)
             assert result.ok, result
 
 

@@ -104,8 +104,10 @@ def select(store: Store, key: str) -> tuple[list[dict[str, Any]], list[PurgeRequ
         if kind == records.FORGET_KIND:
             targets = [t for t in rec.get("targets") or [] if isinstance(t, str) and (t in shared or t in teammates)]
             if rec.get("action") == "purge":
+                # Every id it purged (their lines are tombstones here now): the sync lists only those a
+                # writer's log holds, so an id the team never had does not leave the machine.
                 purged = [p.get("id") for p in rec.get("purged") or [] if isinstance(p, dict)]
-                hit = tuple(t for t in purged if isinstance(t, str) and (t in shared or t in teammates))
+                hit = tuple(t for t in purged if isinstance(t, str))
                 if hit:
                     purges.append(PurgeRequest(rid, hit, rec["ts"], rec.get("reason")))
             elif targets:
