@@ -19,7 +19,7 @@ import hashlib
 import os
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 KEPT_NAME = "vectors.sqlite3"
@@ -102,10 +102,9 @@ class Kept:
                 return out
         return out
 
-    def put(self, model: str, rows: Iterable[tuple[bytes, int, bytes]]) -> None:
-        """Keep (text hash, dim, float16 blob) rows of `model`, in one transaction."""
-        if self.read_only:
-            return
+    def _in_transaction(self, change: Callable[[sqlite3.Connection], None], *, truncate_wal: bool = False) -> None:
+        """Run `change` in one write transaction (rolled back if it fails); a file that cannot be
+        written is a miss, never an error: the vectors are a cache."""
         with self._lock:
             try:
                 db = self._conn()
@@ -113,38 +112,39 @@ class Kept:
                     return
                 db.execute("BEGIN IMMEDIATE")
                 try:
-                    db.executemany("INSERT OR REPLACE INTO kept (model, sha, dim, vec) VALUES (?, ?, ?, ?)",
-                                   ((model, sha, dim, vec) for sha, dim, vec in rows))
+                    change(db)
                     db.execute("COMMIT")
                 except BaseException:
                     if db.in_transaction:
                         db.execute("ROLLBACK")
                     raise
+                if truncate_wal:
+                    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.Error:
                 pass
+
+    def put(self, model: str, rows: Iterable[tuple[bytes, int, bytes]]) -> None:
+        """Keep (text hash, dim, float16 blob) rows of `model`, in one transaction."""
+        if self.read_only:
+            return
+
+        def insert(db: sqlite3.Connection) -> None:
+            db.executemany("INSERT OR REPLACE INTO kept (model, sha, dim, vec) VALUES (?, ?, ?, ?)",
+                           ((model, sha, dim, vec) for sha, dim, vec in rows))
+
+        self._in_transaction(insert)
 
     def forget(self, hashes: list[bytes]) -> None:
         """Delete every model's vector of these texts, and leave none of their bytes in the file or its WAL."""
         if self.read_only or not hashes:
             return
-        with self._lock:
-            try:
-                db = self._conn()
-                if db is None:
-                    return
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    for start in range(0, len(hashes), _CHUNK):
-                        part = hashes[start:start + _CHUNK]
-                        db.execute(f"DELETE FROM kept WHERE sha IN ({','.join('?' * len(part))})", part)
-                    db.execute("COMMIT")
-                except BaseException:
-                    if db.in_transaction:
-                        db.execute("ROLLBACK")
-                    raise
-                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            except sqlite3.Error:
-                pass
+
+        def delete(db: sqlite3.Connection) -> None:
+            for start in range(0, len(hashes), _CHUNK):
+                part = hashes[start:start + _CHUNK]
+                db.execute(f"DELETE FROM kept WHERE sha IN ({','.join('?' * len(part))})", part)
+
+        self._in_transaction(delete, truncate_wal=True)
 
     def count(self, model: str | None = None) -> int:
         with self._lock:
