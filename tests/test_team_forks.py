@@ -4,25 +4,12 @@ their own HOMEs and stores; every read is the store's own (search, list, get, br
 from __future__ import annotations
 
 from retained.team import state
-from tests.helpers.team import PROJECT, files_under, machines, reachable_objects, remote_dir  # noqa: F401
-
-
-def _shared(*ms):
-    for m in ms:
-        state.share(m.store_dir, PROJECT, m.remote)
-
-
-def _store_sync(m):
-    """What `retained sync` does: the store's own selection (team/share.py), the engine, the index."""
-    from retained.team import share
-
-    with m.environment():
-        return share.sync_one(m.store, state.shared(m.store_dir)[PROJECT])
+from tests.helpers.team import PROJECT, files_under, reachable_objects, share_all, store_sync
 
 
 def _sync(*ms):
     for m in ms:
-        result = _store_sync(m)
+        result = store_sync(m)
         assert result.ok, result
 
 
@@ -31,12 +18,12 @@ def _ids(m, query):
         return [h["id"] for h in m.store.search(query)["hits"]]
 
 
-def test_concurrent_supersedes_make_a_fork_that_every_read_shows_identically_on_both_clones(machines):  # noqa: F811
+def test_concurrent_supersedes_make_a_fork_that_every_read_shows_identically_on_both_clones(machines):
     from retained import maintain
     from retained.brief import make_brief
 
     ann, bob = machines("ann"), machines("bob")
-    _shared(ann, bob)
+    share_all(ann, bob)
     base = ann.write("the session cache holds 10 minutes", kind="fact")
     _sync(ann, bob)
     mine = ann.write("the session cache holds 20 minutes", kind="fact", supersedes=base)
@@ -62,11 +49,11 @@ def test_concurrent_supersedes_make_a_fork_that_every_read_shows_identically_on_
     assert seen[0] == seen[1]  # the same fork, the same order, on both clones
 
 
-def test_a_write_that_supersedes_every_version_resolves_the_fork_on_every_clone(machines):  # noqa: F811
+def test_a_write_that_supersedes_every_version_resolves_the_fork_on_every_clone(machines):
     from retained import maintain
 
     ann, bob = machines("ann"), machines("bob")
-    _shared(ann, bob)
+    share_all(ann, bob)
     base = ann.write("builds run on node 20", kind="convention")
     _sync(ann, bob)
     mine = ann.write("builds run on node 22", kind="convention", supersedes=base)
@@ -83,9 +70,9 @@ def test_a_write_that_supersedes_every_version_resolves_the_fork_on_every_clone(
             assert maintain.report(m.store)["forks"] == []
 
 
-def test_delete_wins_over_a_concurrent_edit_that_did_not_see_it_and_never_comes_back(machines):  # noqa: F811
+def test_delete_wins_over_a_concurrent_edit_that_did_not_see_it_and_never_comes_back(machines):
     ann, bob = machines("ann"), machines("bob")
-    _shared(ann, bob)
+    share_all(ann, bob)
     rid = ann.write("the billing webhook posts to /hooks/v1", kind="fact")
     _sync(ann, bob)
     with ann.environment():
@@ -102,9 +89,9 @@ def test_delete_wins_over_a_concurrent_edit_that_did_not_see_it_and_never_comes_
         assert _ids(m, "billing webhook") == [], m.name
 
 
-def test_a_purge_reaches_every_clones_store_and_leaves_the_remotes_reachable_history(machines, remote_dir):  # noqa: F811
+def test_a_purge_reaches_every_clones_store_and_leaves_the_remotes_reachable_history(machines, remote_dir):
     ann, bob, cat = machines("ann"), machines("bob"), machines("cat")
-    _shared(ann, bob, cat)
+    share_all(ann, bob, cat)
     marker = "PURGE-MARKER-7f3a the prod password is hunter2"
     rid = ann.write(marker, kind="fact")
     keep = ann.write("the prod database is in eu-west-1", kind="fact")
@@ -122,12 +109,12 @@ def test_a_purge_reaches_every_clones_store_and_leaves_the_remotes_reachable_his
     assert b"PURGE-MARKER-7f3a" not in reachable_objects(remote_dir)
 
 
-def test_mcp_private_true_keeps_a_record_off_the_remote_and_shared_true_shares_a_note(machines, remote_dir):  # noqa: F811
+def test_mcp_private_true_keeps_a_record_off_the_remote_and_shared_true_shares_a_note(machines, remote_dir):
     from retained.tools import Tools
     from tests.helpers.team import all_objects
 
     ann = machines("ann")
-    _shared(ann)
+    share_all(ann)
     with ann.environment():
         tools = Tools(ann.store, PROJECT)
         tools.memory_write("MCP-PRIVATE-1 a decision kept here", kind="decision", scope=PROJECT, private=True)
@@ -143,11 +130,11 @@ def test_mcp_private_true_keeps_a_record_off_the_remote_and_shared_true_shares_a
     assert b"MCP-PRIVATE-1" not in objects and b"MCP-SHARED-2" in objects
 
 
-def test_purging_a_teammates_record_here_is_refused_in_one_line_and_a_retraction_reaches_its_writer(machines):  # noqa: F811
+def test_purging_a_teammates_record_here_is_refused_in_one_line_and_a_retraction_reaches_its_writer(machines):
     from retained.errors import RetainedError
 
     ann, bob = machines("ann"), machines("bob")
-    _shared(ann, bob)
+    share_all(ann, bob)
     rid = ann.write("the old API key lives in vault/legacy", kind="fact")
     _sync(ann, bob)
     with bob.environment():

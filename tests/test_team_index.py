@@ -4,34 +4,21 @@ remote, several machines (separate HOMEs and stores); the reads are the store's 
 from __future__ import annotations
 
 from retained.team import state
-from tests.helpers.team import PROJECT, machines, remote_dir  # noqa: F401
-
-
-def _shared(*ms):
-    for m in ms:
-        state.share(m.store_dir, PROJECT, m.remote)
-
-
-def _store_sync(m):
-    """What `retained sync` does: the store's own selection (team/share.py), the engine, the index."""
-    from retained.team import share
-
-    with m.environment():
-        return share.sync_one(m.store, state.shared(m.store_dir)[PROJECT])
+from tests.helpers.team import PROJECT, share_all, store_sync
 
 
 def _sync_all(*ms, rounds=2):
     for _ in range(rounds):
         for m in ms:
-            result = _store_sync(m)
+            result = store_sync(m)
             assert result.ok, result
 
 
-def test_teammates_records_are_visible_to_search_list_get_and_brief_with_their_author(machines):  # noqa: F811 - the fixture
+def test_teammates_records_are_visible_to_search_list_get_and_brief_with_their_author(machines):
     from retained.brief import make_brief
 
     ann, bob = machines("ann"), machines("bob")
-    _shared(ann, bob)
+    share_all(ann, bob)
     theirs = ann.write("we deploy the shop on Tuesdays", kind="decision")
     mine = bob.write("the shop's API is versioned in the URL", kind="convention")
     _sync_all(ann, bob)
@@ -51,9 +38,9 @@ def test_teammates_records_are_visible_to_search_list_get_and_brief_with_their_a
         assert {h["id"] for h in ann.store.search("shop")["hits"]} == {theirs, mine}
 
 
-def test_rows_are_identified_by_record_id_and_a_teammates_correction_supersedes_across_logs(machines):  # noqa: F811 - the fixture
+def test_rows_are_identified_by_record_id_and_a_teammates_correction_supersedes_across_logs(machines):
     ann, bob = machines("ann"), machines("bob")
-    _shared(ann, bob)
+    share_all(ann, bob)
     first = ann.write("the cache holds sessions for 10 minutes", kind="fact")
     _sync_all(ann, bob)
     with bob.environment():
@@ -67,9 +54,9 @@ def test_rows_are_identified_by_record_id_and_a_teammates_correction_supersedes_
             assert m.store.index.by_id(first)["id"] == first  # one row per record id, whichever log
 
 
-def test_a_teammates_retraction_hides_the_record_on_every_clone(machines):  # noqa: F811 - the fixture
+def test_a_teammates_retraction_hides_the_record_on_every_clone(machines):
     ann, bob = machines("ann"), machines("bob")
-    _shared(ann, bob)
+    share_all(ann, bob)
     rid = ann.write("the staging database is db-7", kind="fact")
     _sync_all(ann, bob)
     with bob.environment():
@@ -82,9 +69,9 @@ def test_a_teammates_retraction_hides_the_record_on_every_clone(machines):  # no
         assert bob.store.get([rid])["records"][0]["retracted"]["by"]
 
 
-def test_newest_first_follows_the_teams_clock_across_logs(machines):  # noqa: F811 - the fixture
+def test_newest_first_follows_the_teams_clock_across_logs(machines):
     ann, bob = machines("ann"), machines("bob")
-    _shared(ann, bob)
+    share_all(ann, bob)
     a1 = ann.write("release one is cut", kind="decision")
     _sync_all(ann, bob)
     b1 = bob.write("release two is cut", kind="decision")  # written after bob saw a1
@@ -97,9 +84,9 @@ def test_newest_first_follows_the_teams_clock_across_logs(machines):  # noqa: F8
             assert ids == [a2, b1, a1], m.name
 
 
-def test_unsharing_drops_the_teammates_rows_from_the_index(machines):  # noqa: F811 - the fixture
+def test_unsharing_drops_the_teammates_rows_from_the_index(machines):
     ann, bob = machines("ann"), machines("bob")
-    _shared(ann, bob)
+    share_all(ann, bob)
     theirs = ann.write("invoices are numbered per tenant", kind="convention")
     _sync_all(ann, bob)
     with bob.environment():

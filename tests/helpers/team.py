@@ -219,3 +219,19 @@ def texts(machine: Machine) -> set[str]:
     and retraction records are not memories)."""
     return {r["text"] for recs in machine.mirror().values() for r in recs
             if "text" in r and r["kind"] != records.FORGET_KIND}
+
+
+def share_all(*ms) -> None:
+    """Turn sharing of PROJECT on for each machine, to its remote."""
+    from retained.team import state
+
+    for m in ms:
+        state.share(m.store_dir, PROJECT, m.remote)
+
+
+def store_sync(m):
+    """What `retained sync` does: the store's own selection (team/share.py), the engine, the index."""
+    from retained.team import share, state
+
+    with m.environment():
+        return share.sync_one(m.store, state.shared(m.store_dir)[PROJECT])
