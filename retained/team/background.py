@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -43,6 +42,8 @@ def kick(store_dir: Path, *, force: bool = False, if_written: bool = False) -> b
             return False
     except OSError:
         pass
+    import subprocess  # here, not at the top: the brief imports this module on the hook's path
+
     try:
         stamp.touch()
         os.utime(stamp)
