@@ -394,3 +394,8 @@ async def test_a_write_to_a_misspelled_scope_names_the_scope_it_may_have_meant(s
     (reply,) = await _calls(store, None, ("memory_write", {"text": "the shop uses redis", "scope": "github.com/org/shpo"}))
     said = " ".join(reply.structured_content["warnings"])
     assert "is new" in said and "'github.com/org/shop'" in said, said
+
+
+def test_the_brief_of_an_empty_store_outside_a_project_says_global_only():
+    first = cli("brief").stdout.splitlines()[0]
+    assert "global only" in first and "all scopes" not in first, first
