@@ -458,7 +458,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 
 def cmd_brief(args: argparse.Namespace) -> int:
-    from .brief import make_brief, render
+    from .brief import NO_PROJECT, make_brief, render
     from .installers.hosts import loaded_at_start
     from .log import LOG_NAME
     from .paths import store_dir
@@ -475,7 +475,8 @@ def cmd_brief(args: argparse.Namespace) -> int:
     except OSError:  # e.g. someone else's store: the Store names the problem
         empty = False
     if empty:
-        result = render([], 0, project=project, budget=args.budget, scope_label=args.scope)
+        result = render([], 0, project=project, budget=args.budget,
+                        scope_label=args.scope or (None if project else NO_PROJECT))
     elif args.as_of:
         with Store(directory, create=False) as store:
             result = _brief_as_of(store, project, args)

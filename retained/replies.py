@@ -115,7 +115,7 @@ def _get(data: dict[str, Any], project: str | None, now: datetime) -> str:
     if data.get("truncated"):
         head += f"; newest {len(recs)} of {data.get('total')}"
     # Whole records, as stored: one compact JSON object a line (newlines inside stay escaped).
-    return "\n".join([head + ".", *_warnings(data), *(_compact_json(r) for r in recs)])
+    return "\n".join([head + ".", *_warnings(data), *_fenced([_compact_json(r) for r in recs])])
 
 
 def _receipt(data: dict[str, Any], project: str | None, now: datetime) -> str:

@@ -67,7 +67,17 @@ _FOR_MODEL = (
     ("use memory_forget (or `retained forget`)", "use memory_forget"),
     ("`retained reindex` embeds them all now", "a reindex by the user embeds them all now"),
     ("pass --meaning to load it here (about half a second)", "the next search may use it"),
+    ("write a record first, or pass the right --dir", "write a record first, or the user must point retained at the store"),
+    ("to bring records back, use undo on their ids", "only a person can bring retracted records back"),
+    ("undo that one", "only a person can bring it back"),
 )
+
+
+def _no_cli(text: str) -> str:
+    """What no mapping above rewrote: a `retained …` command is the user's to run, not the model's."""
+    import re
+
+    return re.sub(r"`retained ([a-z-]+)[^`]*`", r"the user's retained \1 command", text)
 
 
 def for_model(text: str | None) -> str | None:
@@ -76,7 +86,7 @@ def for_model(text: str | None) -> str | None:
         return text
     for cli, tool in _FOR_MODEL:
         text = text.replace(cli, tool)
-    return text
+    return _no_cli(text)
 
 
 _JSON_TYPES = {"string": "a string", "integer": "an integer", "number": "a number", "boolean": "true or false",

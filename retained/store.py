@@ -326,12 +326,14 @@ class Store:
             self._sem = Semantic(self.index)
         return self._sem
 
-    def get(self, ids: list[str] | None = None, *, limit: int = 20) -> dict[str, Any]:
-        """Records exactly as they stand in the log (unknown fields included), read from the log itself."""
+    def get(self, ids: list[str] | None = None, *, limit: int = 20, scopes: list[str] | None = None) -> dict[str, Any]:
+        """Records exactly as they stand in the log (unknown fields included), read from the log itself.
+        Without ids: the newest records of `scopes` (every scope when None)."""
         warnings = self._refresh_read()
         missing: list[str] = []
+        held = 0
         if ids is None:
-            rows = self.index.newest_rows(check_int(limit, "limit", 1, MAX_LIST))
+            rows, held = self.index.newest_rows(check_int(limit, "limit", 1, MAX_LIST), self.project_scopes(scopes))
         else:
             rows = []
             for rid in reads.check_ids(ids):
@@ -347,8 +349,8 @@ class Store:
                   "chain_ok": counts["corrupt"] == 0 and counts["breaks"] == 0 and not damaged,
                   "warnings": warnings}
         if ids is None:  # browsing the newest: say how many were not returned
-            result["total"] = counts["records"]
-            result["truncated"] = counts["records"] > len(rows)
+            result["total"] = held
+            result["truncated"] = held > len(rows)
         return result
 
     def list(

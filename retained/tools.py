@@ -47,7 +47,8 @@ HERE = "{here}"  # in a parameter's description: replaced by `here_phrase` of th
 
 def here_phrase(project: str | None) -> str:
     """The only project-dependent words in tools/list (handshake.json holds them for a mark)."""
-    return f"the current project ({project})" if project else "no project (the server was started outside a git repository)"
+    return (f"the current project ({project}) plus 'global'" if project
+            else "'global' only (the server was started outside a git repository)")
 
 
 class Param(NamedTuple):
@@ -69,7 +70,7 @@ def check_memory_size(text: Any, what: str) -> None:
                          hint="store a summary of it, and where the rest lives in source (a file, URL or commit)")
 
 
-SCOPE_READ = Param(f"Default: {HERE} plus 'global'. '*' = every scope; else that scope (a path, key or name).")
+SCOPE_READ = Param(f"Default: {HERE}. '*' = every scope; else that scope (a path, key or project short name).")
 AS_OF = Param("A point in time (RFC 3339, or a date: its end, UTC): the memory as it stood then.")
 
 
@@ -138,7 +139,12 @@ class Tools:
         ids: Annotated[list[str] | None, Param(f"Record ids, at most {MAX_LIST}. Omit for the newest records.")] = None,
         limit: Annotated[int, Param("Without ids: how many of the newest records.", ge=1, le=MAX_LIST)] = 20,
     ) -> GetResult:
-        return cast(GetResult, self.store.get(ids, limit=limit))
+        if ids is not None:
+            return cast(GetResult, self.store.get(ids, limit=limit))
+        scopes, notes = self.store.read_scopes(None, self.project)  # the newest of the default scopes only
+        result = self.store.get(None, limit=limit, scopes=scopes)
+        result["warnings"] = notes + result["warnings"]
+        return cast(GetResult, result)
 
     def memory_list(
         self,
@@ -152,7 +158,13 @@ class Tools:
         scopes: Annotated[bool, Param("True: list the scopes and their record counts instead.")] = False,
     ) -> ListResult:
         if scopes is True:
-            return cast(ListResult, self.store.scopes(self.project))
+            listing = self.store.scopes(self.project)
+            unused = [name for name, value in (("scope", scope), ("kind", kind), ("before_seq", before_seq),
+                                               ("as_of", as_of)) if value is not None]
+            if unused:
+                listing["warnings"].append("scopes=true lists every scope with its counts; " + ", ".join(unused)
+                                           + " did nothing (call again without scopes=true to list records)")
+            return cast(ListResult, listing)
         chosen, notes = self.store.read_scopes(scope, self.project)
         result = self.store.list(scopes=chosen, kind=kind, limit=limit, before_seq=before_seq, as_of=as_of,
                                  max_tokens=max_tokens)
@@ -254,8 +266,8 @@ TOOLS = (
     ToolDef("memory_get", "Get memories by id", READS, "read memory records by id full text",
             "Read whole records by id as stored (extra fields included), marked superseded_by or retracted "
             "{by, reason} when a later record corrected or retracted them: when a hit is trimmed or you need its "
-            "fields. Without ids: the newest records of every scope, corrected and retracted ones too (marked); "
-            "for the current project use memory_list. chain_ok=false: call memory_verify."),
+            "fields. Without ids: the newest records of the current project and global (global only outside a "
+            "project), corrected and retracted ones too (marked). chain_ok=false: call memory_verify."),
     ToolDef("memory_list", "List recent memories", READS, "recent memories browse last session checkpoints decisions",
             "Browse current memories newest first, without a query: the current project plus global unless scope "
             "says otherwise; corrected and retracted records are left out. Reads only the index. For 'where did "
@@ -275,8 +287,8 @@ TOOLS = (
     ToolDef("memory_forget", "Retract memories", RETRACTS, "forget retract delete wrong outdated memory",
             "Retract memories that are wrong, obsolete or should never have been stored: they (and the "
             "correction chain each heads) leave search, list and the brief; memory_get still shows them, marked "
-            "retracted with the reason. Reversible by a person (retained forget --undo); it erases no bytes: only "
-            "a person can purge. To correct a memory instead, memory_write with supersedes."),
+            "retracted with the reason. Only a person can bring them back; it erases no bytes (only a person can "
+            "purge). To correct a memory instead, memory_write with supersedes."),
 )
 TOOL_NAMES = tuple(t.name for t in TOOLS)
 

@@ -173,9 +173,16 @@ def _unknown_scope(index: Index, scope: str, default_scope: str | None) -> list[
         return []
     here = (f"the current project ({default_scope}) plus global" if default_scope not in (None, records.GLOBAL_SCOPE)
             else "global only, outside a project")
+    from .project import nearest_scopes
+
+    try:
+        near = nearest_scopes(scope, index.scope_names())
+    except sqlite3.Error:
+        near = []
+    spelled = f"; did you mean {' or '.join(repr(n) for n in near)}?" if near else ""
     return [f"scope {scope!r} is new: it is neither global, the current project nor a scope that holds "
-            f"records, so default reads ({here}) will not see this record; read it with scope={scope!r} "
-            "(see `retained scopes`)"]
+            f"records, so default reads ({here}) will not see this record; read it with scope={scope!r}"
+            f"{spelled} (see `retained scopes`)"]
 
 
 def duplicates(index: Index, text: str, kind: str, scope: str) -> tuple[dict[str, Any] | None, list[str]]:

@@ -123,9 +123,14 @@ def written_in_session(db: sqlite3.Connection, session: str, scopes: list[str], 
 
 
 # -- reading memory: get, list, brief, scopes -----------------------------------------------------
-def newest_rows(db: sqlite3.Connection, limit: int) -> list[Row]:
-    """The newest records' rows, whatever their state (get without ids marks them as it marks named ones)."""
-    return rows(db, "SELECT * FROM records ORDER BY ord_ms DESC, ord_n DESC, line DESC LIMIT ?", (limit,))
+def newest_rows(db: sqlite3.Connection, limit: int, scopes: list[str] | None = None) -> tuple[list[Row], int]:
+    """The newest records' rows in the scopes (every scope when None), whatever their state (get without
+    ids marks them as it marks named ones), and how many records the scopes hold."""
+    where, params = scope_clause(scopes, "scope")
+    total = int(db.execute("SELECT COUNT(*) FROM records WHERE 1=1" + where, params).fetchone()[0])
+    newest = rows(db, "SELECT * FROM records WHERE 1=1" + where + " ORDER BY ord_ms DESC, ord_n DESC, line DESC LIMIT ?",
+                  [*params, limit])
+    return newest, total
 
 
 def list_page(db: sqlite3.Connection, *, scopes: list[str] | None, kind: str | None, as_of: str | None,
