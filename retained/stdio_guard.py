@@ -66,6 +66,8 @@ def check_line(raw: bytes, validate: Any = None, tools: Collection[str] = ()) ->
         return None, parsed  # the error that answers an unreadable line
     text, msg = parsed
     msg_id = msg.get("id")
+    if "id" in msg and msg_id is None and "method" in msg:  # a request whose id is null: not a notification
+        return None, _error(None, -32600, "Invalid Request: id must be a string or an integer, not null")
     if msg_id is not None and not _usable_id(msg_id):
         return None, _error(None, -32600, "Invalid Request: id must be a string or an integer")
     if msg.get("jsonrpc") == "2.0" and "method" not in msg and msg_id is not None and ("result" in msg or "error" in msg):
@@ -83,12 +85,12 @@ def _parse(raw: bytes) -> tuple[str, dict[str, Any]] | dict[str, Any]:
     """The line as text and a JSON object, or the error that answers it."""
     try:
         text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return _error(None, -32700, "Parse error: the line is not valid UTF-8")
+    except UnicodeDecodeError:  # the id is still answered when the line's head or tail shows it
+        return _error(_ends_id(raw), -32700, "Parse error: the line is not valid UTF-8")
     try:
         msg = json.loads(text)
     except json.JSONDecodeError as e:
-        return _error(None, -32700, f"Parse error: not JSON ({e.msg} at column {e.colno})")
+        return _error(_ends_id(raw), -32700, f"Parse error: not JSON ({e.msg} at column {e.colno})")
     except ValueError:  # well-formed, but an integer longer than Python converts (4,300 digits by default)
         return _error(_ends_id(raw), -32700, "Parse error: a number has too many digits to read; send it as a string")
     except RecursionError:

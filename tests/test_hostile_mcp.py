@@ -132,8 +132,6 @@ def test_a_deep_line_before_initialize_is_answered_and_the_handshake_still_works
     assert errors and errors[0]["id"] is None, s.lines
 
 
-@pytest.mark.xfail(strict=True, reason="issue 17 item 2: check_line treats \"id\": null as a notification "
-                                       "(has_id needs a non-null id) and drops the request without a reply")
 @pytest.mark.parametrize("method", ["tools/list", "no/such/method"])
 def test_a_request_with_a_null_id_gets_an_error_reply(server, method):
     s = server()
