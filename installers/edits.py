@@ -33,19 +33,6 @@ def get(doc: Any, path: list[str]) -> Any:
     return doc
 
 
-def table(doc: Any, *path: str) -> dict[str, Any]:
-    """The object (table) at `path` in a host's config, or {} when it is missing or of another type:
-    what a check reads from a file it does not own must not crash on `mcp_servers = 5`."""
-    found = get(doc, list(path))
-    return found if isinstance(found, dict) else {}
-
-
-def array(doc: Any, *path: str) -> list[Any]:
-    """The list at `path`, or [] when it is missing or of another type (see `table`)."""
-    found = get(doc, list(path))
-    return found if isinstance(found, list) else []
-
-
 class Edit:
     """One entry retained owns at `at` (a path of keys) in a parsed config document."""
 

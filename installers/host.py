@@ -34,6 +34,24 @@ if TYPE_CHECKING:
 HOOK_OUTPUT_CHARS = 9_000
 
 
+def table(doc: Any, *path: str) -> dict[str, Any]:
+    """The object (table) at `path` in a host's config, or {} when it is missing or of another type:
+    what a check reads from a file it does not own must not crash on `mcp_servers = 5`."""
+    for key in path:
+        if not isinstance(doc, dict):
+            return {}
+        doc = doc.get(key)
+    return doc if isinstance(doc, dict) else {}
+
+
+def array(doc: Any, *path: str) -> list[Any]:
+    """The list at `path`, or [] when it is missing or of another type (see `table`)."""
+    for key in path[:-1]:
+        doc = doc.get(key) if isinstance(doc, dict) else None
+    found = doc.get(path[-1]) if isinstance(doc, dict) and path else None
+    return found if isinstance(found, list) else []
+
+
 
 class Check:
     """One line of doctor's report: which host, what was checked, whether it holds, why, and the fix."""
@@ -157,8 +175,6 @@ class DoctorProbe(_Named):
 
     def server_command(self, entry: dict[str, Any]) -> tuple[list[str], dict[str, str]]:
         """(argv, env) retained's server entry makes the host start."""
-        from .edits import table
-
         args = entry.get("args")
         argv = [str(entry.get("command") or ""), *[str(a) for a in (args if isinstance(args, list) else [])]]
         return argv, {k: str(v) for k, v in table(entry, "env").items()}

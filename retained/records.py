@@ -248,6 +248,25 @@ def rfc3339(moment: datetime | None = None) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def ts_ms(ts: object) -> int | None:
+    """Milliseconds since the epoch of an RFC 3339 `ts` (as retained writes it), or None. A time with
+    no zone is UTC."""
+    from datetime import datetime, timezone
+
+    if not isinstance(ts, str):
+        return None
+    text = ts.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return int(when.timestamp() * 1000)
+
+
 def now_rfc3339() -> str:
     """Current UTC time, RFC 3339 with microseconds and a Z suffix."""
     return rfc3339()

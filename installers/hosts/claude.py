@@ -11,8 +11,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..edits import array, table
-from ..host import HOOK_OUTPUT_CHARS, Check, Host
+from ..host import HOOK_OUTPUT_CHARS, Check, Host, array, table
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -16,8 +16,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..edits import table
-from ..host import Check, Host
+from ..host import Check, Host, table
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping

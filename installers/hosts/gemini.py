@@ -10,8 +10,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..edits import array, table
-from ..host import Check, Host
+from ..host import Check, Host, array, table
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

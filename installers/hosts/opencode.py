@@ -14,8 +14,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from ..edits import table
-from ..host import Check, Host
+from ..host import Check, Host, table
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

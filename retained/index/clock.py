@@ -8,12 +8,12 @@ by when each record was written (or, for a record that saw another, after it). P
 
 from __future__ import annotations
 
-from ..team import hlc
+from .. import records
 
 
 def ts_ms(ts: object) -> int:
     """Milliseconds since the epoch of an RFC 3339 `ts`; 0 when it does not parse."""
-    return max(0, hlc.ts_ms(ts) or 0)
+    return max(0, records.ts_ms(ts) or 0)
 
 
 def advance(last: tuple[int, int], wall_ms: int) -> tuple[int, int]:

@@ -15,8 +15,9 @@ import before its own `ts`, not of the sync that publishes it: it did not see wh
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
 from typing import NamedTuple
+
+from ..records import ts_ms as ts_ms  # a stored time in milliseconds, read one way (records.py)
 
 #: A teammate's clock this far ahead of ours is not followed (its records keep their own clock, ours
 #: do not jump ahead with it): one bad clock would otherwise drag every later record of the team along.
@@ -68,20 +69,6 @@ def order_key(writer: str, record: Mapping[str, object]) -> tuple[int, int, str,
     return clock.ms, clock.n, writer, str(record.get("sha256", ""))
 
 
-def ts_ms(ts: object) -> int | None:
-    """Milliseconds since the epoch of an RFC 3339 `ts` (as retained writes it), or None."""
-    if not isinstance(ts, str):
-        return None
-    text = ts.strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return int(when.timestamp() * 1000)
 
 
 class Import(NamedTuple):
