@@ -97,7 +97,7 @@ def test_a_purge_of_an_imported_record_spares_files_that_share_only_its_provenan
     md = tmp_path / "CLAUDE.md"
     md.write_text("# Shop\n\n## Conventions\n\n- Kx7 tabs\n")
     assert cli("import", str(md), "--apply").returncode == 0
-    rid = cli_json("list")["records"][0]["id"]
+    rid = cli_json("list", "--scope", "*")["records"][0]["id"]  # filed under the file's folder, not global
     notes = store_dir / "sessions"
     notes.mkdir(exist_ok=True)
     (notes / "other.json").write_text('{"format": "claude-md", "shown": []}')
