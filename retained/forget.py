@@ -116,7 +116,17 @@ def _targets(store: Store, rows: list[dict[str, Any]], undo: bool) -> tuple[list
 
 
 def retract(store: Store, ids: Any, reason: Any, *, undo: bool = False) -> dict[str, Any]:
-    """Append a record that hides `ids` from default reads (or, with undo, shows them again)."""
+    """Append a record that hides `ids` from default reads (or, with undo, shows them again). A
+    retraction repeated writes nothing and answers with the first one's receipt and its reason."""
+    receipt = _retract(store, ids, reason, undo=undo)
+    if receipt.get("deduplicated"):  # the reason that retraction stored, not the one just given
+        prior = store.get([receipt["id"]])["records"]
+        stored = prior[0].get("reason") if prior else None
+        receipt["reason"] = stored if isinstance(stored, str) else None
+    return receipt
+
+
+def _retract(store: Store, ids: Any, reason: Any, *, undo: bool) -> dict[str, Any]:
     with _locked(store, ids, reason) as op:
         reason, warnings = op.reason, op.warnings
         rows = _rows(store, op.ids)

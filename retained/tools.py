@@ -194,12 +194,7 @@ class Tools:
         if not isinstance(reason, str) or not reason.strip():
             raise UsageError("reason is empty: say why the records should no longer be used",
                              hint="e.g. reason='wrong: we moved to sqlite'")
-        receipt = self.store.forget(ids, reason)
-        if receipt.get("deduplicated"):  # retracted already: the reason that retraction stored, not this one
-            prior = self.store.get([receipt["id"]])["records"]
-            stored = prior[0].get("reason") if prior else None
-            receipt["reason"] = stored if isinstance(stored, str) else None
-        return cast(ForgetReceipt, receipt)
+        return cast(ForgetReceipt, self.store.forget(ids, reason))
 
 
 class Hints(TypedDict, total=False):

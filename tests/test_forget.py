@@ -353,3 +353,13 @@ def test_a_reindexed_store_still_purges_without_a_trace(store, store_dir):
     assert receipt["durable"]
     assert not any(PLANTED[:12].encode() in (store_dir / n).read_bytes()
                    for n in os.listdir(store_dir) if (store_dir / n).is_file())
+
+
+def test_a_repeated_retraction_answers_with_the_reason_it_stored_on_every_path(store):
+    """Issue 17 item 11, for the store itself (the CLI's --json and the page read this receipt): a
+    second forget writes nothing and reports the first retraction's reason, not the one just given."""
+    rid = store.write("the staging host is alpha-3")["id"]
+    first = store.forget([rid], "wrong: staging moved to beta-1")
+    again = store.forget([rid], "a different reason")
+    assert again["deduplicated"] and again["id"] == first["id"]
+    assert again["reason"] == "wrong: staging moved to beta-1"
