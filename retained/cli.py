@@ -615,23 +615,28 @@ def cmd_ui(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     from .installers.hosts import NativeMemories
     from .paths import store_dir
+    from .project import write_scope
     from .store import Store
     from .transfer import apply, plan
 
     directory = store_dir(args.dir)
-    what = {"path": args.path, "source": getattr(args, "from_source", None), "scope": args.scope,
-            "memories": NativeMemories()}
+
+    def planned(store: Store) -> dict[str, Any]:  # --scope resolved as a write's is (a short name too)
+        scope = write_scope(args.scope, _project(), store.known_scopes)
+        return plan(store, path=args.path, source=getattr(args, "from_source", None), scope=scope,
+                    memories=NativeMemories())
+
     if args.apply:
         with Store(directory) as store:
-            result = apply(store, plan(store, **what))
+            result = apply(store, planned(store))
     elif directory.exists():  # a dry run changes no file of the store, the derived index included
         with Store(directory, read_only=True) as store:
-            result = plan(store, **what)
+            result = planned(store)
     else:  # nor creates one: plan against an empty store that is thrown away
         import tempfile
 
         with tempfile.TemporaryDirectory() as empty, Store(empty) as store:
-            result = plan(store, **what)
+            result = planned(store)
     if args.json:
         data = dict(result)
         data["actions"] = [a.as_dict() for a in result["actions"]]

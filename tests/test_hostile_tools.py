@@ -400,3 +400,14 @@ def test_the_brief_of_an_empty_store_outside_a_project_says_global_only(store):
     """An empty store that exists (a missing one is named as missing: issue 17 item 21)."""
     first = cli("brief").stdout.splitlines()[0]
     assert "global only" in first and "all scopes" not in first, first
+
+
+def test_import_scope_takes_a_projects_short_name_like_every_other_write(store, tmp_path):
+    """Issue 17 item 13 for `retained import --scope`: the one resolver, a known project's short name
+    files the imported records under that project, from anywhere."""
+    store.write("the shop uses postgres", scope="github.com/org/shop")
+    md = tmp_path / "notes.md"
+    md.write_text("# Notes\n\n## Conventions\n\n- tabs, never spaces\n")
+    assert cli("import", str(md), "--scope", "shop", "--apply", cwd=tmp_path).returncode == 0
+    listed = cli_json("list", "--scope", "github.com/org/shop", cwd=tmp_path)["records"]
+    assert any("tabs, never spaces" in r["text"] for r in listed), listed
