@@ -159,7 +159,7 @@ def correctable(index: Index, supersedes: str) -> dict[str, Any]:
         raise Refused(f"{supersedes} was already corrected by {head['id']}, the current record; nothing was written",
                          hint=f"read {head['id']} first; if it still needs correcting, supersede {head['id']}")
     if target.get("retracted_by"):
-        raise UsageError(f"{supersedes} is retracted (by {target['retracted_by']}); a correction of it would bring "
+        raise Refused(f"{supersedes} is retracted (by {target['retracted_by']}); a correction of it would bring "
                          "a retracted memory back, so nothing was written",
                          hint="write the memory as a new record, without supersedes")
     return target
