@@ -15,7 +15,7 @@ from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, cast
 
 from . import __version__
-from .errors import NotFound, RetainedError, StoreError, UsageError
+from .errors import NotFound, RetainedError, UsageError
 
 if TYPE_CHECKING:  # for annotations only: argparse alone costs the hook path more than the brief
     import argparse
@@ -52,22 +52,8 @@ def _print_json(data: Any) -> None:
     _out(json.dumps(data, ensure_ascii=False, indent=2))
 
 
-def _progress(label: str) -> Callable[[int, int], None] | None:
-    if not sys.stderr.isatty():
-        return None
-
-    def report(done: int, total: int) -> None:
-        pct = 100 if total <= 0 else min(100, done * 100 // total)
-        sys.stderr.write(f"\r{label}: {pct:3d}%")
-        if done >= total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
-
-    return report
-
-
-def _rate_progress(label: str) -> Callable[[int, int], None] | None:
-    """Like _progress, with the count and the rate (records a second): for embedding."""
+def _progress(label: str, *, rate: bool = False) -> Callable[[int, int], None] | None:
+    """A percentage on a terminal's stderr (None elsewhere); with `rate`, the count and records/s too."""
     if not sys.stderr.isatty():
         return None
     import time
@@ -77,8 +63,8 @@ def _rate_progress(label: str) -> Callable[[int, int], None] | None:
     def report(done: int, total: int) -> None:
         pct = 100 if total <= 0 else min(100, done * 100 // total)
         took = time.monotonic() - started
-        rate = f", {done / took:.0f} records/s" if took > 0 else ""
-        sys.stderr.write(f"\r{label}: {pct:3d}% ({done} of {total}{rate})")
+        speed = f", {done / took:.0f} records/s" if took > 0 else ""
+        sys.stderr.write(f"\r{label}: {pct:3d}%" + (f" ({done} of {total}{speed})" if rate else ""))
         if done >= total:
             sys.stderr.write("\n")
         sys.stderr.flush()
@@ -104,12 +90,12 @@ def _missing_store(directory: Any) -> Iterator[Any]:
     (so a bad argument is still a usage error, exit 2), then names the missing store (exit 1)."""
     import tempfile
 
-    from .store import Store
+    from .store import Store, no_store_at
 
     # (a record missing from a store that is not there is the store missing: NotFound is not said)
     with tempfile.TemporaryDirectory() as empty, Store(empty) as store, suppress(NotFound):
         yield store
-    raise StoreError(f"no store at {directory}", hint="write a record first, or pass the right --dir")
+    raise no_store_at(directory)
 
 
 def _project() -> str | None:
@@ -140,7 +126,6 @@ def _parse_fields(pairs: list[str] | None) -> dict[str, Any] | None:
             raise UsageError(f"--field {key}: {shown!r} is not JSON",
                              hint=f"quote strings as JSON: --field {key}='\"{shown}\"'") from None
     return fields
-
 
 
 def _warn_all(result: Mapping[str, Any] | list[str]) -> None:
@@ -442,7 +427,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_reindex(args: argparse.Namespace) -> int:
     with _store(args) as store:
         # rebuilds the index, then its vectors (kept ones are reused; new texts go to the model)
-        result = store.reindex(progress=_progress("reindex"), embed_progress=_rate_progress("vectors"))
+        result = store.reindex(progress=_progress("reindex"), embed_progress=_progress("vectors", rate=True))
     if args.json:
         _print_json(result)
     else:
@@ -462,12 +447,12 @@ def cmd_brief(args: argparse.Namespace) -> int:
     from .installers.hosts import loaded_at_start
     from .log import LOG_NAME
     from .paths import store_dir
-    from .store import Store
+    from .store import Store, no_store_at
 
     project = _project()
     directory = store_dir(args.dir)
     if not os.path.lexists(directory):  # a read names the store it did not find, and creates none
-        raise StoreError(f"no store at {directory}", hint="write a record first, or pass the right --dir")
+        raise no_store_at(directory)
     try:
         from .team.readable import has_team
 
@@ -575,11 +560,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 # -- export, import, the web page (retained/transfer.py, retained/ui.py) -----------------------------
 def cmd_export(args: argparse.Namespace) -> int:
     from .paths import store_dir
+    from .store import no_store_at
     from .transfer import export
 
     directory = store_dir(args.dir)
     if not os.path.lexists(directory):  # before any -o file is written: an export of nothing is no export
-        raise StoreError(f"no store at {directory}", hint="write a record first, or pass the right --dir")
+        raise no_store_at(directory)
     with _store(args) as store:
         scopes = store.read_scopes(args.scope, _project())[0] if args.scope is not None else None
         result = export(store, scopes=scopes, fmt=args.format, include_history=args.include_history, path=args.output)

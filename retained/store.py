@@ -36,6 +36,11 @@ __all__ = ["DEFAULT_K", "INLINE_EMBED", "MAX_K", "MAX_LIST", "Store", "parse_as_
 INLINE_EMBED = 256  # a search embeds up to this many new records itself; more go to a background thread
 
 
+def no_store_at(directory: object) -> StoreError:
+    """The error of a read on a store that is not there (only a write creates one)."""
+    return StoreError(f"no store at {directory}", hint="write a record first, or pass the right --dir")
+
+
 class Store:
     """A store directory: log.jsonl (truth), index.sqlite3 (derived), quarantine/ (torn fragments)."""
 
@@ -47,7 +52,7 @@ class Store:
         self.read_only = read_only_requested() if read_only is None else read_only
         if not self.directory.exists():
             if not create or self.read_only:
-                raise StoreError(f"no store at {self.directory}", hint="write a record first, or pass the right --dir")
+                raise no_store_at(self.directory)
             try:
                 # exist_ok: two processes (Claude Code and Codex starting their servers) may race here.
                 self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -61,17 +66,16 @@ class Store:
         self.log.check_safe()
         self.index = Index(self.directory, self.log, read_only=self.read_only)
         self.index.team_logs = self._team_logs  # issue 19: teammates' logs, read beside this one
+        self._team_log_objects: dict[str, Log] = {}
         self._write_lock = threading.Lock()
         self._sem: Any = None
 
     def _team_logs(self) -> list[tuple[str, str, Log]]:
         from .team.readable import readable_logs
 
-        found = readable_logs(self.directory)
-        if not found:
-            return []
-        logs = self.__dict__.setdefault("_team_log_objects", {})
-        return [(name, writer, logs.get(name) or logs.setdefault(name, Log(path))) for name, writer, path in found]
+        logs = self._team_log_objects
+        return [(name, writer, logs.get(name) or logs.setdefault(name, Log(path)))
+                for name, writer, path in readable_logs(self.directory)]
 
     def close(self) -> None:
         if self._sem is not None:
