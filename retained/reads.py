@@ -209,8 +209,10 @@ def mark_conflicts(index: Index, items: list[dict[str, Any]], warnings: list[str
 
 def _log_of(index: Index, log: Log, row: dict[str, Any]) -> Log:
     """The log the row's bytes are in: the store's own, or a teammate's (issue 19)."""
+    from .index.sources import KEY_BITS
+
     line = row.get("line")
-    return log if not isinstance(line, int) or line >> 40 == 0 else index.log_of(line)
+    return log if not isinstance(line, int) or line >> KEY_BITS == 0 else index.log_of(line)
 
 
 def marked(index: Index, log: Log, rec: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
