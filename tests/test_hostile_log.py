@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import os
 import random
-import resource
-import signal
 import subprocess
 import sys
 
 import pytest
 
 from retained.log import _lines_backwards
-from tests.helpers.hostile import LEXICAL, cli, cli_json, jsonl, one_line_error, sealed_chain
+from tests.helpers.hostile import LEXICAL, cli, cli_json, file_size_limit, jsonl, one_line_error, sealed_chain
 
 
 @pytest.fixture(autouse=True)
@@ -71,13 +69,6 @@ def test_a_torn_copy_of_a_record_the_log_still_lacks_is_named_by_verify(store_di
     assert "quarantine/" in verify.stdout and "whole records the log lacks" in verify.stdout, verify.stdout
 
 
-def _fsize_limit(limit: int):
-    def pre() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-    return pre
-
-
 def test_after_a_reindex_that_ran_out_of_space_the_store_still_answers(store_dir):
     store_dir.mkdir()
     body = "lorem ipsum dolor sit amet " * 20
@@ -85,7 +76,7 @@ def test_after_a_reindex_that_ran_out_of_space_the_store_still_answers(store_dir
     assert cli("verify").returncode == 0
     limit = (store_dir / "index.sqlite3").stat().st_size - 4096
     proc = subprocess.run([sys.executable, "-m", "retained", "--json", "reindex"], capture_output=True, text=True,
-                          preexec_fn=_fsize_limit(limit), env=dict(os.environ, **LEXICAL), timeout=300)
+                          preexec_fn=file_size_limit(limit), env=dict(os.environ, **LEXICAL), timeout=300)
     line = one_line_error(proc, "reindex --json on a full disk")
     assert proc.returncode == 1 and "reindex" in line, line
     assert cli("verify").returncode == 0  # the old index stood, or is rebuilt: nothing lost

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import resource
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +22,7 @@ from tests.helpers.hostile import (
     cli,
     cli_json,
     every_file_bytes,
+    file_size_limit,
     jsonl,
     no_crash,
     one_line_error,
@@ -289,13 +289,6 @@ def test_ui_port_out_of_range_is_a_usage_error(port):
     assert one_line_error(proc, f"ui --port {port}") and proc.returncode == 2
 
 
-def _fsize_limit(limit: int):
-    def pre() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-    return pre
-
-
 def test_reindex_on_a_full_disk_says_so_and_leaves_no_growing_wal(store_dir):
     store_dir.mkdir()
     body = "lorem ipsum dolor sit amet " * 20
@@ -303,7 +296,7 @@ def test_reindex_on_a_full_disk_says_so_and_leaves_no_growing_wal(store_dir):
     assert cli("verify").returncode == 0  # the index is built while there is room
     limit = (store_dir / "index.sqlite3").stat().st_size - 4096
     proc = subprocess.run([sys.executable, "-m", "retained", "reindex"], capture_output=True, text=True,
-                          preexec_fn=_fsize_limit(limit), env=dict(os.environ, **LEXICAL), timeout=300)
+                          preexec_fn=file_size_limit(limit), env=dict(os.environ, **LEXICAL), timeout=300)
     line = one_line_error(proc, "reindex on a full disk")
     assert proc.returncode == 1
     assert "cannot rollback" not in line and ("space" in line or "full" in line), line

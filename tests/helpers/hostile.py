@@ -82,3 +82,15 @@ def jsonl(recs: list[dict[str, Any]]) -> bytes:
 def every_file_bytes(directory: Path) -> dict[str, bytes]:
     """Every file under a directory (a store's), by relative path."""
     return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def file_size_limit(limit: int):
+    """A subprocess `preexec_fn` that caps the files the child may write at `limit` bytes, as a full
+    disk would (the write fails with EFBIG instead of killing the child with SIGXFSZ)."""
+    import resource
+    import signal
+
+    def pre() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return pre
