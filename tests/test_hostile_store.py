@@ -425,7 +425,7 @@ def test_session_start_on_a_store_that_cannot_be_opened_prints_nothing_and_says_
 
 # -- item 22: exit codes follow the README's table -----------------------------------------------------------
 @pytest.mark.parametrize("case", ["supersede a superseded record", "undo a record that is not retracted",
-                                  "export into a missing folder"])
+                                  "export into a missing folder", "supersede a retracted record"])
 def test_a_valid_command_that_cannot_succeed_exits_1_not_2(tmp_path, case):
     old = _write("release on thursdays")["id"]
     if case == "supersede a superseded record":
@@ -433,6 +433,9 @@ def test_a_valid_command_that_cannot_succeed_exits_1_not_2(tmp_path, case):
         proc = cli("write", "release on tuesdays", "--supersedes", old)
     elif case == "undo a record that is not retracted":
         proc = cli("forget", "--undo", old)
+    elif case == "supersede a retracted record":
+        assert cli("forget", old, "--reason", "wrong day").returncode == 0
+        proc = cli("write", "release on mondays", "--supersedes", old)
     else:
         proc = cli("export", "-o", str(tmp_path / "no-such-folder" / "out.jsonl"))
     one_line_error(proc, case)
