@@ -191,13 +191,8 @@ def session_start(data: dict[str, Any], env: dict[str, str], host: Host, store_d
         return None  # the same session start, reported by a second copy of the hook
     start_seq = 0
     _check_openable(store_dir)
-    from .team.readable import has_team
-
-    if has_team(store_dir) and not read_only_requested():  # issue 19: sync beside the brief, never in it
-        from .team.background import kick
-
-        kick(store_dir)
-    if not (store_dir / LOG_NAME).exists() and not has_team(store_dir):
+    shares = _sync_beside(store_dir)
+    if not (store_dir / LOG_NAME).exists() and not shares:
         # No memory yet: say so, without creating a log from a hook.
         brief = render([], 0, project=project, budget=budget, scope_label=None if project else "global")
     else:
@@ -331,6 +326,21 @@ def prompt(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Pat
     return host.prompt_output("\n\n".join(parts))
 
 
+def _sync_beside(store_dir: Path, *, if_written: bool = False) -> bool:
+    """Whether the store shares memory (issue 19); when it does, and may change files, a background
+    sync starts beside the hook, never in it (`if_written`: only when the log changed since the last)."""
+    from .paths import read_only_requested
+    from .team.readable import has_team
+
+    if not has_team(store_dir):
+        return False
+    if not read_only_requested():
+        from .team.background import kick
+
+        kick(store_dir, if_written=if_written)
+    return True
+
+
 def _check_openable(store_dir: Path) -> None:
     """A store path that is there but cannot be a store (a file, a folder this user cannot read) is an
     error the hook reports on stderr, with nothing on stdout: not an empty brief ("0 records"), which
@@ -421,14 +431,7 @@ def _transcript_flags(path: Any, host: Host) -> tuple[bool, bool]:
 def stop(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Path) -> dict[str, Any] | None:
     """Ask once for a checkpoint when the session worked but wrote nothing to memory. A store that
     shares memory syncs in the background after the session wrote (issue 19)."""
-    from .team.readable import has_team
-
-    if has_team(store_dir):
-        from .paths import read_only_requested as _ro
-        from .team.background import kick
-
-        if not _ro():
-            kick(store_dir, if_written=True)
+    _sync_beside(store_dir, if_written=True)
     if data.get("stop_hook_active") is True or data.get("stopHookActive") is True:
         return None
     if not switch("RETAINED_STOP_HOOK", True, env):
