@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 import os
 import re
 import stat
@@ -423,19 +422,15 @@ _TS = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:Z|[+-]\d{
 
 def _check_encodable(rec: dict[str, Any]) -> None:
     """A line of lone surrogate escapes (`\\ud800`) parses, but could never be written back as UTF-8."""
-    try:
-        json.dumps(rec, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        raise UsageError("it holds a lone surrogate (\\ud800...), which is not valid Unicode", hint="") from None
-    except (TypeError, ValueError):
-        raise UsageError("it holds a value JSON cannot write back", hint="") from None
+    if records.has_lone_surrogate(rec):
+        raise UsageError("it holds a lone surrogate (\\ud800...), which is not valid Unicode", hint="")
 
 
 def _check_id(rid: str) -> None:
     """An imported id is kept as it is, so it must not carry a credential (nor a control character)."""
     if len(rid) > 128 or any(ord(c) < 32 or ord(c) == 127 for c in rid):
         raise UsageError("its id is not a record id (over 128 characters or a control character)", hint="")
-    if _redaction_on():
+    if redaction_enabled():
         from . import redact
 
         found = redact.label_secrets(rid)
@@ -499,10 +494,6 @@ def plan(store: Store, *, path: str | None, source: str | None, scope: str | Non
             "skipped": tally["skip"], "actions": actions, "notes": notes}
 
 
-def _redaction_on() -> bool:
-    return redaction_enabled()
-
-
 def apply(store: Store, result: dict[str, Any]) -> dict[str, Any]:
     """Write the plan's additions: kept-id records re-appended and proven, others as ordinary writes."""
     store.check_writable()
@@ -561,7 +552,7 @@ def _kept_record(a: Action, source: str, now: str, found: Counter[str]) -> dict[
         if key in src:
             provenance[key] = src[key]
     if isinstance(src.get("imported"), dict):
-        provenance["prior"] = src["imported"] if not _redaction_on() else _redact_value(src["imported"], found)
+        provenance["prior"] = src["imported"] if not redaction_enabled() else _redact_value(src["imported"], found)
     op = rec.pop("client_op_id", None)
     if isinstance(op, str):
         # An idempotency key names a write of the other store: kept as provenance, never as a key here,
@@ -572,7 +563,7 @@ def _kept_record(a: Action, source: str, now: str, found: Counter[str]) -> dict[
     rec.setdefault("ts", now)
     kept = ("id", "ts", "kind", "scope", "supersedes", "imported")
     extra = {k: v for k, v in rec.items() if k not in kept}
-    if _redaction_on():
+    if redaction_enabled():
         from . import redact
 
         # The fields' names too, the scope and the idempotency key: the write path's parts, redacted alike.
