@@ -140,7 +140,8 @@ def cmd_unshare(args: argparse.Namespace) -> int:
         store.refresh()
     name = "your personal memory" if key == state.PERSONAL else key
     if args.json:
-        print(json.dumps({"unshared": key if gone else None, "remote": gone.remote if gone else None}, indent=2))
+        print(json.dumps({"unshared": key if gone else None, "remote": gone.remote if gone else None},
+                         ensure_ascii=False, indent=2))
     elif gone is None:
         _out(f"{name} was not shared; nothing changed")
     else:
@@ -158,7 +159,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
         results = share.sync_all(store)
     if not results:
         if args.json:
-            print(json.dumps({"ok": True, "projects": []}, indent=2))
+            print(json.dumps({"ok": True, "projects": []}, ensure_ascii=False, indent=2))
         else:
             _out("nothing is shared on this machine: run `retained share` inside a project's checkout")
         return EXIT_OK
