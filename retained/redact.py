@@ -106,10 +106,69 @@ PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
 ]
 
 
-def redact_text(text: str) -> tuple[str, Counter[str]]:
-    """Return the text with secrets replaced by `[REDACTED:kind]` and a count per kind."""
+#: Per pattern of PATTERNS (same order): strings one of which every match holds, and whether they are
+#: looked for in the case-folded text (the pattern ignores case). A text holding none of them cannot
+#: match, so the pattern is not run: most text holds no secret, and the patterns are most of a
+#: write's cost. `tests/test_secrets.py` checks that every match of the corpora passes its gate.
+GATES: list[tuple[tuple[str, ...], bool]] = [
+    (("-----BEGIN",), False),
+    (("AKIA", "ASIA", "ABIA", "ACCA"), False),
+    (("AKIA", "ASIA", "ABIA", "ACCA"), False),
+    (("aws",), True),
+    (("aws",), True),
+    (("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"), False),
+    (("gl",), False),
+    (("xox", "xapp"), False),
+    (("hooks.slack.com",), False),
+    (("sk-ant-",), False),
+    (("sk-",), False),
+    (("eyJ",), False),
+    (("AIza",), False),
+    (("_live_", "_test_"), False),
+    (("npm_",), False),
+    (("pypi-AgE",), False),
+    (("hf_",), False),
+    (("SG.",), False),
+    (("shp", "_v1_", "dapi", "glsa_", "gsk_", "r8_", "lin_api_", "hvs.", "PMAK-", "NRAK-", "sntrys_", "sbp_",
+      "AGE-SECRET-KEY-1", "pul-", "key-", ":AA", "ya29."), False),
+    (("authorization",), True),
+    (("bearer",), True),
+    (("-u",), False),
+    (("--",), False),
+    (("-p",), False),
+    (("sshpass",), False),
+    (("machine",), False),
+    (("accountkey", "sharedaccess", "pwd"), True),
+    (("://",), False),
+    (("pass", "pwd", "secret", "token", "key", "credential"), True),
+]
+# What `(?i)` lets match an ASCII letter besides its two cases (dotted and dotless I, long s, the
+# Kelvin sign), mapped to it, so that a folded gate is looked for in text the pattern would match.
+_FOLD_EXTRA = str.maketrans({"\u0130": "i", "\u0131": "i", "\u017f": "s", "\u212a": "k"})
+
+
+def _folded(text: str) -> str:
+    return text.lower().translate(_FOLD_EXTRA)
+
+
+def redact_text(text: str, gated: bool = True) -> tuple[str, Counter[str]]:
+    """Return the text with secrets replaced by `[REDACTED:kind]` and a count per kind.
+    (`gated=False` runs every pattern, for the test that the gates skip none that would match.)"""
     found: Counter[str] = Counter()
-    for kind, pattern, group in PATTERNS:
+    folded: str | None = None
+    for (kind, pattern, group), (needles, fold) in zip(PATTERNS, GATES, strict=True):
+        if gated:
+            if fold:
+                if folded is None:
+                    folded = _folded(text)
+                hay = folded
+            else:
+                hay = text
+            for needle in needles:
+                if needle in hay:
+                    break
+            else:
+                continue
 
         def _sub(m: re.Match[str], kind: str = kind, group: int = group) -> str:
             if kind == "password_assignment" and not _assigns_a_secret(m):
@@ -121,7 +180,9 @@ def redact_text(text: str) -> tuple[str, Counter[str]]:
             start, end = m.start(group) - m.start(0), m.end(group) - m.start(0)
             return whole[:start] + f"[REDACTED:{kind}]" + whole[end:]
 
-        text = pattern.sub(_sub, text)
+        text, n = pattern.subn(_sub, text)
+        if n:
+            folded = None  # the text changed: fold it again for the next gate
     return text, found
 
 
