@@ -193,6 +193,8 @@ def mark_conflicts(index: Index, items: list[dict[str, Any]], warnings: list[str
     """Give each read item that is one of several current versions (a fork, issue 19) its `conflict`,
     and say each fork once in `warnings`: a read never silently picks one version."""
     try:
+        if not items or not index.has_forks():
+            return
         found = index.conflicts([i["id"] for i in items if isinstance(i.get("id"), str)])
     except Exception:  # the derived index: a read still answers
         return

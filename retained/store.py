@@ -47,6 +47,7 @@ class Store:
     def __init__(self, directory: str | os.PathLike[str], *, create: bool = True,
                  read_only: bool | None = None) -> None:
         self.directory = Path(directory).expanduser().absolute()
+        self._dir_name = str(self.directory)
         # Read-only: no directory, log, lock or index file is created or changed (the index is copied
         # into memory and catches up there), and writes are refused.
         self.read_only = read_only_requested() if read_only is None else read_only
@@ -73,9 +74,11 @@ class Store:
     def _team_logs(self) -> list[tuple[str, str, Log]]:
         from .team.readable import readable_logs
 
+        found = readable_logs(self._dir_name)
+        if not found:
+            return []
         logs = self._team_log_objects
-        return [(name, writer, logs.get(name) or logs.setdefault(name, Log(path)))
-                for name, writer, path in readable_logs(self.directory)]
+        return [(name, writer, logs.get(name) or logs.setdefault(name, Log(path))) for name, writer, path in found]
 
     def close(self) -> None:
         if self._sem is not None:

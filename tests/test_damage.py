@@ -296,3 +296,17 @@ def test_verify_reports_a_whole_record_moved_to_quarantine(store, store_dir):
     out = subprocess.run([sys.executable, "-m", "retained", "--dir", str(store_dir), "verify"], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 1 and "quarantine/" in out.stdout
+
+
+def test_a_reader_that_remembers_no_damage_hears_of_damage_another_reader_indexed_first(store_dir):
+    """The questions every read asks (damaged lines, forks, a project's scopes) are remembered between
+    reads; a garbage line that a second reader of the same store indexed first still reaches the first
+    reader's next read."""
+    with Store(store_dir) as first, Store(store_dir) as second:
+        first.write("a record about widgets")
+        assert not any("could not be read" in w for w in first.search("widgets")["warnings"])
+        with open(store_dir / "log.jsonl", "ab") as f:
+            f.write(b"not a record at all\n")
+        assert any("1 record could not be read" in w for w in second.search("widgets")["warnings"])
+        assert any("1 record could not be read" in w for w in first.search("widgets")["warnings"])
+        assert any("1 record could not be read" in w for w in first.list()["warnings"])

@@ -57,6 +57,40 @@ def _on_db(fn: Callable[Concatenate[sqlite3.Connection, _P], _T]) -> Callable[Co
     return method
 
 
+def _remembered(fn: Callable[Concatenate[sqlite3.Connection, _P], _T]) -> Callable[Concatenate[Index, _P], _T]:
+    """`_on_db` for a question every read asks of tables only the logs fill (damaged lines, a project's
+    other scopes, whether any fork exists): the answer is remembered while this process's catch-up
+    found every log as it left it, on the same index file, and this connection changed nothing
+    (`total_changes`). Before any catch-up nothing is remembered. Arguments must be lists, dicts or
+    hashable; a list answer is returned as a copy."""
+
+    def method(self: Index, *args: _P.args, **kwargs: _P.kwargs) -> _T:
+        with self._lock:
+            db = self._conn()
+            if not self._known:
+                return fn(db, *args, **kwargs)
+            state = (id(db), self._ino, db.total_changes, tuple(self._known.items()))
+            if state != self._memo_state:
+                self._memo.clear()
+                self._memo_state = state
+            key = (fn.__name__, *(_frozen(a) for a in args), *((k, _frozen(v)) for k, v in sorted(kwargs.items())))
+            if key not in self._memo:
+                self._memo[key] = fn(db, *args, **kwargs)
+            found = self._memo[key]
+            return list(found) if isinstance(found, list) else found  # type: ignore[return-value]
+
+    functools.update_wrapper(method, fn, assigned=("__name__", "__doc__"), updated=())
+    return method
+
+
+def _frozen(value: object) -> object:
+    if isinstance(value, list):
+        return tuple(value)
+    if isinstance(value, dict):
+        return tuple(sorted(value.items()))
+    return value
+
+
 def _out_of_space(e: BaseException) -> bool:
     """A full disk (or a file-size limit) as SQLite reports it."""
     text = str(e).lower()
@@ -91,6 +125,8 @@ class Index:
         # per source: (log size, log inode, log mtime, index inode) when this process last caught up
         self._known: dict[str, tuple[int, int, int, int | None]] = {}
         self._seen_scopes: set[str] = set()  # scopes already noted in scope_keys by this process
+        self._memo: dict[tuple[object, ...], Any] = {}  # what `_remembered` queries answered, ...
+        self._memo_state: tuple[object, ...] | None = None  # ... for the index as it stood then
         self.rebuilt: str | None = None  # why the index was found damaged and rebuilt, until a read says so
         self.rebuilt_in_place = False  # ... and whether only the full-text table was, from the records table
         self.kept = Kept(directory, read_only=read_only)  # vectors by (model, text hash): outlive a rebuild
@@ -297,7 +333,7 @@ class Index:
     ts_of = _on_db(queries.ts_of)
     sources = _on_db(queries.sources)
     counts = _on_db(queries.counts)
-    unreadable = _on_db(queries.unreadable)
+    unreadable = _remembered(queries.unreadable)
     current_count = _on_db(queries.current_count)
     kind_counts = _on_db(queries.kind_counts)
     has_scope = _on_db(queries.has_scope)
@@ -308,7 +344,7 @@ class Index:
     newest_current = _on_db(queries.newest_current)
     scope_names = _on_db(queries.scope_names)
     scope_table = _on_db(queries.scope_table)
-    same_project = _on_db(queries.same_project)
+    same_project = _remembered(queries.same_project)
     retracted_ids = _on_db(queries.retracted_ids)
     problems = _on_db(queries.problems)
     export_rows = _on_db(queries.export_rows)
@@ -324,6 +360,7 @@ class Index:
     in_log_order = _on_db(queries.in_log_order)
     current_texts = _on_db(queries.current_texts)
     team_ids = _on_db(queries.team_ids)
+    has_forks = _remembered(queries.has_forks)
     conflicts = _on_db(queries.conflicts)
     open_forks = _on_db(queries.open_forks)
 

@@ -323,6 +323,11 @@ def in_log_order(db: sqlite3.Connection, ids: list[str]) -> list[str]:
     return [r[0] for r in db.execute(f"SELECT id FROM records WHERE id IN ({marks(ids)}) ORDER BY line", ids)]
 
 
+def has_forks(db: sqlite3.Connection) -> bool:
+    """Whether any record was superseded by two writers concurrently (nearly always no)."""
+    return db.execute("SELECT 1 FROM forks LIMIT 1").fetchone() is not None
+
+
 def conflicts(db: sqlite3.Connection, ids: list[str]) -> dict[str, list[Row]]:
     """For each of `ids` that is a current version of a fork (two writers superseded one record
     concurrently): every current version of that fork, this one included, by (ts, id)."""

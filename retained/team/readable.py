@@ -17,7 +17,7 @@ from pathlib import Path
 _cache: dict[str, tuple[tuple[int, ...], list[tuple[str, str, Path]]]] = {}
 
 
-def _stamp(path: Path) -> int:
+def _stamp(path: str | Path) -> int:
     try:
         st = os.stat(path)
     except OSError:
@@ -49,13 +49,14 @@ def own_writers(root: Path) -> set[str]:
     return mine | {w for w in data.get("previous") or [] if isinstance(w, str)}
 
 
-def readable_logs(store_dir: Path) -> list[tuple[str, str, Path]]:
+def readable_logs(store_dir: str | Path) -> list[tuple[str, str, Path]]:
     """(name, writer, path) of every teammate's log this store's index reads, in a stable order."""
+    shared = _stamp(os.path.join(store_dir, "team", "shared.json"))  # every read pays this stat: keep it bare
+    if shared < 0:
+        return []
     root = Path(store_dir) / "team"
     shared_file = root / "shared.json"
-    top = (_stamp(shared_file), _stamp(root / "writer.json"))
-    if top[0] < 0:
-        return []
+    top = (shared, _stamp(root / "writer.json"))
     key = str(root)
     projects = _load(shared_file).get("projects") or {}
     dirs = sorted(project_dir_name(k) for k in projects if isinstance(k, str))
