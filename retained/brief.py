@@ -10,6 +10,7 @@ checkpoints written at every session end never push a decision out.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the hook path imports no more than it runs
@@ -173,8 +174,8 @@ def make_brief(store: Store, project: str | None, *, budget: int = DEFAULT_BUDGE
     `loaded_at_start`: names of the files hosts load into every session themselves (the host
     registry's); a record imported from one that the file still holds is not repeated here."""
     note = None
-    if not getattr(store, "read_only", True):  # issue 19: a failed background sync, said once
-        from .team.background import take_note
+    if not getattr(store, "read_only", True) and os.path.isdir(os.path.join(store.directory, "team")):
+        from .team.background import take_note  # issue 19: a failed background sync, said once
 
         note = take_note(store.directory)
     if scope is None:  # outside every project: global records only, never every project's

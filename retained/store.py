@@ -74,11 +74,9 @@ class Store:
     def _team_logs(self) -> list[tuple[str, str, Log]]:
         from .team.readable import readable_logs
 
-        found = readable_logs(self._dir_name)
-        if not found:
-            return []
         logs = self._team_log_objects
-        return [(name, writer, logs.get(name) or logs.setdefault(name, Log(path))) for name, writer, path in found]
+        return [(name, writer, logs.get(name) or logs.setdefault(name, Log(path)))
+                for name, writer, path in readable_logs(self._dir_name)]
 
     def close(self) -> None:
         if self._sem is not None:

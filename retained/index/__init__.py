@@ -34,8 +34,7 @@ if TYPE_CHECKING:
     from ..log import Log
 
 from ..errors import StoreError
-from . import catchup, queries, repair, schema, search, vectors
-from .kept import Kept, text_hash
+from . import catchup, queries, schema, search
 from .schema import INDEX_NAME
 from .search import STOPWORDS, phrase_query, query_terms, quote_query
 from .sources import KEY_BITS, Source, load_state, local, numbered, stale, unchanged
@@ -44,6 +43,38 @@ __all__ = ["INDEX_NAME", "STOPWORDS", "Index", "phrase_query", "query_terms", "q
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
+
+
+class _Later:
+    """A module of this package imported at the first call of one of its functions: repair, vectors
+    and kept serve damage, purges and the semantic tier, which the hook and a server's opening replies
+    never need. Only functions are reached through it (each attribute is a function called later)."""
+
+    def __init__(self, name: str) -> None:
+        self._module = f"{__name__}.{name}"
+
+    def __getattr__(self, attr: str) -> Callable[..., Any]:
+        import importlib
+
+        def later(*args: Any, **kwargs: Any) -> Any:
+            return getattr(importlib.import_module(self._module), attr)(*args, **kwargs)
+
+        later.__name__ = attr
+        return later
+
+
+if TYPE_CHECKING:
+    from . import repair, vectors
+    from .kept import Kept
+else:
+    repair, vectors = _Later("repair"), _Later("vectors")
+
+
+def text_hash(text: str) -> bytes:
+    """kept.text_hash, without importing kept."""
+    from .kept import text_hash as of
+
+    return of(text)
 
 
 def _on_db(fn: Callable[Concatenate[sqlite3.Connection, _P], _T]) -> Callable[Concatenate[Index, _P], _T]:
@@ -129,7 +160,17 @@ class Index:
         self._memo_state: tuple[object, ...] | None = None  # ... for the index as it stood then
         self.rebuilt: str | None = None  # why the index was found damaged and rebuilt, until a read says so
         self.rebuilt_in_place = False  # ... and whether only the full-text table was, from the records table
-        self.kept = Kept(directory, read_only=read_only)  # vectors by (model, text hash): outlive a rebuild
+        self._directory = directory
+        self._kept: Kept | None = None
+
+    @property
+    def kept(self) -> Kept:
+        """Vectors by (model, text hash), which outlive a rebuild (kept.py): opened at first use."""
+        if self._kept is None:
+            from .kept import Kept
+
+            self._kept = Kept(self._directory, read_only=self.read_only)
+        return self._kept
 
     # -- connection ---------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
@@ -162,7 +203,8 @@ class Index:
             if self._db is not None:
                 self._db.close()
                 self._db = None
-        self.kept.close()
+        if self._kept is not None:
+            self._kept.close()
 
     # -- catching up with the logs --------------------------------------------------------------
     def catch_up(self, progress: Callable[[int, int], None] | None = None) -> int:
