@@ -6,6 +6,9 @@ Every other module writes through here, so each promise is kept in one place:
   fsynced, with the mode set before the rename, renamed over the target, and the directory fsynced so
   the new name survives a power cut (`atomic_file`, `write_atomic`, `replace`); on any error the temp
   file is removed and the target is untouched (dulwich's `GitFile` is the model);
+  a note that is only a cache (a hook's session note) is replaced the same way without the two
+  fsyncs (`sync=False`): readers still see the old file or the new one, never a part, and a power cut
+  may lose the note, never the memory;
 - another program's file is replaced only if it still holds what we read (`replace_if_unchanged`,
   `remove_if_unchanged`): on Linux by an atomic swap that hands back the file it replaced;
 - a cut (`truncate`) is fsynced, so a torn tail moved to quarantine or a failed append stays cut.
@@ -162,14 +165,15 @@ def write_new_file(path: Path, data: bytes, mode: int = 0o600) -> None:
 
 
 # -- whole files, replaced atomically -------------------------------------------------------------
-def replace(src: Path | str, dst: Path) -> None:
-    """Atomically put `src` in `dst`'s place (same directory) and make the rename durable."""
+def replace(src: Path | str, dst: Path, *, sync: bool = True) -> None:
+    """Atomically put `src` in `dst`'s place (same directory) and make the rename durable (unless not `sync`)."""
     os.replace(src, dst)
-    fsync_dir(dst.parent)
+    if sync:
+        fsync_dir(dst.parent)
 
 
 @contextlib.contextmanager
-def atomic_file(target: Path, mode: int | None = 0o600) -> Iterator[BinaryIO]:
+def atomic_file(target: Path, mode: int | None = 0o600, *, sync: bool = True) -> Iterator[BinaryIO]:
     """Yield a binary file whose bytes become `target` when the block ends, all at once.
 
     The file is a temp file beside `target` (same directory, so the rename is atomic) with `mode`
@@ -177,22 +181,27 @@ def atomic_file(target: Path, mode: int | None = 0o600) -> Iterator[BinaryIO]:
     never visible at `target` with the wrong permissions. On leaving the block it is fsynced, renamed
     over `target` and the directory fsynced. On any exception, in the block or in these steps, the
     temp file is removed and `target` is left as it was.
+
+    `sync=False` skips both fsyncs, for a file that is only a cache: the swap stays atomic for every
+    reader, but after a power cut the file may be the old one, or empty.
     """
     fd, tmp = _open_temp(target, mode)
     try:
         with os.fdopen(fd, "wb") as f:
             yield f
             f.flush()
-            os.fsync(f.fileno())
-        replace(tmp, target)
+            if sync:
+                os.fsync(f.fileno())
+        replace(tmp, target, sync=sync)
     except BaseException:
         _unlink(tmp)
         raise
 
 
-def write_atomic(target: Path, data: bytes, mode: int | None = 0o600) -> None:
-    """Replace `target` by `data` in one step that a crash cannot leave half done."""
-    with atomic_file(target, mode) as f:
+def write_atomic(target: Path, data: bytes, mode: int | None = 0o600, *, sync: bool = True) -> None:
+    """Replace `target` by `data` in one step that a crash cannot leave half done (`sync`: see
+    `atomic_file`)."""
+    with atomic_file(target, mode, sync=sync) as f:
         f.write(data)
 
 

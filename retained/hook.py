@@ -119,13 +119,16 @@ def _load(path: Path) -> dict[str, Any] | None:
 
 
 def _save(path: Path, state: dict[str, Any]) -> None:
-    """Replace the session's note whole (a crash leaves the old note or the new one) and durably: the
-    note is what keeps a hook from asking or briefing twice."""
+    """Replace the session's note whole: a reader sees the old note or the new one, never a part.
+
+    Not fsynced: the note only keeps a hook from asking or briefing twice, so a power cut that loses
+    it costs one repeated brief, while two fsyncs on every session start and prompt would cost every
+    user milliseconds (more on a busy disk). A note cut short reads as no note (`_load`)."""
     from . import durable
 
     path.parent.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the store directory
     path.parent.mkdir(mode=0o700, exist_ok=True)
-    durable.write_atomic(path, json.dumps(state).encode("utf-8"))
+    durable.write_atomic(path, json.dumps(state).encode("utf-8"), sync=False)
 
 
 def _prune(store_dir: Path, now: float) -> None:

@@ -126,6 +126,26 @@ def test_a_failed_fsync_leaves_the_old_file(folder, monkeypatch):
     assert target.read_bytes() == b"old" and [p.name for p in folder.iterdir()] == ["f"]
 
 
+def test_an_unsynced_replace_is_still_whole_or_nothing_and_costs_no_fsync(folder, monkeypatch):
+    """sync=False (a cache such as a hook's session note): no fsync at all, yet a reader sees the old
+    bytes or the new ones, and a failure mid-write leaves the old file and no temp file."""
+    target = folder / "note.json"
+    target.write_bytes(b"old")
+    calls = []
+    monkeypatch.setattr(durable.os, "fsync", lambda fd: calls.append(fd))
+    with durable.atomic_file(target, sync=False) as f:
+        f.write(b"new")
+        f.flush()
+        assert target.read_bytes() == b"old"
+    assert target.read_bytes() == b"new" and calls == []
+    with pytest.raises(RuntimeError, match="mid-write"), durable.atomic_file(target, sync=False) as f:
+        f.write(b"ne")
+        raise RuntimeError("mid-write")
+    assert target.read_bytes() == b"new" and [p.name for p in folder.iterdir()] == ["note.json"]
+    durable.write_atomic(target, b"newer")  # the default stays durable: the file and the directory
+    assert target.read_bytes() == b"newer" and len(calls) == 2
+
+
 def test_truncate_cuts_a_file_back(folder):
     path = folder / "log"
     path.write_bytes(b"whole line\ntorn")
@@ -205,7 +225,7 @@ CRASHING_HOOK = """
 import os, sys
 from retained import cli, durable
 
-def crash(src, dst):  # the process dies after the new note is written and fsynced, before the rename
+def crash(src, dst, **kw):  # the process dies after the new note is written, before the rename
     os._exit(137)
 
 durable.replace = crash

@@ -157,6 +157,24 @@ def test_hook_path_imports_no_mcp(store_dir, project, transcript):
     assert "IMPORTED=\n" in proc.stderr + "\n", proc.stderr
 
 
+def test_session_start_notes_the_session_without_an_fsync(store_dir, project, transcript):
+    """The session note only keeps a brief from being given twice: writing it costs the hook no fsync
+    (the memory itself is never written by a hook), and the note is still there for the next copy."""
+    with Store(store_dir) as s:
+        s.write("deploys go through the release branch", scope=str(project))
+    payload, env = fixtures(project, transcript)["claude"]
+    code = ("import io, os, sys; calls = []; real = os.fsync; os.fsync = lambda fd: (calls.append(fd), real(fd)); "
+            "sys.stdin = io.StringIO(sys.argv[1]); from retained.cli import main\n"
+            "try: main(['hook', 'session-start'])\n"
+            "except SystemExit: pass\n"
+            "sys.stderr.write('FSYNCS=%d' % len(calls))")
+    proc = subprocess.run([sys.executable, "-c", code, json.dumps(payload)], capture_output=True, text=True,
+                          env=dict(os.environ, **env))
+    assert "FSYNCS=0" in proc.stderr and "release branch" in proc.stdout, proc.stderr
+    assert list((store_dir / "sessions").glob("*.json"))
+    assert hook("session-start", payload, env).stdout == ""  # the note was kept: no second brief
+
+
 # -- stop -----------------------------------------------------------------------------------------
 # A call of a tool that changes files or runs commands, as each host's transcript records it.
 WORK_LINES = {
