@@ -454,7 +454,7 @@ def cmd_brief(args: argparse.Namespace) -> int:
     if not os.path.lexists(directory):  # a read names the store it did not find, and creates none
         raise no_store_at(directory)
     try:
-        from .team.readable import has_team
+        from .paths import has_team
 
         empty = not (directory / LOG_NAME).exists() and not has_team(directory)
     except OSError:  # e.g. someone else's store: the Store names the problem

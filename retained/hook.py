@@ -297,7 +297,7 @@ def prompt(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Pat
     if not text or not text.strip() or host.prompt_output("") is None:
         return None
     _check_openable(store_dir)
-    from .team.readable import has_team
+    from .paths import has_team
 
     if not (store_dir / LOG_NAME).exists() and not has_team(store_dir):
         return None
@@ -332,8 +332,7 @@ def prompt(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Pat
 def _sync_beside(store_dir: Path, *, if_written: bool = False) -> bool:
     """Whether the store shares memory (issue 19); when it does, and may change files, a background
     sync starts beside the hook, never in it (`if_written`: only when the log changed since the last)."""
-    from .paths import read_only_requested
-    from .team.readable import has_team
+    from .paths import has_team, read_only_requested
 
     if not has_team(store_dir):
         return False

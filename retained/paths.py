@@ -124,3 +124,9 @@ def unwritable_reason(directory: Path) -> str | None:
         if os.path.exists(path) and not os.access(path, os.W_OK):
             return f"{name} belongs to {_owner(path)}; running as {_me()}"
     return None
+
+
+def has_team(store_dir: str | os.PathLike[str]) -> bool:
+    """Whether this store shares anything through git (issue 19): then it may hold teammates' records
+    before a log of its own. Here, not in team/, so the hook and a server's opening ask without importing it."""
+    return os.path.exists(os.path.join(store_dir, "team", "shared.json"))

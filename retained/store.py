@@ -28,7 +28,7 @@ from . import reads, records
 from .errors import StoreError, UsageError
 from .index import Index, query_terms
 from .log import LOG_NAME, Log
-from .paths import read_only_requested
+from .paths import has_team, read_only_requested
 from .reads import DEFAULT_K, MAX_K, MAX_LIST, check_int, parse_as_of
 
 __all__ = ["DEFAULT_K", "INLINE_EMBED", "MAX_K", "MAX_LIST", "Store", "parse_as_of"]
@@ -72,11 +72,12 @@ class Store:
         self._sem: Any = None
 
     def _team_logs(self) -> list[tuple[str, str, Log]]:
+        if not has_team(self._dir_name):  # nothing shared: the hook and serve never import team/
+            return []
         from .team.readable import readable_logs
 
         logs = self._team_log_objects
-        return [(name, writer, logs.get(name) or logs.setdefault(name, Log(path)))
-                for name, writer, path in readable_logs(self._dir_name)]
+        return [(n, w, logs.get(n) or logs.setdefault(n, Log(path))) for n, w, path in readable_logs(self._dir_name)]
 
     def close(self) -> None:
         if self._sem is not None:
@@ -90,11 +91,9 @@ class Store:
         self.close()
 
     def _open_as_this_user(self) -> None:
-        """A store this user cannot write (someone else's, a read-only disk) is opened read-only.
-
-        Reads then work as usual, the first read's warnings say so once, and writes are refused
-        with the reason. A store this user cannot even read is a clear error, not a crash.
-        """
+        """A store this user cannot write (someone else's, a read-only disk) is opened read-only: reads
+        work, the first read's warnings say so once, writes are refused with the reason. A store this
+        user cannot even read is a clear error, not a crash."""
         from .paths import unreadable_reason, unwritable_reason
 
         self.read_only_reason: str | None = None

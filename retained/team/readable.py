@@ -14,6 +14,10 @@ import json
 import os
 from pathlib import Path
 
+from ..paths import has_team
+
+__all__ = ["has_team", "own_writers", "project_dir_name", "readable_logs"]
+
 _cache: dict[str, tuple[tuple[int, ...], list[tuple[str, str, Path]]]] = {}
 
 
@@ -36,11 +40,6 @@ def _load(path: Path) -> dict:
 def project_dir_name(key: str) -> str:
     """A shared project's directory under team/: the first 16 hex digits of its key's SHA-256."""
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
-
-
-def has_team(store_dir: Path) -> bool:
-    """Whether this store shares anything (then it may hold teammates' records before a log of its own)."""
-    return os.path.exists(os.path.join(store_dir, "team", "shared.json"))
 
 
 def own_writers(root: Path) -> set[str]:
