@@ -155,7 +155,8 @@ def main() -> int:
     for r in range(args.rounds):
         texts = [sentence(rng) for _ in range(args.per_round)]
         queries = [a_query(rng) for _ in range(args.per_round)]
-        for name, pkg in versions:
+        # Turns alternate (ABBA…): no version always runs right after the other's writes and spawns.
+        for name, pkg in (versions if r % 2 == 0 else versions[::-1]):
             out = subprocess.run([sys.executable, "-c", _IN_PROCESS, str(stores[name]), json.dumps(texts),
                                   json.dumps(queries)], env=version_env(pkg), capture_output=True, text=True, check=True)
             got = json.loads(out.stdout)
