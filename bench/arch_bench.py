@@ -7,7 +7,8 @@ Issue 16's target: each figure of this tree within 1.10x of the commit the issue
 (a0e29c5, the default baseline), on the same machine in the same run. Every version runs from its own
 copy of the package (a `git archive` of REV, or this working tree), bytecode compiled first as pip
 leaves it, on its own copy of the same log (each version builds its own index, untimed), and the
-versions take turns round by round so that they share whatever load the machine has.
+versions take turns round by round, the first of a round alternating, so that they share whatever
+load the machine has.
 
 - write: in-process `Store.write` of a new sentence, p50 (words only: RETAINED_EMBED=off)
 - search: in-process `Store.search` of 1-3 content words of a stored sentence, p50 (words only)
