@@ -176,8 +176,7 @@ def session_start(data: dict[str, Any], env: dict[str, str], host: Host, store_d
     by another copy of the hook.
     """
     from .brief import render
-    from .log import LOG_NAME
-    from .paths import read_only_requested
+    from .paths import LOG_NAME, read_only_requested
 
     project = project_of(data, env)
     sid = session_id(data, env)
@@ -288,8 +287,7 @@ def _new_state(sid: str, host: Host, project: str | None, now: float) -> dict[st
 def prompt(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Path) -> dict[str, Any] | None:
     """Records relevant to the prompt the user just submitted, not shown before in this session; after a
     compaction the host gave no session-start hook for, the brief again first."""
-    from .log import LOG_NAME
-    from .paths import read_only_requested
+    from .paths import LOG_NAME, read_only_requested
 
     if not host.prompt_reaches_model:
         return host.prompt_output("")  # what lets the prompt through, and nothing else
@@ -307,14 +305,18 @@ def prompt(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Pat
     project = project_of(data, env)
     shown = set(state.get("shown") or [])
     parts: list[str] = []
-    from .store import Store
-
-    with Store(store_dir, create=False) as store:
+    with contextlib.ExitStack() as opened:
+        store: Store | None = None
         if state.get("rebrief"):
+            store = opened.enter_context(_open_store(store_dir))
             brief = _fit_for_host(host, store, project, 800)
             parts.append(brief["text"])
             shown |= set(_ids(brief))
-        found = _recall(store, text, project, shown, env)
+        # A warm server of the store answers the whole recall: then this process opens no store at all.
+        served, found = _recall_served(store_dir, text, project, shown, env)
+        if not served:
+            store = store or opened.enter_context(_open_store(store_dir))
+            found = _recall(store, text, project, shown, env)
     if found:
         parts.append(found["text"])
         shown |= {i for i in found.get("ids") or [] if isinstance(i, str)}
@@ -355,6 +357,30 @@ def _check_openable(store_dir: Path) -> None:
         raise StoreError(f"the store path {store_dir} is not a directory")
     if not os.access(store_dir, os.R_OK | os.X_OK):
         raise StoreError(f"the store at {store_dir} cannot be read by this user")
+
+
+def _open_store(store_dir: Path) -> Store:
+    from .store import Store
+
+    return Store(store_dir, create=False)
+
+
+def _recall_served(store_dir: Path, text: str, project: str | None, shown: set[str],
+                   env: dict[str, str]) -> tuple[bool, dict[str, Any] | None]:
+    """(True, the recall or None) when recall is off or a warm server of the store answered it whole;
+    (False, None) when this process must open the store and recall by itself."""
+    if not switch("RETAINED_RECALL", True, env):
+        return True, None
+    from .embed import mode
+
+    if mode() == "off":
+        return False, None  # words only: quick here, and no server would have more to offer
+    from .records import GLOBAL_SCOPE
+    from .warm import recall as served_recall
+
+    # No project given: global records only (recall's "no project" would search every project's).
+    served, found = served_recall(store_dir, text, project=project or GLOBAL_SCOPE, shown=sorted(shown))
+    return served, found if isinstance(found, dict) and found.get("text") else None
 
 
 def _recall(store: Store, text: str, project: str | None, shown: set[str], env: dict[str, str]) -> dict[str, Any] | None:
@@ -460,7 +486,7 @@ def stop(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Path)
             return None
         state = {"session_id": sid, "host": host.name, "project": project_of(data, env), "began_ts": began,
                  "asked": False}
-    from .log import LOG_NAME
+    from .paths import LOG_NAME
 
     written = 0
     if (store_dir / LOG_NAME).exists():

@@ -22,8 +22,8 @@ if TYPE_CHECKING:  # the hook path imports no more than it runs
 
 from . import durable, records
 from .errors import StoreError
+from .paths import LOG_NAME as LOG_NAME  # named in paths.py, where the hook reads it without this module
 
-LOG_NAME = "log.jsonl"
 LOCK_NAME = "log.lock"
 QUARANTINE = "quarantine"
 _CHUNK = 1 << 16

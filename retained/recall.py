@@ -72,30 +72,39 @@ PROMPT_CHARS = 2000
 
 def recall(store: Store, prompt: str, *, project: str | None, shown: set[str],
            budget_tokens: int = DEFAULT_BUDGET, max_records: int = DEFAULT_MAX_RECORDS) -> dict[str, Any] | None:
-    """The records relevant to `prompt` not in `shown`, fenced as data: {"text", "ids"}; else None."""
+    """The records relevant to `prompt` not in `shown`, fenced as data: {"text", "ids"}; else None.
+
+    Searched here, with this process's model when the semantic tier is on; a warm server of the store
+    answers the same question for the hook without it (retained/warm.py `recall`, through `pick`)."""
     if not recall_enabled() or not isinstance(prompt, str) or not prompt.strip():
         return None
     if max_records < 1 or budget_tokens < 1:
         return None
     from .index import query_terms
 
-    terms = query_terms(prompt)
-    if not terms:
+    if not query_terms(prompt):
         return None
-    scopes = [project, GLOBAL_SCOPE] if project else None
     # Only the prompt is embedded here: a hook must stay quick, so at most a few new records are
     # embedded on its path, and a store without vectors yet is searched by words alone.
-    # A running server of this store has the model loaded: it searches for us when it can (retained/warm.py).
-    kw: dict[str, Any] = {"scopes": scopes, "k": _CANDIDATES, "inline_embed": 16, "need_vectors": True}
-    served = None
-    from .embed import mode
+    result, cosines = store.search_scored(prompt[:PROMPT_CHARS], kind=None, max_tokens=None, include_superseded=False,
+                                          as_of=None, **search_arguments(project))
+    return pick(store, prompt, result, cosines, project=project, shown=shown, budget_tokens=budget_tokens,
+                max_records=max_records)
 
-    if mode() != "off":
-        from .warm import search
 
-        served = search(store.directory, prompt[:PROMPT_CHARS], **kw)
-    result, cosines = served or store.search_scored(prompt[:PROMPT_CHARS], kind=None, max_tokens=None,
-                                                    include_superseded=False, as_of=None, **kw)
+def search_arguments(project: str | None) -> dict[str, Any]:
+    """How recall searches: the project's scopes (plus global), a dozen candidates, vectors needed."""
+    scopes = [project, GLOBAL_SCOPE] if project else None
+    return {"scopes": scopes, "k": _CANDIDATES, "inline_embed": 16, "need_vectors": True}
+
+
+def pick(store: Store, prompt: str, result: dict[str, Any], cosines: dict[str, dict[str, Any]], *,
+         project: str | None, shown: set[str], budget_tokens: int = DEFAULT_BUDGET,
+         max_records: int = DEFAULT_MAX_RECORDS) -> dict[str, Any] | None:
+    """From a search's hits for `prompt`, the ones that clear the bar and were not shown, rendered."""
+    from .index import query_terms
+
+    terms = query_terms(prompt)
     picked: list[dict[str, Any]] = []
     for hit in result.get("hits", []):
         if hit["id"] in shown or hit.get("superseded_by"):

@@ -9,8 +9,10 @@ timeout and searches by itself when nobody answers: no server running, another r
 another embedder configuration, a server whose semantic tier is off, no unix sockets (Windows), or a
 store path too long for one.
 
-Only searches are served: what `recall` and the CLI's `search` ask `Store.search_scored` for, bounded.
-The asking side uses the standard library only.
+Two questions are served: a search (what the CLI's `search` asks `Store.search_scored` for, bounded),
+and a prompt's recall whole (`recall`: the server searches, applies the bar and renders the block
+itself), so that a prompt hook with a warm server imports neither the store nor the index. The
+asking side uses the standard library only.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
 from . import __version__
 
 SOCKET_NAME = "recall.sock"
-PROTOCOL = 1
+PROTOCOL = 2  # 2: the `recall` request
 ASK_TIMEOUT_S = 1.5  # a hook waits this long for a server before searching by itself
 MAX_REPLY = 4 << 20
 _MAX_REQUEST = 64 << 10
@@ -105,6 +107,21 @@ def search(directory: Path, query: str, **kw: Any) -> tuple[dict[str, Any], dict
     if not isinstance(result, dict) or not isinstance(cosines, dict) or result.get("semantic") != "on":
         return None  # a server without meaning: this process may still have it
     return result, cosines
+
+
+def recall(directory: Path, prompt: str, *, project: str | None, shown: list[str]) -> tuple[bool, dict[str, Any] | None]:
+    """A prompt's recall answered by a warm server of this store: (True, the block or None when nothing
+    clears the bar), or (False, None) when no server answered it with meaning (the hook then recalls
+    by itself)."""
+    reply = ask(directory, {"op": "recall", "prompt": prompt, "project": project, "shown": shown})
+    if reply is None or "recall" not in reply:
+        return False, None
+    found = reply["recall"]
+    if found is None:
+        return True, None
+    if not (isinstance(found, dict) and isinstance(found.get("text"), str) and isinstance(found.get("ids"), list)):
+        return False, None
+    return True, found
 
 
 # -- the server's side ----------------------------------------------------------------------------
@@ -211,6 +228,8 @@ class Lender:
             return {"v": PROTOCOL, "error": "another retained version or embedder configuration"}
         if req.get("op") == "ping":
             return {"v": PROTOCOL, "warm": self.warm}
+        if req.get("op") == "recall":
+            return self._recall(req)
         if req.get("op") != "search" or not isinstance(req.get("query"), str):
             return {"v": PROTOCOL, "error": "unknown request"}
         kw = {name: req[name] for name in _SEARCH_ARGS if name in req}
@@ -226,6 +245,30 @@ class Lender:
         except Exception as e:
             return {"v": PROTOCOL, "error": f"{type(e).__name__}: {e}"}
         return {"v": PROTOCOL, "result": result, "cosines": cosines}
+
+
+    def _recall(self, req: dict[str, Any]) -> dict[str, Any]:
+        """recall.recall's answer for the hook, from this server's store and model; refused (so the hook
+        recalls by itself) when the search could not use meaning."""
+        prompt, project, shown = req.get("prompt"), req.get("project"), req.get("shown")
+        if not (isinstance(prompt, str) and (project is None or isinstance(project, str))
+                and isinstance(shown, list) and all(isinstance(i, str) for i in shown)):
+            return {"v": PROTOCOL, "error": "bad arguments"}
+        from .index import query_terms
+        from .recall import PROMPT_CHARS, pick, search_arguments
+
+        if not query_terms(prompt):  # the hook decided recall is on (its switch, not this server's)
+            return {"v": PROTOCOL, "recall": None}
+        try:
+            result, cosines = self.store.search_scored(prompt[:PROMPT_CHARS], kind=None, max_tokens=None,
+                                                       include_superseded=False, as_of=None,
+                                                       **search_arguments(project))
+            if result.get("semantic") != "on":
+                return {"v": PROTOCOL, "error": "no meaning here"}  # the hook may still have it
+            found = pick(self.store, prompt, result, cosines, project=project, shown=set(shown))
+        except Exception as e:
+            return {"v": PROTOCOL, "error": f"{type(e).__name__}: {e}"}
+        return {"v": PROTOCOL, "recall": found}
 
 
 def after_handshake(store: Store) -> Lender | None:

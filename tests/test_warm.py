@@ -112,6 +112,30 @@ def test_prompt_hook_borrows_a_running_servers_model_and_searches_alone_without_
     assert "Tuesdays" in words.stdout
 
 
+def test_a_warm_server_answers_the_whole_recall_and_the_hook_opens_no_store(store_dir, tmp_path):
+    """With a warm server, the prompt hook asks it for the recall itself (the bar, what the session was
+    shown, the fenced block): the hook process cannot even import sqlite3, so it opened no store and no
+    index, and a record it was shown is not injected again."""
+    project = _project(tmp_path)
+    _seed(store_dir, project)
+    shim = _no_model_here(tmp_path)
+    (shim / "sqlite3.py").write_text("raise ImportError('no sqlite3 in the hook process')\n")
+    srv = WireServer(env={"RETAINED_DIR": str(store_dir)}, cwd=str(project))
+    try:
+        srv.initialize()
+        srv.request("t", "tools/list", {})
+        _wait_warm(store_dir)
+        first = _hook(store_dir, project, shim, PARAPHRASE, "s-whole")
+        assert first.returncode == 0 and "Tuesdays" in first.stdout, first.stderr
+        assert "<<<retained-memory" in first.stdout  # fenced as data, as the hook's own recall fences it
+        again = _hook(store_dir, project, shim, PARAPHRASE, "s-whole")
+        assert again.returncode == 0 and again.stdout == "", again.stdout  # shown once: not again
+        unrelated = _hook(store_dir, project, shim, "rename the variable foo to bar in utils.py", "s-other")
+        assert unrelated.returncode == 0 and unrelated.stdout == ""
+    finally:
+        assert srv.close() == 0
+
+
 def test_a_server_with_another_embedder_or_version_is_not_asked(store_dir, tmp_path, monkeypatch):
     project = _project(tmp_path)
     _seed(store_dir, project)
