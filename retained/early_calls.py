@@ -33,6 +33,7 @@ from .tools import TOOLS, Parameter, Tools, parameters
 log = logging.getLogger("retained.server")
 
 _INT_RANGE = 2**63  # an integer argument outside SQLite's range is left to the SDK
+_MAX_DEPTH = 32  # free-form `fields` nested deeper are left to the SDK
 
 
 class EarlyCalls:
@@ -116,8 +117,17 @@ def _of_type(value: Any, kind: Any) -> bool:
     if origin is list:
         return type(value) is list and all(_of_type(v, args[0]) for v in value)
     if origin is dict:
-        return type(value) is dict and args[0] is str and args[1] is Any
+        return type(value) is dict and args[0] is str and args[1] is Any and _shallow(value, _MAX_DEPTH)
     return False
+
+
+def _shallow(value: Any, room: int) -> bool:
+    """Nested no deeper than `room` levels: deeper free-form data is the SDK's to take or refuse."""
+    if isinstance(value, dict):
+        return room > 0 and all(_shallow(v, room - 1) for v in value.values())
+    if isinstance(value, list):
+        return room > 0 and all(_shallow(v, room - 1) for v in value)
+    return True
 
 
 # -- results: as pydantic validates and dumps them against the declared TypedDict ------------------------

@@ -478,15 +478,20 @@ class EarlyReplies:
         self._taken = True  # from here on the SDK never sees this line, whatever happens
         self._answered += 1
         try:
-            result = self._calls.call(name, arguments)
+            frame = self._frame(rid, self._calls.call(name, arguments), stamp)
         except Exception as e:  # call() answers every failure of the tool itself; this is a last resort
-            log.error("tool %s failed before it was shaped: %s", name, type(e).__name__)
-            result = {"content": [{"text": f"Error executing tool {name}", "type": "text"}], "isError": True}
-        if stamp is not None:  # what the SDK adds in this era: resultType in order, its serverInfo stamp last
-            result = dict(sorted({**result, "resultType": "complete"}.items()), _meta=stamp)
-        self._out.write_line(wire_json({"jsonrpc": "2.0", "id": rid, "result": result}))
+            log.error("tool %s: its reply could not be made: %s", name, type(e).__name__)
+            failed = {"content": [{"text": f"Error executing tool {name}", "type": "text"}], "isError": True}
+            frame = self._frame(rid, failed, stamp)
+        self._out.write_line(frame)
         log.info("answered tools/call %s (id %s) before the SDK loaded", name, json.dumps(rid)[:100])
         self.done.set()
+
+    @staticmethod
+    def _frame(rid: Any, result: dict[str, Any], stamp: dict[str, Any] | None) -> str:
+        if stamp is not None:  # what the SDK adds in this era: resultType in order, its serverInfo stamp last
+            result = dict(sorted({**result, "resultType": "complete"}.items()), _meta=stamp)
+        return wire_json({"jsonrpc": "2.0", "id": rid, "result": result})
 
     def _handshake(self, rid: Any, method: str, params: Any) -> None:
         if has_modern_envelope(params):

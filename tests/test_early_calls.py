@@ -176,6 +176,7 @@ ODD_CALLS = {
     "progress-token": _call(1, "memory_write", {"text": "x"}, _meta={"progressToken": 1}),
     "extra-param": _call(1, "memory_write", {"text": "x"}, task={"ttl": 1}),
     "string-for-a-list": _call(1, "memory_get", {"ids": '["mem_x"]'}),
+    "deep-fields": _call(1, "memory_write", {"text": "x", "fields": json.loads('{"a":' * 40 + "1" + "}" * 40)}),
 }
 
 
