@@ -11,7 +11,9 @@ It works around two things in the SDK (mcp 2.x), and can go when upstream fixes 
   without retained's tools when the tool list comes later). `GuardedIn.read_ahead` reads stdin
   while the SDK imports, `EarlyReplies` answers the handshake, the 2026 `server/discover` and the
   tool list with the SDK's own replies (precomputed; tests keep them equal), and `WireOut` then
-  drops the SDK's copies.
+  drops the SDK's copies. A plain `tools/call` is answered in full by the `ToolCalls` it is given
+  (retained/early_calls.py) and withheld from the SDK, which would run it again; `wire_json` writes
+  it as the SDK's serializer would.
 
 `claim_stdio` keeps stdout for protocol messages only. Nothing here imports the SDK at module level,
 and nothing here knows retained's tools beyond the names it is given.
@@ -26,7 +28,8 @@ import queue
 import re
 import threading
 from collections.abc import Callable, Collection
-from typing import Any
+from json.encoder import encode_basestring as _encode_str
+from typing import Any, Protocol
 
 from . import records
 
@@ -291,7 +294,8 @@ class GuardedIn:
         """Read stdin on a thread from now on, so lines arrive while the SDK imports.
 
         Until the SDK asks for its first line, `early` sees each line first and may answer it; the
-        SDK still gets every line, in order (so its session state is what it would have been).
+        SDK still gets every other line, in order (so its session state is what it would have been),
+        but not a tool call `early` answered in full (it would run it again).
         """
         self._early = early
         ahead: queue.Queue[bytes | _Oversized | None] = queue.Queue(maxsize=8)
@@ -300,13 +304,12 @@ class GuardedIn:
         def run() -> None:
             while True:
                 line = self._read_line()
-                with self._early_lock:
+                withheld = False
+                with self._early_lock:  # the SDK's first read waits here for a call under way to finish
                     if self._early is not None and isinstance(line, bytes):
-                        try:
-                            self._early.see(line)
-                        except Exception as e:
-                            log.warning("no early reply: %s", e)
-                ahead.put(line)
+                        withheld = self._early.see(line)
+                if not withheld:  # a call answered early never reaches the SDK, which would run it again
+                    ahead.put(line)
                 if line is None:
                     return
 
@@ -373,28 +376,49 @@ class EarlyReplies:
     SDK and kept equal to it by tests). Anything else, or anything odd, is left to the SDK; after an
     odd first request nothing is answered early at all. The SDK still reads every line and its own
     copies of these frames are dropped by `WireOut` (compared, with a warning if they differ).
+
+    A `tools/call` is answered by `calls` (run in full, on the stdin thread, one at a time) when it
+    comes in either era's plain shape (name and arguments; in the 2026-07-28 era the envelope too, and
+    the reply gets the SDK's resultType and serverInfo stamp), with arguments `calls` accepts, and no
+    request before it was left to the SDK (it must not overtake one that may be in flight there). That
+    line is then withheld from the SDK (`see` returns True): a tool call changes nothing in the SDK's
+    session, and the SDK would run it again.
     """
 
     def __init__(self, out: WireOut, snapshot: dict[str, Any], instructions: Callable[[], str],
-                 tools: Collection[str] = ()) -> None:
+                 tools: Collection[str] = (), calls: ToolCalls | None = None) -> None:
         self._out = out
         self._snapshot = snapshot
         self._instructions = instructions
         self._tools = tuple(tools)
+        self._calls = calls
         self._era: str | None = None  # "handshake", "modern", or "off"
-        # Set once the tool list is out, or a request came that only the SDK can answer: until
-        # then the server may hold the SDK's import back, which would slow these replies down.
+        # Set once the tool list is out, a tool call was answered, or a request came that only the
+        # SDK can answer: until then the server may hold the SDK's import back, which would slow
+        # these replies down.
         self.done = threading.Event()
         self._answered = 0
         self._seen: set[str] = set()
+        self._sdk_owes = False  # a request went to the SDK unanswered: later tool calls wait their turn there
+        self._taken = False  # the line being seen is a tool call answered here: the SDK must never see it
 
-    def see(self, raw: bytes) -> None:
+    def see(self, raw: bytes) -> bool:
+        """Answer `raw` early if it is one of the requests answered here; True when it was a tool call
+        answered in full, which the SDK must then never see (it would run it again)."""
         if self._era == "off":
-            return
+            return False
         answered = self._answered
-        self._see(raw)
-        if self._era == "off" or (self._answered == answered and _is_request(raw)):
+        self._taken = False
+        try:
+            self._see(raw)
+            for_sdk = self._era == "off" or (self._answered == answered and _is_request(raw))
+        except Exception as e:  # the SDK answers it; but a call already taken is never handed on
+            log.warning("no early reply: %s", e)
+            for_sdk = not self._taken
+        if for_sdk:
+            self._sdk_owes = True
             self.done.set()  # something for the SDK: let it load now
+        return self._taken
 
     def _see(self, raw: bytes) -> None:
         text, err = check_line(raw, None, self._tools)
@@ -408,7 +432,7 @@ class EarlyReplies:
                 self._era = "off"
             return
         if msg.get("id") is None:
-            return  # a notification: nothing to answer
+            return  # a notification: nothing to answer (none changes what a tool call does)
         rid, method, params = msg["id"], msg["method"], msg.get("params")
         key = json.dumps(rid)
         fresh = key not in self._seen
@@ -442,10 +466,39 @@ class EarlyReplies:
             return None
         return initialize_result(params, self._snapshot["handshake"]["initialize"], self._instructions)
 
+    def _call(self, rid: Any, params: dict[str, Any], stamp: dict[str, Any] | None) -> None:
+        """Answer a `tools/call` in full, when nothing is owed before it and its arguments are plain.
+
+        The handshake era: only after `initialize` was answered (the SDK serves calls from then on,
+        `notifications/initialized` or not); the 2026-07-28 era: each request is served on its own.
+        """
+        name, arguments = params.get("name"), params.get("arguments", {})
+        if self._calls is None or self._sdk_owes or not isinstance(name, str) or not self._calls.accepts(name, arguments):
+            return
+        self._taken = True  # from here on the SDK never sees this line, whatever happens
+        self._answered += 1
+        try:
+            frame = self._frame(rid, self._calls.call(name, arguments), stamp)
+        except Exception as e:  # call() answers every failure of the tool itself; this is a last resort
+            log.error("tool %s: its reply could not be made: %s", name, type(e).__name__)
+            failed = {"content": [{"text": f"Error executing tool {name}", "type": "text"}], "isError": True}
+            frame = self._frame(rid, failed, stamp)
+        self._out.write_line(frame)
+        log.info("answered tools/call %s (id %s) before the SDK loaded", name, json.dumps(rid)[:100])
+        self.done.set()
+
+    @staticmethod
+    def _frame(rid: Any, result: dict[str, Any], stamp: dict[str, Any] | None) -> str:
+        if stamp is not None:  # what the SDK adds in this era: resultType in order, its serverInfo stamp last
+            result = dict(sorted({**result, "resultType": "complete"}.items()), _meta=stamp)
+        return wire_json({"jsonrpc": "2.0", "id": rid, "result": result})
+
     def _handshake(self, rid: Any, method: str, params: Any) -> None:
         if has_modern_envelope(params):
             return
-        if method in LISTS and method in self._snapshot["handshake"] and _no_cursor(params):
+        if method == "tools/call" and isinstance(params, dict) and set(params) <= {"name", "arguments"}:
+            self._call(rid, params, None)
+        elif method in LISTS and method in self._snapshot["handshake"] and _no_cursor(params):
             self._reply(rid, self._snapshot["handshake"][method])
         elif method == "ping" and _no_cursor(params):
             self._reply(rid, {})
@@ -453,7 +506,11 @@ class EarlyReplies:
     def _modern(self, rid: Any, method: str, params: Any) -> None:
         if not _good_envelope(params):
             return
-        if method == "server/discover" and set(params) == {"_meta"}:
+        if method == "tools/call" and set(params) <= {"_meta", "name", "arguments"}:
+            stamp = self._snapshot["modern"]["server/discover"].get("_meta")
+            if isinstance(stamp, dict):
+                self._call(rid, params, stamp)
+        elif method == "server/discover" and set(params) == {"_meta"}:
             self._reply(rid, dict(self._snapshot["modern"]["server/discover"], instructions=self._instructions()))
         elif method in LISTS and method in self._snapshot["modern"] and _no_cursor(params):
             self._reply(rid, self._snapshot["modern"][method])
@@ -467,11 +524,70 @@ class EarlyReplies:
                 self._answered += 1
 
 
+class ToolCalls(Protocol):
+    """What answers tool calls early (retained/early_calls.py): whether it takes a call, and its result."""
+
+    def accepts(self, name: str, arguments: Any) -> bool: ...
+
+    def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]: ...
+
+
+def wire_json(value: Any) -> str:
+    """JSON as the SDK writes it (pydantic's serializer): compact, text as it is (not \\u-escaped), and
+    floats spelt its way (0.00001 and 1e-7 where Python writes 1e-05 and 1e-07); not finite: null."""
+    parts: list[str] = []
+    _encode(value, parts.append)
+    return "".join(parts)
+
+
+def _encode(value: Any, put: Callable[[str], Any]) -> None:
+    if value is None:
+        put("null")
+    elif value is True:
+        put("true")
+    elif value is False:
+        put("false")
+    elif isinstance(value, str):
+        put(_encode_str(value))
+    elif isinstance(value, int):
+        put(int.__repr__(value))
+    elif isinstance(value, float):
+        put(_float_json(value))
+    elif isinstance(value, dict):
+        put("{")
+        for i, (k, v) in enumerate(value.items()):
+            put(("," if i else "") + _encode_str(str(k)) + ":")
+            _encode(v, put)
+        put("}")
+    elif isinstance(value, (list, tuple)):
+        put("[")
+        for i, v in enumerate(value):
+            if i:
+                put(",")
+            _encode(v, put)
+        put("]")
+    else:
+        raise TypeError(f"not JSON data: {type(value).__name__}")
+
+
+def _float_json(value: float) -> str:
+    if value != value or value in (float("inf"), float("-inf")):
+        return "null"
+    text = float.__repr__(value)
+    mantissa, e, exponent = text.partition("e")
+    if not e or exponent.startswith("+"):
+        return text
+    if exponent == "-05":  # written out: 1.5e-05 is 0.000015
+        sign, digits = ("-", mantissa[1:]) if mantissa.startswith("-") else ("", mantissa)
+        return sign + "0.0000" + digits.replace(".", "")
+    return f"{mantissa}e{int(exponent)}"
+
+
 def _is_request(raw: bytes) -> bool:
     """Whether a line may be a request (anything but a clean notification or a blank line)."""
     try:
         msg = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return bool(raw.strip())
     return not (isinstance(msg, dict) and "id" not in msg and isinstance(msg.get("method"), str))
 

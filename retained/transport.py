@@ -3,8 +3,9 @@
 The order of start-up is the point. The protocol's fds are claimed, the store is opened and stdin is
 read *before* the SDK is imported (about half a second, python-sdk#1508 / #3220), so the requests a
 host opens with are answered at once from `retained/handshake.json` (`stdio_guard.EarlyReplies`)
-while it loads. Nothing on that path imports the SDK, pydantic or anything only a tool call needs:
-the snapshot's key (`made_with`) is computed from the tool definitions as data (retained/tools.py),
+while it loads, and so are plain tool calls, by retained's own tool code (retained/early_calls.py).
+Nothing on that path imports the SDK or pydantic (a tool call answered early loads only what the
+call itself needs): the snapshot's key (`made_with`) is computed from the tool definitions as data (retained/tools.py),
 not from the SDK or from any file's bytes, so an edit to this module cannot make the snapshot stale.
 
 What this module leans on that is not public, each to go when a public way exists:
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import stdio_guard
+from .early_calls import EarlyCalls
 from .errors import RetainedError
 from .installers import hosts as registry  # host facts: the session variables
 from .project import project_scope
@@ -33,7 +35,7 @@ from .server import GUIDANCE, build_server, compute_instructions
 from .stdio_guard import EarlyReplies, GuardedIn, WireOut
 from .store import Store
 from .switches import switch
-from .tools import TOOL_NAMES, definitions, here_phrase
+from .tools import TOOL_NAMES, Tools, definitions, here_phrase
 
 log = logging.getLogger("retained.server")
 
@@ -81,14 +83,14 @@ def replace_in_strings(value: Any, old: str, new: str) -> Any:
     return value
 
 
-def _early_replies(out: WireOut, project: str | None, instructions: Any) -> EarlyReplies | None:
+def _early_replies(out: WireOut, project: str | None, instructions: Any, calls: EarlyCalls) -> EarlyReplies | None:
     if not switch("RETAINED_EARLY_INITIALIZE", True):
-        return None
+        return None  # off: the opening requests and the tool calls alike wait for the SDK
     snapshot = early_snapshot(project)
     if snapshot is None:
         log.info("no early replies: retained/handshake.json was made with other tools or another SDK version")
         return None
-    return EarlyReplies(out, snapshot, instructions, TOOL_NAMES)
+    return EarlyReplies(out, snapshot, instructions, TOOL_NAMES, calls)
 
 
 # -- the store, whatever state it is in ---------------------------------------------------------------
@@ -183,8 +185,10 @@ def serve(directory: Path) -> int:
 
     out.on_tools_listed = _warm
     guarded = GuardedIn(wire_in, out, tools=TOOL_NAMES)
-    early = _early_replies(out, project, instructions.text)
-    guarded.read_ahead(early)  # the SDK gets every line; `early` may answer some while it imports
+    calls = EarlyCalls(Tools(store, project, session_id), store, project)
+    early = _early_replies(out, project, instructions.text, calls)
+    # The SDK gets every line but the tool calls `early` answers in full while it imports.
+    guarded.read_ahead(early)
     if early is not None:
         # The import holds the GIL for most of half a second: let the opening be answered first.
         early.done.wait(EARLY_WINDOW_S)
