@@ -6,12 +6,14 @@ numpy and onnxruntime are made unimportable, so only a borrowed model can find a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -48,6 +50,19 @@ def _wait_warm(store_dir: Path, timeout: float = 60) -> None:
             return
         time.sleep(0.1)
     raise AssertionError("the server never said it was warm")
+
+
+@contextlib.contextmanager
+def _warm_server(store_dir: Path, project: Path) -> Iterator[WireServer]:
+    """A `retained serve` of the store, past its tool list and warm; it exits cleanly at the end."""
+    srv = WireServer(env={"RETAINED_DIR": str(store_dir)}, cwd=str(project))
+    try:
+        srv.initialize()
+        srv.request("t", "tools/list", {})
+        _wait_warm(store_dir)
+        yield srv
+    finally:
+        assert srv.close() == 0
 
 
 def _hook(store_dir: Path, project: Path, shim: Path, prompt: str, sid: str) -> subprocess.CompletedProcess[str]:
@@ -95,16 +110,10 @@ def test_prompt_hook_borrows_a_running_servers_model_and_searches_alone_without_
     project = _project(tmp_path)
     _seed(store_dir, project)
     shim = _no_model_here(tmp_path)  # the hook process itself cannot import numpy or onnxruntime
-    srv = WireServer(env={"RETAINED_DIR": str(store_dir)}, cwd=str(project))
-    try:
-        srv.initialize()
-        srv.request("t", "tools/list", {})
-        _wait_warm(store_dir)
+    with _warm_server(store_dir, project):
         served = _hook(store_dir, project, shim, PARAPHRASE, "s-served")
         assert served.returncode == 0, served.stderr
         assert "Tuesdays" in served.stdout  # found by meaning: the server's model
-    finally:
-        assert srv.close() == 0
     alone = _hook(store_dir, project, shim, PARAPHRASE, "s-alone")
     assert alone.returncode == 0 and "Traceback" not in alone.stderr, alone.stderr
     assert alone.stdout == ""  # by words alone the paraphrase finds nothing, so nothing is injected
@@ -120,11 +129,7 @@ def test_a_warm_server_answers_the_whole_recall_and_the_hook_opens_no_store(stor
     _seed(store_dir, project)
     shim = _no_model_here(tmp_path)
     (shim / "sqlite3.py").write_text("raise ImportError('no sqlite3 in the hook process')\n")
-    srv = WireServer(env={"RETAINED_DIR": str(store_dir)}, cwd=str(project))
-    try:
-        srv.initialize()
-        srv.request("t", "tools/list", {})
-        _wait_warm(store_dir)
+    with _warm_server(store_dir, project):
         first = _hook(store_dir, project, shim, PARAPHRASE, "s-whole")
         assert first.returncode == 0 and "Tuesdays" in first.stdout, first.stderr
         assert "<<<retained-memory" in first.stdout  # fenced as data, as the hook's own recall fences it
@@ -132,8 +137,6 @@ def test_a_warm_server_answers_the_whole_recall_and_the_hook_opens_no_store(stor
         assert again.returncode == 0 and again.stdout == "", again.stdout  # shown once: not again
         unrelated = _hook(store_dir, project, shim, "rename the variable foo to bar in utils.py", "s-other")
         assert unrelated.returncode == 0 and unrelated.stdout == ""
-    finally:
-        assert srv.close() == 0
 
 
 def test_a_server_with_another_embedder_or_version_is_not_asked(store_dir, tmp_path, monkeypatch):
