@@ -91,6 +91,61 @@ def test_a_long_near_duplicate_is_warned_too_and_a_long_different_text_is_not(st
     assert not any("closely matches" in w for w in shuffled["warnings"]), shuffled["warnings"]
 
 
+def _difflib_closeness(mine, theirs, min_length_ratio=0.0):
+    """The near-duplicate measure as it was before its bounds: difflib's ratio, its two quick checks first."""
+    import difflib
+
+    if isinstance(mine, str) != isinstance(theirs, str):
+        mine, theirs = (records._near_words(x) if isinstance(x, str) else x for x in (mine, theirs))
+    if not mine or not theirs or min(len(mine), len(theirs)) / max(len(mine), len(theirs)) < min_length_ratio:
+        return None
+    match = difflib.SequenceMatcher(None, mine, theirs, autojunk=False)
+    if match.real_quick_ratio() < records.NEAR_RATIO or match.quick_ratio() < records.NEAR_RATIO:
+        return None
+    ratio = match.ratio()
+    return ratio if ratio >= records.NEAR_RATIO else None
+
+
+def test_the_near_duplicate_bounds_never_change_a_verdict_of_difflibs_ratio():
+    # closeness turns most pairs away by bounds (lengths, shared characters, longest common
+    # subsequence) before difflib's ratio: every pair must still get exactly what the ratio gives,
+    # near duplicates and strangers, short texts and long ones compared by words, one prepared text
+    # against many.
+    import random
+
+    rng = random.Random(18)
+    vocab = ["the", "staging", "database", "runs", "postgres", "on", "shared", "cluster", "deploy", "tests",
+             "pytest", "q", "a", "é", "naïve", "ß", "日本", "x"]
+
+    def text(n):
+        return " ".join(rng.choice(vocab) for _ in range(n))
+
+    def edited(t, k):
+        words = t.split()
+        for _ in range(k):
+            i = rng.randrange(len(words))
+            words[i] = rng.choice(vocab) if rng.random() < 0.7 else words[i] + rng.choice(vocab)
+        return " ".join(words)
+
+    pairs = []
+    for _ in range(400):
+        a = text(rng.randint(1, 40))
+        pairs.append((a, edited(a, rng.randint(0, 4))))  # near duplicates, and some not quite
+        pairs.append((a, text(rng.randint(1, 40))))  # strangers from the same words
+    long = text(400)
+    pairs += [(long, edited(long, 3)), (long, edited(long, 60)), (long, "short text"), ("", "x"), ("abc", "")]
+    verdicts = set()
+    for a, b in pairs:
+        fa, fb = records.near_form(a), records.near_form(b)
+        prepared = records.Near(fa)
+        for ratio in (0.0, records.NEAR_RATIO):
+            want = _difflib_closeness(fa, fb, ratio)
+            assert records.closeness(fa, fb, ratio) == want, (a, b)
+            assert prepared.closeness(fb, ratio) == want, (a, b)
+            verdicts.add(want is None)
+    assert verdicts == {True, False}  # both verdicts were met
+
+
 def test_supersedes_must_name_an_existing_record(store):
     with pytest.raises(NotFound, match="not a record"):
         store.write("x", supersedes="mem_DOESNOTEXIST")
