@@ -70,7 +70,6 @@ class Store:
         self._team_log_objects: dict[str, Log] = {}
         self._write_lock = threading.Lock()
         self._sem: Any = None
-        self._follower: _Follower | None = None
 
     def _team_logs(self) -> list[tuple[str, str, Log]]:
         from .team.readable import readable_logs
@@ -80,8 +79,6 @@ class Store:
                 for name, writer, path in readable_logs(self._dir_name)]
 
     def close(self) -> None:
-        if self._follower is not None:
-            self._follower.stop()  # a catch-up under way finishes first
         if self._sem is not None:
             self._sem.stop()
         self.index.close()
@@ -187,22 +184,6 @@ class Store:
             notes, error = self._refresh()
             yield Appender(self.log, self.index, tail, notes, error)
 
-    def index_in_background(self) -> None:
-        """From now on a write is acknowledged without waiting for the index to take in its line: a
-        thread of this store's catches up right after (~0.3-0.5 ms: a transaction of ~15 pages). For a
-        process whose every read and write catches up first, as the MCP server's tools do: one that
-        comes before the thread is done waits for it under the index's lock, or catches up itself. What
-        the catch-up finds (damage repaired, a failure) the next read or write says, as for a line
-        another process appended."""
-        if self._follower is None and not self.read_only:
-            self._follower = _Follower(self._follow)
-
-    def _follow(self) -> None:
-        try:
-            self.index.catch_up()
-        except Exception:  # the next read or write catches up again, and says what failed
-            pass
-
     def wait_idle(self, timeout: float) -> bool:
         """Let a write under way finish (waiting up to `timeout` seconds) and keep any other from
         starting: for a process about to exit. False when the write still runs at the timeout."""
@@ -252,13 +233,8 @@ class Store:
             receipt = app.append(record, kind, text, warnings)
         # The index takes the new line at once (outside the lock): the next write's duplicate check
         # costs nothing more, and the index's note of the log (size, time) is exact, so that a byte
-        # changed in place later is noticed by the next read (I2). With `index_in_background`, a
-        # thread does it right after and the receipt does not wait for it.
-        if self._follower is not None:
-            self._follower.poke()
-            receipt["warnings"] += writes.redaction_note(found)
-        else:
-            receipt["warnings"] += self.refresh() + writes.redaction_note(found)
+        # changed in place later is noticed by the next read (I2). The server's has a thread do it (background.py).
+        receipt["warnings"] += ([] if self.index.catch_up_later() else self.refresh()) + writes.redaction_note(found)
         return receipt
 
     def checkpoint(self, label: str, summary: str | None = None, *, scope: str | None = None,
@@ -464,43 +440,3 @@ class Store:
         return {"embedded": n, "semantic": "on", "embed_seconds": round(took, 3),
                 "embed_per_second": round(n / took, 1) if took > 0 and n else 0.0,
                 "model_embedded": new, "vectors_reused": n - new}
-
-
-class _Follower:
-    """One thread that runs `catch_up` each time it is poked (pokes while it runs fold into one more run)."""
-
-    def __init__(self, catch_up: Callable[[], None]) -> None:
-        self._catch_up = catch_up
-        self._cond = threading.Condition()
-        self._pending = False
-        self._stopped = False
-        self._thread: threading.Thread | None = None
-
-    def poke(self) -> None:
-        with self._cond:
-            if self._stopped:
-                return
-            self._pending = True
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="retained-index", daemon=True)
-                self._thread.start()
-            self._cond.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not self._pending and not self._stopped:
-                    self._cond.wait()
-                if not self._pending:
-                    return
-                self._pending = False
-            self._catch_up()
-
-    def stop(self) -> None:
-        """Let a catch-up under way (or poked) finish; no more after it."""
-        with self._cond:
-            self._stopped = True
-            self._cond.notify()
-            thread = self._thread
-        if thread is not None:
-            thread.join()

@@ -275,7 +275,7 @@ def test_two_server_processes_interleaving_writes_lose_nothing(store_dir):
 
 def test_a_read_right_after_a_write_reply_finds_it_in_the_server_and_in_another_process(store_dir):
     # The server acknowledges a write once its line is proven in the log; its index takes the line in
-    # on a thread of its own (Store.index_in_background). Every read must find it all the same.
+    # on a thread of its own (index/background.py). Every read must find it all the same.
     srv = WireServer()
     srv.initialize()
     try:

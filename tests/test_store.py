@@ -269,9 +269,9 @@ def test_with_the_index_in_background_every_read_right_after_a_write_finds_it_he
     from tests.conftest import cli_json
 
     with Store(store_dir) as store:
-        store.index_in_background()
+        store.index.catch_up_in_background()
         first = store.write("the release train leaves on tuesdays", scope="/p")
-        assert store._follower is not None
+        assert store.index._follower is not None
         for i in range(25):
             r = store.write(f"note {i}: the zebra{i} rollout waits for the canary", scope="/p")
             assert r["durable"] and r["deduplicated"] is False
@@ -301,7 +301,6 @@ def test_a_background_catch_up_that_fails_costs_the_write_nothing_and_the_next_r
     import threading
 
     with Store(store_dir) as store:
-        store.index_in_background()
         real = store.index.catch_up
         failed = []
 
@@ -312,9 +311,10 @@ def test_a_background_catch_up_that_fails_costs_the_write_nothing_and_the_next_r
             return real(*args, **kw)
 
         monkeypatch.setattr(store.index, "catch_up", catch_up)
+        store.index.catch_up_in_background()
         r = store.write("the ferret build runs nightly")
         assert r["durable"] and r["warnings"] == []
-        store._follower.stop()  # the background catch-up has run (and failed)
+        store.index._follower.stop()  # the background catch-up has run (and failed)
         assert failed
         result = store.search("ferret")
         assert r["id"] in [h["id"] for h in result["hits"]] and result["warnings"] == []
@@ -325,7 +325,7 @@ def test_with_the_index_in_background_writes_and_reads_from_threads_lose_nothing
 
     errors: list[str] = []
     with Store(store_dir) as store:
-        store.index_in_background()
+        store.index.catch_up_in_background()
 
         def drive(tag: str) -> None:
             for i in range(15):
