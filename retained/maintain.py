@@ -59,12 +59,13 @@ def report(store: Store, *, old_days: int = OLD_DAYS) -> dict[str, Any]:
 def _near(store: Store, scope: str) -> list[dict[str, Any]]:
     rows = store.index.current_texts(scope, NEAR_CAP)
     norm = [(r["id"], r["kind"], records.near_form(r["text"])) for r in rows]
+    prepared = [records.Near(t) for _, _, t in norm]
     pairs = []
     for i, (a, ka, ta) in enumerate(norm):
         for b, kb, tb in norm[i + 1:]:
             if ta == tb and ka == kb:
                 continue  # exact: reported above
-            ratio = records.closeness(ta, tb, min_length_ratio=records.NEAR_RATIO)
+            ratio = prepared[i].closeness(tb, min_length_ratio=records.NEAR_RATIO)
             if ratio is not None:
                 pairs.append({"ids": [b, a], "similarity": round(ratio, 2)})
     return pairs

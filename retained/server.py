@@ -197,6 +197,8 @@ def build_server(store: Store, project: str | None, instructions: str | None = N
     from mcp.server.mcpserver.tools import Tool
     from mcp.types import ToolAnnotations
 
+    if isinstance(store, Store):  # every tool reads through a catch-up: a write's reply need not wait for one
+        store.index.catch_up_in_background()
     bound = Tools(store, project, session_id)
     here = here_phrase(project)
     registered = []

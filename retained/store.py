@@ -232,8 +232,8 @@ class Store:
             receipt = app.append(record, kind, text, warnings)
         # The index takes the new line at once (outside the lock): the next write's duplicate check
         # costs nothing more, and the index's note of the log (size, time) is exact, so that a byte
-        # changed in place later is noticed by the next read (I2).
-        receipt["warnings"] += self.refresh() + writes.redaction_note(found)
+        # changed in place later is noticed by the next read (I2). The server's has a thread do it (background.py).
+        receipt["warnings"] += ([] if self.index.catch_up_later() else self.refresh()) + writes.redaction_note(found)
         return receipt
 
     def checkpoint(self, label: str, summary: str | None = None, *, scope: str | None = None,

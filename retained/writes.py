@@ -200,14 +200,14 @@ def _near_duplicates(index: Index, text: str, scope: str) -> list[str]:
     words = sorted(set(query_terms(text)), key=lambda w: (-len(w), w))[:8]
     if len(words) < 3:
         return []
-    mine = records.near_form(text)
+    mine = records.Near(records.near_form(text))
     seen: dict[str, dict[str, Any]] = {}
     for half in (words[0::2], words[1::2]):
         for row in index.similar_candidates(quote_query(half, prefix=False), scope, 20):
             seen.setdefault(row["id"], row)
     out = []
     for row in seen.values():
-        if records.closeness(mine, records.near_form(row["text"])) is not None:
+        if mine.closeness(records.near_form(row["text"])) is not None:
             out.append(f"this closely matches {row['id']} ({row['kind']}, {row['ts'][:10]}): "
                        f"\"{_snippet(row['text'])}\"; if it replaces that record, write it with "
                        f"supersedes={row['id']} instead")

@@ -273,6 +273,28 @@ def test_two_server_processes_interleaving_writes_lose_nothing(store_dir):
     assert report["records"] == 100 and report["intact"] is True
 
 
+def test_a_read_right_after_a_write_reply_finds_it_in_the_server_and_in_another_process(store_dir):
+    # The server acknowledges a write once its line is proven in the log; its index takes the line in
+    # on a thread of its own (index/background.py). Every read must find it all the same.
+    srv = WireServer()
+    srv.initialize()
+    try:
+        for i, word in enumerate(("aardvark", "bison", "caracal", "dingo", "eland", "fossa")):
+            w = srv.call(f"w{i}", "memory_write", {"text": f"the {word} service owns the billing queue"})
+            receipt = w["result"]["structuredContent"]
+            assert receipt["durable"] is True and w["result"]["isError"] is False
+            s = srv.call(f"s{i}", "memory_search", {"query": word})["result"]["structuredContent"]
+            assert receipt["id"] in [h["id"] for h in s["hits"]]
+            g = srv.call(f"g{i}", "memory_get", {"ids": [receipt["id"]]})["result"]["structuredContent"]
+            assert [r["id"] for r in g["records"]] == [receipt["id"]]
+        w = srv.call("w-last", "memory_write", {"text": "the genet service retries webhooks twice"})
+        rid = w["result"]["structuredContent"]["id"]
+        other = run_cli("search", "genet", "--json")
+        assert rid in [h["id"] for h in json.loads(other.stdout)["hits"]], other.stderr
+    finally:
+        assert srv.close() == 0
+
+
 @pytest.mark.slow
 def test_concurrent_calls_in_one_server_are_safe(store_dir):
     srv = WireServer()

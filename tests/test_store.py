@@ -91,6 +91,61 @@ def test_a_long_near_duplicate_is_warned_too_and_a_long_different_text_is_not(st
     assert not any("closely matches" in w for w in shuffled["warnings"]), shuffled["warnings"]
 
 
+def _difflib_closeness(mine, theirs, min_length_ratio=0.0):
+    """The near-duplicate measure as it was before its bounds: difflib's ratio, its two quick checks first."""
+    import difflib
+
+    if isinstance(mine, str) != isinstance(theirs, str):
+        mine, theirs = (records._near_words(x) if isinstance(x, str) else x for x in (mine, theirs))
+    if not mine or not theirs or min(len(mine), len(theirs)) / max(len(mine), len(theirs)) < min_length_ratio:
+        return None
+    match = difflib.SequenceMatcher(None, mine, theirs, autojunk=False)
+    if match.real_quick_ratio() < records.NEAR_RATIO or match.quick_ratio() < records.NEAR_RATIO:
+        return None
+    ratio = match.ratio()
+    return ratio if ratio >= records.NEAR_RATIO else None
+
+
+def test_the_near_duplicate_bounds_never_change_a_verdict_of_difflibs_ratio():
+    # closeness turns most pairs away by bounds (lengths, shared characters, longest common
+    # subsequence) before difflib's ratio: every pair must still get exactly what the ratio gives,
+    # near duplicates and strangers, short texts and long ones compared by words, one prepared text
+    # against many.
+    import random
+
+    rng = random.Random(18)
+    vocab = ["the", "staging", "database", "runs", "postgres", "on", "shared", "cluster", "deploy", "tests",
+             "pytest", "q", "a", "é", "naïve", "ß", "日本", "x"]
+
+    def text(n):
+        return " ".join(rng.choice(vocab) for _ in range(n))
+
+    def edited(t, k):
+        words = t.split()
+        for _ in range(k):
+            i = rng.randrange(len(words))
+            words[i] = rng.choice(vocab) if rng.random() < 0.7 else words[i] + rng.choice(vocab)
+        return " ".join(words)
+
+    pairs = []
+    for _ in range(400):
+        a = text(rng.randint(1, 40))
+        pairs.append((a, edited(a, rng.randint(0, 4))))  # near duplicates, and some not quite
+        pairs.append((a, text(rng.randint(1, 40))))  # strangers from the same words
+    long = text(400)
+    pairs += [(long, edited(long, 3)), (long, edited(long, 60)), (long, "short text"), ("", "x"), ("abc", "")]
+    verdicts = set()
+    for a, b in pairs:
+        fa, fb = records.near_form(a), records.near_form(b)
+        prepared = records.Near(fa)
+        for ratio in (0.0, records.NEAR_RATIO):
+            want = _difflib_closeness(fa, fb, ratio)
+            assert records.closeness(fa, fb, ratio) == want, (a, b)
+            assert prepared.closeness(fb, ratio) == want, (a, b)
+            verdicts.add(want is None)
+    assert verdicts == {True, False}  # both verdicts were met
+
+
 def test_supersedes_must_name_an_existing_record(store):
     with pytest.raises(NotFound, match="not a record"):
         store.write("x", supersedes="mem_DOESNOTEXIST")
@@ -196,6 +251,97 @@ def test_get_reports_missing_and_counts(store):
     res = store.get([r["id"], "mem_NOPE"])
     assert [x["id"] for x in res["records"]] == [r["id"]]
     assert res["missing"] == ["mem_NOPE"] and res["corrupt_lines"] == 0 and res["chain_ok"] is True
+
+
+# -- the index in the background (the MCP server's stores) --------------------------------------
+def _indexed_to(store_dir) -> int:
+    """Where the index file says it stands in the log (bytes), read without catching up."""
+    import sqlite3
+
+    db = sqlite3.connect(store_dir / "index.sqlite3")
+    try:
+        return json.loads(db.execute("SELECT value FROM meta WHERE key = 'state'").fetchone()[0])["offset"]
+    finally:
+        db.close()
+
+
+def test_with_the_index_in_background_every_read_right_after_a_write_finds_it_here_and_elsewhere(store_dir):
+    from tests.conftest import cli_json
+
+    with Store(store_dir) as store:
+        store.index.catch_up_in_background()
+        first = store.write("the release train leaves on tuesdays", scope="/p")
+        assert store.index._follower is not None
+        for i in range(25):
+            r = store.write(f"note {i}: the zebra{i} rollout waits for the canary", scope="/p")
+            assert r["durable"] and r["deduplicated"] is False
+            assert not any("index" in w for w in r["warnings"]), r["warnings"]
+            # the next write's duplicate check, at once and without a read in between
+            same = store.write(f"note {i}: the zebra{i} rollout waits for the canary", scope="/p")
+            assert same["deduplicated"] is True and same["id"] == r["id"]
+            # this process, at once: search, get and list
+            assert r["id"] in [h["id"] for h in store.search(f"zebra{i}", scopes=["/p"])["hits"]]
+            assert [x["id"] for x in store.get([r["id"]])["records"]] == [r["id"]]
+            assert store.list(scopes=["/p"], limit=1)["records"][0]["id"] == r["id"]
+        again = store.write("the release train leaves on tuesdays", scope="/p")
+        assert again["deduplicated"] is True and again["id"] == first["id"]
+        # another process, right after the receipt, while this one may still be catching up
+        r = store.write("the quokka migration needs a second reviewer", scope="/p")
+        found = cli_json("search", "quokka", "--scope", "/p")
+        assert r["id"] in [h["id"] for h in found["hits"]]
+        last = store.write("the wombat cache is warmed at boot", scope="/p")
+    # close lets the catch-up under way finish: the index file has taken in the last line
+    assert _indexed_to(store_dir) == (store_dir / "log.jsonl").stat().st_size
+    with Store(store_dir) as store:
+        assert last["id"] in [h["id"] for h in store.search("wombat", scopes=["/p"])["hits"]]
+
+
+def test_a_background_catch_up_that_fails_costs_the_write_nothing_and_the_next_read_catches_up(store_dir, monkeypatch):
+    import sqlite3
+    import threading
+
+    with Store(store_dir) as store:
+        real = store.index.catch_up
+        failed = []
+
+        def catch_up(*args, **kw):
+            if threading.current_thread().name == "retained-index":
+                failed.append(True)
+                raise sqlite3.OperationalError("database is locked")
+            return real(*args, **kw)
+
+        monkeypatch.setattr(store.index, "catch_up", catch_up)
+        store.index.catch_up_in_background()
+        r = store.write("the ferret build runs nightly")
+        assert r["durable"] and r["warnings"] == []
+        store.index._follower.stop()  # the background catch-up has run (and failed)
+        assert failed
+        result = store.search("ferret")
+        assert r["id"] in [h["id"] for h in result["hits"]] and result["warnings"] == []
+
+
+def test_with_the_index_in_background_writes_and_reads_from_threads_lose_nothing(store_dir):
+    import threading
+
+    errors: list[str] = []
+    with Store(store_dir) as store:
+        store.index.catch_up_in_background()
+
+        def drive(tag: str) -> None:
+            for i in range(15):
+                r = store.write(f"{tag} wrote item{tag}{i} today", scope="/p")
+                hits = [h["id"] for h in store.search(f"item{tag}{i}", scopes=["/p"], k=100)["hits"]]
+                if not r["durable"] or r["id"] not in hits:
+                    errors.append(f"{tag} {i}: {r} {hits}")
+
+        threads = [threading.Thread(target=drive, args=(t,)) for t in ("a", "b", "c")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert errors == []
+        report = store.verify()
+        assert report["records"] == 45 and report["intact"] is True
 
 
 # -- round trips --------------------------------------------------------------------------------

@@ -162,6 +162,7 @@ class Index:
         self.rebuilt_in_place = False  # ... and whether only the full-text table was, from the records table
         self._directory = directory
         self._kept: Kept | None = None
+        self._follower: Any = None  # background.Follower, for a process that catches up before every read
 
     @property
     def kept(self) -> Kept:
@@ -199,6 +200,8 @@ class Index:
         return self._db
 
     def close(self) -> None:
+        if self._follower is not None:
+            self._follower.stop()  # a catch-up under way finishes first
         with self._lock:
             if self._db is not None:
                 self._db.close()
@@ -207,6 +210,21 @@ class Index:
             self._kept.close()
 
     # -- catching up with the logs --------------------------------------------------------------
+    def catch_up_in_background(self) -> None:
+        """From now on `catch_up_later` leaves the catch-up to a thread (background.py): for a process
+        whose every read and write catches up first, as the MCP server's tools do."""
+        if self._follower is None and not self.read_only:
+            from .background import Follower
+
+            self._follower = Follower(self.catch_up)
+
+    def catch_up_later(self) -> bool:
+        """Have the background thread catch up now; False (nothing done) unless it is on."""
+        if self._follower is None:
+            return False
+        self._follower.poke()
+        return True
+
     def catch_up(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Index every complete log line not yet indexed. Returns how many lines were read.
 
