@@ -552,7 +552,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from .embed import one_heap
     from .paths import store_dir
+
+    one_heap()  # before serve() starts its threads: a model dropped for idleness gives its memory back
     from .transport import serve
 
     return serve(store_dir(args.dir))
