@@ -1,11 +1,16 @@
 """The local model computes on its int8 weights: the same vectors (within quantisation), vectors that do
-not depend on their batch, an unknown graph loaded as it is, and a model dropped after idle.
+not depend on their batch, an unknown graph loaded as it is, a model dropped after idle, and a server's
+C heap kept in one arena (what makes a dropped model's memory go back).
 
 These run the real packaged model with the real onnxruntime; resident memory itself is measured by
-bench/memory_bench.py (a figure of a process, not something a unit test can hold steady).
+bench/rss_bench.py (a figure of a process, not something a unit test can hold steady).
 """
 
 from __future__ import annotations
+
+import platform
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -91,7 +96,48 @@ def test_an_idle_model_is_dropped_and_loaded_again_by_the_next_search(monkeypatc
     assert emb.release_if_idle(3600) is False  # just used
     assert emb.release_if_idle(0) is False     # 0 means never
     monkeypatch.setattr(embed.time, "monotonic", lambda: 1e12)
-    assert emb.release_if_idle(60) is True and emb._session is None
+    assert emb.release_if_idle(60) is True and emb._session is None and emb._tok is None
     monkeypatch.undo()
     again = emb.embed(["how do we run the tests?"])
     assert emb._session is not None and np.abs(first - again).max() < 1e-5
+
+
+HEAPS = r"""
+import ctypes, re, sys, tempfile, threading
+from retained.embed import one_heap
+ok = one_heap() if sys.argv[1] == "one" else None
+def work():  # what the warm-up, search and lender threads do: allocate and free
+    bufs = [ctypes.create_string_buffer(200_000) for _ in range(50)]
+t = threading.Thread(target=work)
+t.start()
+t.join()
+libc = ctypes.CDLL(None)
+libc.fopen.restype = ctypes.c_void_p
+with tempfile.NamedTemporaryFile() as f:
+    fp = libc.fopen(f.name.encode(), b"w")
+    libc.malloc_info(0, ctypes.c_void_p(fp))
+    libc.fclose(ctypes.c_void_p(fp))
+    print(ok, len(re.findall(r"<heap nr=", open(f.name).read())))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc", reason="glibc's arenas")
+def test_a_servers_threads_allocate_in_the_one_arena_release_heap_can_give_back():
+    def heaps(how: str) -> str:
+        done = subprocess.run([sys.executable, "-c", HEAPS, how], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    assert heaps("default") == ["None", "2"]  # a thread that allocates gets an arena of its own ...
+    assert heaps("one") == ["True", "1"]      # ... unless one_heap() was called first
+
+
+def test_serve_keeps_one_heap_before_it_starts_a_thread(monkeypatch, tmp_path):
+    from retained import cli, transport
+
+    calls = []
+    monkeypatch.setattr(embed, "one_heap", lambda: calls.append("one_heap") or True)
+    monkeypatch.setattr(transport, "serve", lambda directory: calls.append("serve") or 0)
+    monkeypatch.setenv("RETAINED_DIR", str(tmp_path))
+    assert cli.main(["serve"]) == 0
+    assert calls == ["one_heap", "serve"]
