@@ -18,35 +18,11 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin, is_type
 
 from . import __version__
 from .errors import RetainedError
-from .installers import hosts as registry  # host facts: the instructions cut
+from .instructions import GUIDANCE as GUIDANCE
+from .instructions import INSTRUCTIONS_MAX_CHARS as INSTRUCTIONS_MAX_CHARS
+from .instructions import compute_instructions as compute_instructions
 from .store import Store
-from .tools import DATA_NOTE, HERE, SERVER_NAME, TOOLS, Tools, here_phrase, parameters
-
-INSTRUCTIONS_MAX_CHARS = registry.instructions_max_chars()  # the tightest cut of server instructions a host makes
-
-GUIDANCE = (
-    "retained is this project's long-term memory, shared across sessions and agent hosts. "
-    "Before relying on what you think was decided earlier, memory_search (by words) or memory_list (newest "
-    "first, for 'what happened recently'). Write down decisions, facts you had to discover, and user "
-    "preferences with memory_write; correct an outdated record by writing a new one with supersedes=<old id>. "
-    "Before you stop after real work, save where things stand with memory_checkpoint. " + DATA_NOTE
-)
-
-
-def compute_instructions(store: Store, project: str | None) -> str:
-    """Guidance plus a brief of the project's memory, within the tightest host's cut."""
-    # Imported here, on the thread `serve` makes the brief on: off the way to the early replies.
-    from .brief import make_brief
-
-    room = INSTRUCTIONS_MAX_CHARS - len(GUIDANCE) - 2
-    budget = 400
-    while budget >= 40:
-        brief = make_brief(store, project, budget=budget, loaded_at_start=registry.loaded_at_start())
-        if len(brief["text"]) <= room:
-            return GUIDANCE + "\n\n" + brief["text"]
-        budget = budget * 3 // 4
-    return GUIDANCE
-
+from .tools import HERE, SERVER_NAME, TOOLS, Tools, here_phrase, parameters
 
 # -- errors a model can act on: one line, naming tools and arguments, never CLI flags -----------------
 # What core messages say for the command line, and what a model over MCP can do instead.

@@ -28,12 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from . import stdio_guard
-from .early_calls import EarlyCalls
 from .errors import RetainedError
 from .installers import hosts as registry  # host facts: the session variables
+from .instructions import GUIDANCE, compute_instructions
 from .project import project_scope
-from .server import GUIDANCE, build_server, compute_instructions
-from .stdio_guard import EarlyReplies, GuardedIn, WireOut
+from .stdio_guard import EarlyReplies, GuardedIn, ToolCalls, WireOut
 from .store import Store
 from .switches import switch
 from .tools import TOOL_NAMES, Tools, definitions, here_phrase
@@ -84,7 +83,7 @@ def replace_in_strings(value: Any, old: str, new: str) -> Any:
     return value
 
 
-def _early_replies(out: WireOut, project: str | None, instructions: Any, calls: EarlyCalls) -> EarlyReplies | None:
+def _early_replies(out: WireOut, project: str | None, instructions: Any, calls: ToolCalls) -> EarlyReplies | None:
     if not switch("RETAINED_EARLY_INITIALIZE", True):
         return None  # off: the opening requests and the tool calls alike wait for the SDK
     snapshot = early_snapshot(project)
@@ -92,6 +91,29 @@ def _early_replies(out: WireOut, project: str | None, instructions: Any, calls: 
         log.info("no early replies: retained/handshake.json was made with other tools or another SDK version")
         return None
     return EarlyReplies(out, snapshot, instructions, TOOL_NAMES, calls)
+
+
+class _LaterCalls:
+    """The early tool calls (retained/early_calls.py), made at the first call that comes: the opening
+    replies do not wait for that module and the tool code it runs to import."""
+
+    def __init__(self, store: Any, project: str | None, session_id: str | None) -> None:
+        self._args = (store, project, session_id)
+        self._calls: ToolCalls | None = None
+
+    def _made(self) -> ToolCalls:
+        if self._calls is None:
+            from .early_calls import EarlyCalls
+
+            store, project, session_id = self._args
+            self._calls = EarlyCalls(Tools(store, project, session_id), store, project)
+        return self._calls
+
+    def accepts(self, name: str, arguments: Any) -> bool:
+        return self._made().accepts(name, arguments)
+
+    def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return self._made().call(name, arguments)
 
 
 # -- the store, whatever state it is in ---------------------------------------------------------------
@@ -190,7 +212,7 @@ def serve(directory: Path) -> int:
 
     out.on_tools_listed = _warm
     guarded = GuardedIn(wire_in, out, tools=TOOL_NAMES)
-    calls = EarlyCalls(Tools(store, project, session_id), store, project)
+    calls = _LaterCalls(store, project, session_id)
     early = _early_replies(out, project, instructions.text, calls)
     # The SDK gets every line but the tool calls `early` answers in full while it imports.
     guarded.read_ahead(early)
@@ -199,6 +221,8 @@ def serve(directory: Path) -> int:
         early.done.wait(EARLY_WINDOW_S)
 
     try:
+        from .server import build_server  # the SDK registration, not needed for the early replies
+
         server = build_server(store, project, instructions.made(), session_id)  # imports the SDK
         guarded.validate = stdio_guard.sdk_validator()
     finally:

@@ -685,7 +685,7 @@ PACKAGE_EDITS = {
     "transport-constant": ("transport.py", "EARLY_WINDOW_S = 0.3 ", "EARLY_WINDOW_S = 0.25 ", False),
     "transport-code": ("transport.py", 'log.info("no early replies: ', 'log.warning("no early replies here: ', False),
     "guard-limit": ("stdio_guard.py", "MAX_LINE_BYTES = 8 * 1024 * 1024", "MAX_LINE_BYTES = 4 * 1024 * 1024", False),
-    "server-comment": ("server.py", "# the tightest cut", "# the tightest cut (edited)", False),
+    "server-comment": ("server.py", "# -- errors a model can act on", "# -- errors a model can act on (edited)", False),
     "tool-title": ("tools.py", '"Search memory"', '"Search the memory"', True),
     "parameter-description": ("tools.py", '"Most hits to return."', '"Most hits to send back."', True),
     "parameter-bound": ("tools.py", '"Most records to return.", ge=1', '"Most records to return.", ge=2', True),
