@@ -499,8 +499,63 @@ class OllamaEmbedder(Embedder):
         return _normalise(np, mat)
 
 
+def idle_seconds(env: dict[str, str]) -> float:
+    """RETAINED_EMBED_IDLE_S: seconds without embedding after which a long-running process drops the
+    model, and the model host exits (0: never)."""
+    raw = env.get("RETAINED_EMBED_IDLE_S", "").strip()
+    try:
+        value = float(raw) if raw else MODEL_IDLE_S
+    except ValueError:
+        value = MODEL_IDLE_S
+    return value if value >= 0 and value == value else MODEL_IDLE_S
+
+
+class HostedEmbedder(LocalEmbedder):
+    """The local model, run by this user's model host (retained/model_host.py) instead of this process.
+
+    Same `key` and `dim` as LocalEmbedder, and the same vectors: nothing is embedded again when a store
+    moves from one to the other. This process imports neither onnxruntime nor the tokenizer while the
+    host answers. A host that is gone is started again once; when that fails, or the host refuses or is
+    too slow, this process embeds by itself (LocalEmbedder's way, dropped when idle like it) and asks
+    the host again after RETRY_AFTER_S."""
+
+    def __init__(self, env: dict[str, str], path: Path) -> None:
+        super().__init__(env)
+        self.env = env
+        self.host_path = path
+        self._host_down_until = 0.0
+        self.host_reason: str | None = None  # why the last texts were embedded in-process, if they were
+
+    def runtime(self) -> None:
+        numpy_module()  # onnxruntime is the host's; an in-process fallback that cannot import it says so
+
+    def embed(self, texts: list[str]) -> Any:
+        if time.monotonic() >= self._host_down_until:
+            from . import model_host
+
+            try:
+                try:
+                    return model_host.embed(self.host_path, self.env, texts)
+                except model_host.HostUnavailable as e:
+                    if not e.gone:
+                        raise
+                    model_host.start(self.host_path, self.env)  # gone (never started, killed): once more
+                    return model_host.embed(self.host_path, self.env, texts)
+            except model_host.HostUnavailable as e:
+                self.host_reason = str(e)
+                self._host_down_until = time.monotonic() + RETRY_AFTER_S
+        return super().embed(texts)
+
+
 _SHARED: dict[tuple[str, ...], Embedder] = {}
 _SHARED_LOCK = threading.Lock()
+_MODEL_HOST: list[bool] = []  # [True] once this process asked for the model host (`use_model_host`)
+
+
+def use_model_host() -> None:
+    """This process (`retained serve`) embeds through the user's model host when the local model is the
+    embedder, RETAINED_MODEL_HOST is not off, and a unix socket can be used; call before `embedder()`."""
+    _MODEL_HOST[:] = [True]
 
 
 def config_key(env: dict[str, str] | None = None) -> tuple[str, ...]:
@@ -524,9 +579,19 @@ def embedder(env: dict[str, str] | None = None) -> Embedder | None:
     with _SHARED_LOCK:
         found = _SHARED.get(cfg)
         if found is None:
-            found = OllamaEmbedder(e) if m == "ollama" else LocalEmbedder(e)
+            found = OllamaEmbedder(e) if m == "ollama" else _local(e)
             _SHARED[cfg] = found
         return found
+
+
+def _local(env: dict[str, str]) -> LocalEmbedder:
+    if _MODEL_HOST:
+        from . import model_host
+
+        path = model_host.socket_path(env) if model_host.wanted(env) else None
+        if path is not None:
+            return HostedEmbedder(env, path)
+    return LocalEmbedder(env)
 
 
 class Semantic:
@@ -681,12 +746,7 @@ class Semantic:
 
     def idle_s(self) -> float:
         """Seconds without embedding after which a long-running process drops the model (0: never)."""
-        raw = self.env.get("RETAINED_EMBED_IDLE_S", "").strip()
-        try:
-            value = float(raw) if raw else MODEL_IDLE_S
-        except ValueError:
-            value = MODEL_IDLE_S
-        return value if value >= 0 and value == value else MODEL_IDLE_S
+        return idle_seconds(self.env)
 
     def stop(self) -> None:
         """End the background thread and wait for its batch: a runtime thread still inside

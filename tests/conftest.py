@@ -76,6 +76,10 @@ def isolate_home(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
     monkeypatch.setenv("RETAINED_DIR", str(tmp_path / "store"))
+    # A model host outlives the server that started it (by design: the next server shares it), so a
+    # test that does not ask for one keeps the model in its server; tests/test_model_host.py turns it on
+    # and stops every host it made.
+    monkeypatch.setenv("RETAINED_MODEL_HOST", "off")
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)  # not a git repository: default scopes are global / every scope
