@@ -552,7 +552,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .embed import one_heap, use_model_host
+    from .embed import one_heap
+    from .model_host import use_model_host
     from .paths import store_dir
 
     one_heap()  # before serve() starts its threads: a model dropped for idleness gives its memory back

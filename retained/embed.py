@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the hook path imports no more than it runs
+    from collections.abc import Callable
     from typing import Any
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
@@ -510,52 +511,11 @@ def idle_seconds(env: dict[str, str]) -> float:
     return value if value >= 0 and value == value else MODEL_IDLE_S
 
 
-class HostedEmbedder(LocalEmbedder):
-    """The local model, run by this user's model host (retained/model_host.py) instead of this process.
-
-    Same `key` and `dim` as LocalEmbedder, and the same vectors: nothing is embedded again when a store
-    moves from one to the other. This process imports neither onnxruntime nor the tokenizer while the
-    host answers. A host that is gone is started again once; when that fails, or the host refuses or is
-    too slow, this process embeds by itself (LocalEmbedder's way, dropped when idle like it) and asks
-    the host again after RETRY_AFTER_S."""
-
-    def __init__(self, env: dict[str, str], path: Path) -> None:
-        super().__init__(env)
-        self.env = env
-        self.host_path = path
-        self._host_down_until = 0.0
-        self.host_reason: str | None = None  # why the last texts were embedded in-process, if they were
-
-    def runtime(self) -> None:
-        numpy_module()  # onnxruntime is the host's; an in-process fallback that cannot import it says so
-
-    def embed(self, texts: list[str]) -> Any:
-        if time.monotonic() >= self._host_down_until:
-            from . import model_host
-
-            try:
-                try:
-                    return model_host.embed(self.host_path, self.env, texts)
-                except model_host.HostUnavailable as e:
-                    if not e.gone:
-                        raise
-                    model_host.start(self.host_path, self.env)  # gone (never started, killed): once more
-                    return model_host.embed(self.host_path, self.env, texts)
-            except model_host.HostUnavailable as e:
-                self.host_reason = str(e)
-                self._host_down_until = time.monotonic() + RETRY_AFTER_S
-        return super().embed(texts)
-
-
 _SHARED: dict[tuple[str, ...], Embedder] = {}
 _SHARED_LOCK = threading.Lock()
-_MODEL_HOST: list[bool] = []  # [True] once this process asked for the model host (`use_model_host`)
-
-
-def use_model_host() -> None:
-    """This process (`retained serve`) embeds through the user's model host when the local model is the
-    embedder, RETAINED_MODEL_HOST is not off, and a unix socket can be used; call before `embedder()`."""
-    _MODEL_HOST[:] = [True]
+# How this process makes its local embedder: `retained serve` puts retained.model_host's here (the
+# user's one model process), so that this module never imports that one.
+LOCAL_FACTORY: list[Callable[[dict[str, str]], LocalEmbedder]] = []
 
 
 def config_key(env: dict[str, str] | None = None) -> tuple[str, ...]:
@@ -585,13 +545,7 @@ def embedder(env: dict[str, str] | None = None) -> Embedder | None:
 
 
 def _local(env: dict[str, str]) -> LocalEmbedder:
-    if _MODEL_HOST:
-        from . import model_host
-
-        path = model_host.socket_path(env) if model_host.wanted(env) else None
-        if path is not None:
-            return HostedEmbedder(env, path)
-    return LocalEmbedder(env)
+    return LOCAL_FACTORY[0](env) if LOCAL_FACTORY else LocalEmbedder(env)
 
 
 class Semantic:

@@ -3,7 +3,7 @@
 Each agent host starts its own server, and a server that loaded the model itself held ~40 MB of it
 (onnxruntime, the session, the tokenizer): three open agents paid for it three times. With the model
 host, a server embeds by asking one process of this user over a unix socket, and imports neither
-onnxruntime nor the tokenizer (`HostedEmbedder` in retained/embed.py).
+onnxruntime nor the tokenizer (`HostedEmbedder`, below).
 
 * Where: `m-<hash>.sock` (mode 0600) in a directory of this user only (0700): `$XDG_RUNTIME_DIR/retained`
   when set, else `host/` in the user cache dir that holds `model-verified.json`. The hash covers the
@@ -39,7 +39,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import __version__
-from .embed import LOCAL_DIM, LocalEmbedder, Unavailable, config_key, idle_seconds, numpy_module, one_heap
+from . import embed as _embed
+from .embed import (
+    LOCAL_DIM,
+    RETRY_AFTER_S,
+    LocalEmbedder,
+    Unavailable,
+    config_key,
+    idle_seconds,
+    numpy_module,
+    one_heap,
+)
 
 if TYPE_CHECKING:
     from typing import Any
@@ -221,6 +231,52 @@ def _spawn(path: Path, env: dict[str, str]) -> None:
         os.close(fd)
     # Reaped when it ends (else it stays a zombie of this server until the server exits).
     threading.Thread(target=proc.wait, name="retained-host-reaper", daemon=True).start()
+
+
+class HostedEmbedder(LocalEmbedder):
+    """The local model, run by this user's model host (this module) instead of this process.
+
+    Same `key` and `dim` as LocalEmbedder, and the same vectors: nothing is embedded again when a store
+    moves from one to the other. This process imports neither onnxruntime nor the tokenizer while the
+    host answers. A host that is gone is started again once; when that fails, or the host refuses or is
+    too slow, this process embeds by itself (LocalEmbedder's way, dropped when idle like it) and asks
+    the host again after RETRY_AFTER_S."""
+
+    def __init__(self, env: dict[str, str], path: Path) -> None:
+        super().__init__(env)
+        self.env = env
+        self.host_path = path
+        self._host_down_until = 0.0
+        self.host_reason: str | None = None  # why the last texts were embedded in-process, if they were
+
+    def runtime(self) -> None:
+        numpy_module()  # onnxruntime is the host's; an in-process fallback that cannot import it says so
+
+    def embed(self, texts: list[str]) -> Any:
+        if time.monotonic() >= self._host_down_until:
+            try:
+                try:
+                    return embed(self.host_path, self.env, texts)
+                except HostUnavailable as e:
+                    if not e.gone:
+                        raise
+                    start(self.host_path, self.env)  # gone (never started, killed): once more
+                    return embed(self.host_path, self.env, texts)
+            except HostUnavailable as e:
+                self.host_reason = str(e)
+                self._host_down_until = time.monotonic() + RETRY_AFTER_S
+        return super().embed(texts)
+
+
+def _hosted_or_local(env: dict[str, str]) -> LocalEmbedder:
+    path = socket_path(env) if wanted(env) else None
+    return LocalEmbedder(env) if path is None else HostedEmbedder(env, path)
+
+
+def use_model_host() -> None:
+    """This process (`retained serve`) embeds through the user's model host when the local model is the
+    embedder, RETAINED_MODEL_HOST is not off, and a unix socket can be used; call before `embedder()`."""
+    _embed.LOCAL_FACTORY[:] = [_hosted_or_local]
 
 
 # -- the host ------------------------------------------------------------------------------------
