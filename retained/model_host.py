@@ -13,11 +13,18 @@ onnxruntime nor the tokenizer (`HostedEmbedder`, below).
   directory (two servers starting at once make one host), as a detached process
   (`python -m retained.model_host`, a session of its own, output to `m-<hash>.log` there). The server
   waits START_WAIT_S for it to answer, else embeds in-process as before.
-* When it ends: after RETAINED_EMBED_IDLE_S seconds without a request (default 600; 0: never), or when
-  its socket file is removed or taken by another host.
+* How long it lives: exactly as long as some server uses it. Each server holds a **lease** for its
+  whole life: one connection (`{"op": "lease"}`), taken before its first vector from the host and again
+  after a host was replaced, that the server never closes; its end (exit, crash, SIGKILL: the kernel
+  closes it) is seen by the host at once. With no lease held for GRACE_S (a host just started: for
+  START_WAIT_S, the server that started it takes one next) the host exits, removing its socket file.
+  It also exits after RETAINED_EMBED_IDLE_S seconds without a request (default 600; 0: never)
+  even with leases held (the servers start a new one on their next need), or when its socket file is
+  removed or taken by another host.
 * What it answers: one request per connection, a JSON line `{"v", "retained", "embed", "op", "texts"}`
   (at most MAX_TEXTS texts, each cut to what the tokenizer reads, MAX_REQUEST bytes in all); the reply is
-  a JSON line `{"v", "n", "dim"}` then n x dim float32 (little-endian), or `{"v", "error"}`.
+  a JSON line `{"v", "n", "dim"}` then n x dim float32 (little-endian), or `{"v", "error"}`. A lease
+  (`"op": "lease"`) is answered `{"v", "pid", "leased": true}` and then held open.
 
 A host that is gone, refuses, or does not answer within the timeouts raises `HostUnavailable`; the
 embedder then starts a new host once (when the old one is gone) or embeds in-process. Nothing here
@@ -30,6 +37,7 @@ import contextlib
 import hashlib
 import json
 import os
+import select
 import socket
 import stat
 import sys
@@ -63,6 +71,8 @@ START_WAIT_S = 5.0  # how long a server waits for a host it started (or another 
 REPLY_BASE_S = 10.0  # a reply may wait for the model to load (0.3-0.5 s, more on a loaded machine) ...
 REPLY_PER_TEXT_S = 0.05  # ... and for its texts (about 200 a second on two cores)
 POLL_S = 2.0  # how often an idle host looks at the clock and at its socket file
+GRACE_S = 0.5  # a host with no lease held exits this long after the last one ended (or its last request)
+MAX_LEASES = 256  # leases held at once (one per server); more are refused (that server embeds unleased)
 _SUN_PATH_MAX = 100  # sockaddr_un holds 104 (macOS) to 108 (Linux) bytes with its terminator
 
 
@@ -176,6 +186,55 @@ def ping(path: Path, env: dict[str, str], timeout: float = 1.0) -> dict[str, Any
     return head
 
 
+def lease(path: Path, env: dict[str, str], timeout: float = START_WAIT_S) -> socket.socket:
+    """A lease on the host at `path`: a connection the host keeps until this side closes it (or exits,
+    however). The host lives while some lease is held. HostUnavailable (gone when nobody answers)."""
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    except OSError as e:
+        raise HostUnavailable(f"no unix socket ({e})", gone=False) from None
+    try:
+        try:
+            s.settimeout(CONNECT_S)
+            s.connect(str(path))
+        except OSError as e:
+            raise HostUnavailable(f"model host not answering ({e.strerror or e})", gone=True) from None
+        try:
+            s.settimeout(timeout)
+            s.sendall((json.dumps(_stamped(env, "lease")) + "\n").encode())
+            line = b""
+            while not line.endswith(b"\n") and len(line) < 1 << 16:
+                chunk = s.recv(1)  # byte by byte: nothing may be left in a buffer this side never reads
+                if not chunk:
+                    break
+                line += chunk
+            head = json.loads(line or b"null")
+        except TimeoutError:
+            raise HostUnavailable(f"model host gave no lease within {timeout:.0f} s", gone=False) from None
+        except (OSError, ValueError) as e:
+            raise HostUnavailable(f"model host connection failed ({e})", gone=True) from None
+        if not isinstance(head, dict) or head.get("v") != PROTOCOL:
+            raise HostUnavailable("model host closed the connection or answered nonsense", gone=True)
+        if not head.get("leased"):
+            raise HostUnavailable(f"model host refused a lease: {head.get('error')}", gone=False)
+    except BaseException:
+        s.close()
+        raise
+    s.settimeout(None)
+    return s
+
+
+def held(lease_sock: socket.socket | None) -> bool:
+    """Whether a lease is still held: the host never writes on it, so readable means closed."""
+    if lease_sock is None or lease_sock.fileno() < 0:
+        return False
+    try:
+        readable, _, _ = select.select([lease_sock], [], [], 0)
+        return not readable or lease_sock.recv(1, socket.MSG_PEEK) != b""
+    except (OSError, ValueError):
+        return False
+
+
 def embed(path: Path, env: dict[str, str], texts: list[str]) -> Any:
     """(n, LOCAL_DIM) float32 vectors of `texts` from the host, L2-normalised as LocalEmbedder's."""
     np = numpy_module()
@@ -240,7 +299,8 @@ class HostedEmbedder(LocalEmbedder):
     moves from one to the other. This process imports neither onnxruntime nor the tokenizer while the
     host answers. A host that is gone is started again once; when that fails, or the host refuses or is
     too slow, this process embeds by itself (LocalEmbedder's way, dropped when idle like it) and asks
-    the host again after RETRY_AFTER_S."""
+    the host again after RETRY_AFTER_S. Before its first vector from a host, this process takes a lease
+    on it and holds it until it exits: the host lives no longer than the servers that use it."""
 
     def __init__(self, env: dict[str, str], path: Path) -> None:
         super().__init__(env)
@@ -248,6 +308,8 @@ class HostedEmbedder(LocalEmbedder):
         self.host_path = path
         self._host_down_until = 0.0
         self.host_reason: str | None = None  # why the last texts were embedded in-process, if they were
+        self._lease: socket.socket | None = None
+        self._lease_lock = threading.Lock()
 
     def runtime(self) -> None:
         numpy_module()  # onnxruntime is the host's; an in-process fallback that cannot import it says so
@@ -256,16 +318,34 @@ class HostedEmbedder(LocalEmbedder):
         if time.monotonic() >= self._host_down_until:
             try:
                 try:
+                    self._hold_lease()
                     return embed(self.host_path, self.env, texts)
                 except HostUnavailable as e:
                     if not e.gone:
                         raise
-                    start(self.host_path, self.env)  # gone (never started, killed): once more
+                    start(self.host_path, self.env)  # gone (never started, killed, idle): once more
+                    self._hold_lease()
                     return embed(self.host_path, self.env, texts)
             except HostUnavailable as e:
                 self.host_reason = str(e)
                 self._host_down_until = time.monotonic() + RETRY_AFTER_S
         return super().embed(texts)
+
+    def _hold_lease(self) -> None:
+        """Hold a lease on the host at our path (a new one when the last ended with its host); raises
+        HostUnavailable(gone) when nobody answers there. A host that refuses the lease (too many) still
+        embeds: this server then merely does not keep it alive."""
+        with self._lease_lock:
+            if held(self._lease):
+                return
+            if self._lease is not None:
+                self._lease.close()
+                self._lease = None
+            try:
+                self._lease = lease(self.host_path, self.env)
+            except HostUnavailable as e:
+                if e.gone:
+                    raise
 
 
 def _hosted_or_local(env: dict[str, str]) -> LocalEmbedder:
@@ -281,7 +361,8 @@ def use_model_host() -> None:
 
 # -- the host ------------------------------------------------------------------------------------
 class Host:
-    """The model host's socket and its loop; `run` returns once idle for `idle_s` or displaced."""
+    """The model host's socket and its loop; `run` returns once no lease is held (GRACE_S after the
+    last ended), idle for `idle_s`, or displaced."""
 
     def __init__(self, path: Path, env: dict[str, str]) -> None:
         self.path = path
@@ -289,13 +370,18 @@ class Host:
         self.identity = {"retained": __version__, "embed": list(config_key(env))}
         self.model = LocalEmbedder(env)
         self.idle_s = idle_seconds(env)
-        self.last = time.monotonic()
+        self.last = time.monotonic()  # the last request (any kind) ended
         self.ready = False
+        self.leases = 0
+        self.leased_once = False  # before the first lease, the server that started us has START_WAIT_S
         self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self._busy = 0
         self._busy_lock = threading.Lock()
         self._sock: socket.socket | None = None
         self._ino: int | None = None
+        self._wake_r, self._wake_w = socket.socketpair()  # a lease's end wakes the loop at once
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
 
     def bind(self) -> bool:
         """Listen at the path, replacing a socket file left by a host that died; False if another
@@ -329,23 +415,50 @@ class Host:
         except OSError:
             return False
 
+    def _left(self, now: float) -> float | None:
+        """Seconds until this host should end (<= 0: now), or None while it has no reason to."""
+        with self._busy_lock:
+            if self._busy:
+                return None
+            ends = []
+            if self.idle_s > 0:
+                ends.append(self.last + self.idle_s - now)
+            if self.leases == 0:
+                ends.append(self.last + (GRACE_S if self.leased_once else START_WAIT_S) - now)
+            return min(ends) if ends else None
+
     def run(self) -> None:
         assert self._sock is not None
-        self._sock.settimeout(POLL_S if self.idle_s <= 0 else min(POLL_S, self.idle_s / 4))
+        self._sock.setblocking(False)
+        checked = time.monotonic()
         try:
             while True:
+                now = time.monotonic()
+                left = self._left(now)
+                if left is not None and left <= 0:
+                    return
+                if now - checked >= POLL_S:
+                    if not self._mine():
+                        return
+                    checked = now
+                wait = POLL_S if left is None else min(POLL_S, left + 0.01)
+                readable, _, _ = select.select([self._sock, self._wake_r], [], [], wait)
+                if self._wake_r in readable:
+                    with contextlib.suppress(OSError):
+                        self._wake_r.recv(4096)
+                if self._sock not in readable:
+                    continue
                 try:
                     conn, _ = self._sock.accept()
-                except TimeoutError:
-                    with self._busy_lock:
-                        idle = self._busy == 0 and 0 < self.idle_s <= time.monotonic() - self.last
-                    if idle or not self._mine():
-                        return
+                except (BlockingIOError, InterruptedError):
                     continue
+                conn.setblocking(True)
                 if not self._slots.acquire(blocking=False):
                     self._reply(conn, {"v": PROTOCOL, "error": "busy"})
                     conn.close()
                     continue
+                with self._busy_lock:
+                    self._busy += 1  # counted here, not in its thread: the loop must not end meanwhile
                 threading.Thread(target=self._serve, args=(conn,), name="retained-host", daemon=True).start()
         finally:
             if self._mine():
@@ -353,21 +466,55 @@ class Host:
                     os.unlink(self.path)  # before closing: a new asker starts a new host, never waits
             self._sock.close()
 
-    def _serve(self, conn: socket.socket) -> None:
+    def _done(self) -> None:
+        """One request (or a lease's opening) is over."""
         with self._busy_lock:
-            self._busy += 1
+            self._busy -= 1
+            self.last = time.monotonic()
+        self._slots.release()
+
+    def _serve(self, conn: socket.socket) -> None:
+        done = False
         try:
             with conn:
                 conn.settimeout(30)
                 with contextlib.suppress(OSError, ValueError):
                     raw = conn.makefile("rb").readline(MAX_REQUEST + 1)
                     head, payload = self.answer(raw)
+                    if head.get("leased"):
+                        done = True
+                        self._done()
+                        self._hold(conn, head)
+                        return
                     conn.sendall((json.dumps(head) + "\n").encode() + payload)
         finally:
+            if not done:
+                self._done()
+
+    def _hold(self, conn: socket.socket, head: dict[str, Any]) -> None:
+        """Keep a lease until its server closes it (exit, crash, SIGKILL), then wake the loop."""
+        with self._busy_lock:
+            if self.leases >= MAX_LEASES:
+                head = {"v": PROTOCOL, "error": f"more than {MAX_LEASES} leases"}
+            else:
+                self.leases += 1
+                self.leased_once = True
+        if "error" in head:
+            self._reply(conn, head)
+            return
+        try:
+            conn.settimeout(None)
+            conn.sendall((json.dumps(head) + "\n").encode())
+            while conn.recv(4096):
+                pass  # a server never writes on its lease; whatever it sends is dropped
+        except OSError:
+            pass
+        finally:
             with self._busy_lock:
-                self._busy -= 1
+                self.leases -= 1
                 self.last = time.monotonic()
-            self._slots.release()
+            with contextlib.suppress(OSError):
+                self._wake_w.send(b"x")
 
     @staticmethod
     def _reply(conn: socket.socket, head: dict[str, Any]) -> None:
@@ -389,6 +536,8 @@ class Host:
             return {"v": PROTOCOL, "error": "another retained version or embedder configuration"}, b""
         if req.get("op") == "ping":
             return {"v": PROTOCOL, "pid": os.getpid(), "ready": self.ready}, b""
+        if req.get("op") == "lease":
+            return {"v": PROTOCOL, "pid": os.getpid(), "leased": True}, b""
         texts = req.get("texts")
         if req.get("op") != "embed" or not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
             return {"v": PROTOCOL, "error": "unknown request"}, b""
@@ -404,7 +553,8 @@ class Host:
 
 
 def main() -> int:
-    """The host process: listen, load the model, answer until idle. Exit 0 when another host answers."""
+    """The host process: listen, load the model, answer while a lease is held and until idle. Exit 0
+    when another host answers."""
     one_heap()  # before any thread: a model's freed memory goes back to the system
     env = dict(os.environ)
     path = socket_path(env)

@@ -1,8 +1,9 @@
 """One model process per user (retained/model_host.py), shared by every `retained serve` of that user.
 
 Real servers over stdio, real host processes, the real model and real unix sockets. Each test gets a
-private, short XDG_RUNTIME_DIR (a socket path must fit in ~100 bytes) and stops every host started
-under it: a host outlives the servers that used it by design.
+private, short XDG_RUNTIME_DIR (a socket path must fit in ~100 bytes) and stops every host still running
+under it (a host lives while a server holds a lease on it; a test that asks a host directly holds one
+itself, as a server does).
 """
 
 from __future__ import annotations
@@ -50,6 +51,13 @@ def _hosts(runtime: Path) -> list[int]:
         except (OSError, ValueError):
             continue
     return found
+
+
+EXIT_S = 5.0  # a host ends GRACE_S after its last lease; this bound leaves room for a loaded machine
+
+
+def _gone(runtime: Path, path: Path | None = None) -> bool:
+    return not _hosts(runtime) and (path is None or not path.exists())
 
 
 def _mapped(pid: int, name: str) -> bool:
@@ -121,11 +129,13 @@ def test_vectors_through_the_host_are_exactly_the_in_process_vectors(runtime):
     path = model_host.socket_path(env)
     assert path is not None
     model_host.start(path, env)
-    hosted = model_host.embed(path, env, texts)
-    local = LocalEmbedder(env).embed(texts)
+    with model_host.lease(path, env):
+        hosted = model_host.embed(path, env, texts)
+        local = LocalEmbedder(env).embed(texts)
+        assert oct(path.stat().st_mode & 0o777) == "0o600"
+        assert oct(path.parent.stat().st_mode & 0o777) == "0o700"
     assert hosted.dtype == np.float32 and hosted.shape == (len(texts), 384)
     assert np.array_equal(hosted, local)
-    assert oct(path.stat().st_mode & 0o777) == "0o600" and oct(path.parent.stat().st_mode & 0o777) == "0o700"
 
 
 def test_two_servers_of_one_user_share_one_host_and_map_no_onnxruntime(runtime, tmp_path):
@@ -142,17 +152,72 @@ def test_two_servers_of_one_user_share_one_host_and_map_no_onnxruntime(runtime, 
             assert _mapped(srv.proc.pid, "numpy")  # the vector math stays in the server
 
 
-def test_the_host_exits_by_itself_after_its_idle_time(runtime, monkeypatch):
+@pytest.mark.parametrize("end", ["exits", "is killed with SIGKILL"])
+def test_the_host_exits_promptly_when_the_server_that_used_it_ends(runtime, tmp_path, end):
+    """No retained process outlives the agent sessions: the server's lease ends with it, however it
+    ends, and the host follows within GRACE_S, taking its socket file with it."""
+    store_dir, project = _store(tmp_path, "a")
+    path = model_host.socket_path(dict(os.environ))
+    assert path is not None
+    srv = WireServer(env={"RETAINED_DIR": str(store_dir)}, cwd=str(project))
+    try:
+        srv.initialize()
+        _search(srv)
+        assert len(_hosts(runtime)) == 1 and path.exists()
+        if end == "exits":
+            assert srv.close() == 0
+        else:
+            srv.proc.kill()
+            srv.proc.wait(10)
+        _wait(lambda: _gone(runtime, path), EXIT_S, "the host to exit after its only server")
+    finally:
+        srv.close()
+
+
+def test_with_two_servers_the_host_stays_while_one_remains_and_goes_with_the_last(runtime, tmp_path):
+    a = _store(tmp_path, "a")
+    b = _store(tmp_path, "b")
+    path = model_host.socket_path(dict(os.environ))
+    assert path is not None
+    with _server(*a) as one:
+        _search(one)
+        with _server(*b) as two:
+            _search(two)
+            [host] = _hosts(runtime)
+        time.sleep(model_host.GRACE_S + 1.5)  # past the grace: the first server's lease keeps it
+        assert _hosts(runtime) == [host] and path.exists()
+        _search(one, "on which weekday are production releases shipped?", "s2")  # and it still answers
+        assert _hosts(runtime) == [host] and not _mapped(one.proc.pid, "onnxruntime")
+    _wait(lambda: _gone(runtime, path), EXIT_S, "the host to exit after its last server")
+
+
+def test_a_host_nobody_leases_exits_soon_after_it_was_started(runtime):
+    """The server that starts a host takes its lease next; a host that never gets one (its starter died
+    meanwhile) does not stay: it waits START_WAIT_S for a first lease, then GRACE_S after each."""
+    env = dict(os.environ)
+    path = model_host.socket_path(env)
+    assert path is not None
+    model_host.start(path, env)
+    assert len(_hosts(runtime)) == 1
+    _wait(lambda: _gone(runtime, path), model_host.START_WAIT_S + EXIT_S, "the unleased host to exit")
+
+
+def test_the_host_exits_after_its_idle_time_even_while_leased(runtime, monkeypatch):
+    """Idle (no request for RETAINED_EMBED_IDLE_S), the host exits although a server still holds its
+    lease: that server finds its lease ended and starts a new host on its next need."""
     monkeypatch.setenv("RETAINED_EMBED_IDLE_S", "2")
     env = dict(os.environ)
     path = model_host.socket_path(env)
     assert path is not None
     model_host.start(path, env)
-    model_host.embed(path, env, ["one text"])
-    assert len(_hosts(runtime)) == 1
-    _wait(lambda: not _hosts(runtime), 15, "the idle host to exit")
-    assert not path.exists()  # it took its socket file with it
-    assert model_host.ping(path, env) is None
+    with model_host.lease(path, env) as held:
+        model_host.embed(path, env, ["one text"])
+        assert len(_hosts(runtime)) == 1 and model_host.held(held)
+        _wait(lambda: not _hosts(runtime), 15, "the idle host to exit")
+        assert not path.exists()  # it took its socket file with it
+        assert model_host.ping(path, env) is None
+        # the kernel closes the lease as the process ends (its command line may vanish a moment earlier)
+        _wait(lambda: not model_host.held(held), 5, "the lease to end with its host")
 
 
 def test_a_host_killed_with_sigkill_is_replaced_and_search_keeps_its_meaning(runtime, tmp_path):
@@ -168,6 +233,8 @@ def test_a_host_killed_with_sigkill_is_replaced_and_search_keeps_its_meaning(run
         hosts = _hosts(runtime)
         assert len(hosts) == 1 and hosts[0] != first
         assert not _mapped(srv.proc.pid, "onnxruntime")
+    # the server took a lease on the new host too: it goes with the server
+    _wait(lambda: not _hosts(runtime), EXIT_S, "the replacement host to exit after its server")
 
 
 def test_a_host_of_another_version_or_configuration_is_never_used(runtime, tmp_path, monkeypatch):
@@ -180,6 +247,7 @@ def test_a_host_of_another_version_or_configuration_is_never_used(runtime, tmp_p
     other = model_host.socket_path(other_env)
     assert other is not None and other != path
     model_host.start(other, other_env)
+    other_lease = model_host.lease(other, other_env)  # held by this test to the end, as a server would
     assert model_host.ping(path, env) is None  # this configuration's name: nobody there
     monkeypatch.setattr(model_host, "__version__", "0.0.0-other")
     assert model_host.socket_path(env) != path  # another version: another name as well
@@ -193,7 +261,8 @@ def test_a_host_of_another_version_or_configuration_is_never_used(runtime, tmp_p
     store_dir, project = _store(tmp_path, "a")
     with _server(store_dir, project) as srv:
         _search(srv)
-    assert len(_hosts(runtime)) == 2  # the server started a host of its own configuration
+        assert len(_hosts(runtime)) == 2  # the server started a host of its own configuration
+    other_lease.close()
 
 
 def _raw(path: Path, data: bytes) -> bytes:
@@ -210,6 +279,7 @@ def test_the_host_refuses_requests_out_of_bounds_with_one_line_errors(runtime):
     path = model_host.socket_path(env)
     assert path is not None
     model_host.start(path, env)
+    held = model_host.lease(path, env)
     too_many = model_host._stamped(env, "embed", texts=["x"] * (model_host.MAX_TEXTS + 1))
     with pytest.raises(model_host.HostUnavailable, match=f"more than {model_host.MAX_TEXTS} texts"):
         model_host._exchange(path, too_many, 10)
@@ -219,6 +289,9 @@ def test_the_host_refuses_requests_out_of_bounds_with_one_line_errors(runtime):
     reply = _raw(path, b"[" + b"1," * (model_host.MAX_REQUEST // 2 + 8) + b"1]\n")  # longer than the bound
     assert b"too large" in reply and reply.count(b"\n") == 1
     assert len(model_host.embed(path, env, ["x"] * 600)) == 600  # the asking side cuts what is allowed
+    wrong = json.dumps(model_host._stamped(env, "lease") | {"embed": ["other"]}).encode() + b"\n"
+    assert b"another retained version" in _raw(path, wrong)  # a lease is stamped like a request
+    held.close()
 
 
 def test_with_the_switch_off_the_server_loads_the_model_itself(runtime, tmp_path, monkeypatch):
