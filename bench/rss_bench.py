@@ -15,6 +15,11 @@ For this tree, the `searched` stage is also broken down from /proc/PID/smaps (an
 file-backed memory, and the mappings that hold most of it), and a words-only server
 (RETAINED_EMBED=off) gives what the process holds without the semantic tier.
 
+Then, for 1, 2 and 3 servers of one user on one store (each has warmed and searched by meaning), the
+RSS of each server, of the model host (retained/model_host.py: this tree's servers share one; the
+baseline has none) and the sum, per tree. Each tree's servers get a private XDG_RUNTIME_DIR, so their
+host is their own, and the hosts are stopped at the end.
+
 RSS does not depend on the machine's load; the timings issue18_bench.py prints do.
 """
 
@@ -25,6 +30,7 @@ import collections
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -85,12 +91,64 @@ def breakdown(pid: int) -> str:
     return f"file-backed {files:.1f} MB in all; " + "; ".join(top)
 
 
-def server_stages(tree: Path, store: Path, idle_s: float, embed: str = "local") -> tuple[dict, str]:
-    """{stage: status} of one `retained serve` of `store`, and the smaps breakdown after the search."""
+def hosts(runtime: Path) -> list[int]:
+    """Pids of the model hosts started under this XDG_RUNTIME_DIR."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and b"retained.model_host" in (entry / "cmdline").read_bytes() and \
+                    f"XDG_RUNTIME_DIR={runtime}".encode() in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def stop_hosts(runtime: Path) -> None:
+    for pid in hosts(runtime):
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            pass
+    shutil.rmtree(runtime, ignore_errors=True)
+
+
+def fleet(tree: Path, store: Path, count: int) -> tuple[list[float], float]:
+    """([VmRSS of each server], VmRSS of the model host or 0) with `count` servers of one user and
+    store, each warmed and searched by meaning."""
     from tests.mcp_wire import WireServer
 
+    runtime = Path(tempfile.mkdtemp(prefix="rss-", dir="/tmp"))
+    env = {"RETAINED_DIR": str(store), "PYTHONPATH": str(tree), "XDG_RUNTIME_DIR": str(runtime),
+           "RETAINED_EMBED_IDLE_S": "600"}
+    servers = [WireServer(env=env, cwd=str(store)) for _ in range(count)]
+    try:
+        for i, srv in enumerate(servers):
+            srv.initialize()
+            srv.request("t", "tools/list", {})
+            reply = srv.call(f"s{i}", "memory_search", {"query": "which tool holds our passwords?", "scope": "*"},
+                             timeout=600)
+            assert "result" in reply, reply
+        time.sleep(1.0)
+        for srv in servers:
+            settle(srv.proc.pid)
+        found = hosts(runtime)
+        host = sum(status(pid)["VmRSS"] for pid in found)
+        return [status(srv.proc.pid)["VmRSS"] for srv in servers], host
+    finally:
+        for srv in servers:
+            srv.close()
+        stop_hosts(runtime)
+
+
+def server_stages(tree: Path, store: Path, idle_s: float, embed: str = "local") -> tuple[dict, str]:
+    """{stage: status} of one `retained serve` of `store`, and the smaps breakdown after the search;
+    "host" when a model host served it (its status after the search)."""
+    from tests.mcp_wire import WireServer
+
+    runtime = Path(tempfile.mkdtemp(prefix="rss-", dir="/tmp"))
     env = {"RETAINED_DIR": str(store), "RETAINED_EMBED": embed, "PYTHONPATH": str(tree),
-           "RETAINED_EMBED_IDLE_S": str(idle_s)}
+           "RETAINED_EMBED_IDLE_S": str(idle_s), "XDG_RUNTIME_DIR": str(runtime)}
     srv = WireServer(env=env, cwd=str(store))
     pid = srv.proc.pid
     out: dict[str, dict] = {}
@@ -107,12 +165,15 @@ def server_stages(tree: Path, store: Path, idle_s: float, embed: str = "local") 
         time.sleep(1.0)
         out["searched"] = status(pid)
         parts = breakdown(pid)
+        for host in hosts(runtime):
+            out["host"] = status(host)
         if embed != "off":
             time.sleep(idle_s * 2 + 3)  # the background thread looks every idle_s / 2
             out["idle"] = status(pid)
         return out, parts
     finally:
         srv.close()
+        stop_hosts(runtime)
 
 
 def python_pass_rss() -> float:
@@ -147,10 +208,19 @@ def main() -> int:
                     built = time.perf_counter() - t
                     stages, parts = server_stages(tree, d, args.idle)
                     print(f"  [{name}] " + "; ".join(f"{s} {fmt(stages[s])}" for s in STAGES)
+                          + (f"; model host after the search {fmt(stages['host'])}" if "host" in stages else "")
                           + f" (store indexed with vectors in {built:.0f} s)", flush=True)
                     if name == "this tree" and r == 0:
                         print(f"  [{name}] searched, by mapping (MB): {parts}", flush=True)
                     shutil.rmtree(d, ignore_errors=True)
+            for name, tree in trees.items():
+                d = store_for(base, tree, n, f"fleet-{name.replace(' ', '-')}")
+                for count in (1, 2, 3):
+                    each, host = fleet(tree, d, count)
+                    print(f"  [{name}] {count} server(s) of one user: servers "
+                          + ", ".join(f"{r:.0f}" for r in each) + f" MB; model host {host:.0f} MB; "
+                          f"sum {sum(each) + host:.0f} MB", flush=True)
+                shutil.rmtree(d, ignore_errors=True)
             d = store_for(base, trees["this tree"], n, "words")
             stages, _ = server_stages(trees["this tree"], d, args.idle, embed="off")
             print(f"  [this tree, RETAINED_EMBED=off] searched {fmt(stages['searched'])}", flush=True)

@@ -553,9 +553,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from .embed import one_heap
+    from .model_host import use_model_host
     from .paths import store_dir
 
     one_heap()  # before serve() starts its threads: a model dropped for idleness gives its memory back
+    use_model_host()  # one model process per user, shared by every server (retained/model_host.py)
     from .transport import serve
 
     return serve(store_dir(args.dir))

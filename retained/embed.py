@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the hook path imports no more than it runs
+    from collections.abc import Callable
     from typing import Any
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
@@ -499,8 +500,22 @@ class OllamaEmbedder(Embedder):
         return _normalise(np, mat)
 
 
+def idle_seconds(env: dict[str, str]) -> float:
+    """RETAINED_EMBED_IDLE_S: seconds without embedding after which a long-running process drops the
+    model, and the model host exits (0: never)."""
+    raw = env.get("RETAINED_EMBED_IDLE_S", "").strip()
+    try:
+        value = float(raw) if raw else MODEL_IDLE_S
+    except ValueError:
+        value = MODEL_IDLE_S
+    return value if value >= 0 and value == value else MODEL_IDLE_S
+
+
 _SHARED: dict[tuple[str, ...], Embedder] = {}
 _SHARED_LOCK = threading.Lock()
+# How this process makes its local embedder: `retained serve` puts retained.model_host's here (the
+# user's one model process), so that this module never imports that one.
+LOCAL_FACTORY: list[Callable[[dict[str, str]], LocalEmbedder]] = []
 
 
 def config_key(env: dict[str, str] | None = None) -> tuple[str, ...]:
@@ -524,9 +539,13 @@ def embedder(env: dict[str, str] | None = None) -> Embedder | None:
     with _SHARED_LOCK:
         found = _SHARED.get(cfg)
         if found is None:
-            found = OllamaEmbedder(e) if m == "ollama" else LocalEmbedder(e)
+            found = OllamaEmbedder(e) if m == "ollama" else _local(e)
             _SHARED[cfg] = found
         return found
+
+
+def _local(env: dict[str, str]) -> LocalEmbedder:
+    return LOCAL_FACTORY[0](env) if LOCAL_FACTORY else LocalEmbedder(env)
 
 
 class Semantic:
@@ -681,12 +700,7 @@ class Semantic:
 
     def idle_s(self) -> float:
         """Seconds without embedding after which a long-running process drops the model (0: never)."""
-        raw = self.env.get("RETAINED_EMBED_IDLE_S", "").strip()
-        try:
-            value = float(raw) if raw else MODEL_IDLE_S
-        except ValueError:
-            value = MODEL_IDLE_S
-        return value if value >= 0 and value == value else MODEL_IDLE_S
+        return idle_seconds(self.env)
 
     def stop(self) -> None:
         """End the background thread and wait for its batch: a runtime thread still inside

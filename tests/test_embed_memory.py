@@ -138,6 +138,7 @@ def test_serve_keeps_one_heap_before_it_starts_a_thread(monkeypatch, tmp_path):
     calls = []
     monkeypatch.setattr(embed, "one_heap", lambda: calls.append("one_heap") or True)
     monkeypatch.setattr(transport, "serve", lambda directory: calls.append("serve") or 0)
+    monkeypatch.setattr(embed, "LOCAL_FACTORY", [])  # serve installs the model host's: not for later tests
     monkeypatch.setenv("RETAINED_DIR", str(tmp_path))
     assert cli.main(["serve"]) == 0
     assert calls == ["one_heap", "serve"]
