@@ -552,15 +552,25 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .embed import one_heap
-    from .model_host import use_model_host
+    from . import embed
     from .paths import store_dir
+    from .switches import switch
 
-    one_heap()  # before serve() starts its threads: a model dropped for idleness gives its memory back
-    use_model_host()  # one model process per user, shared by every server (retained/model_host.py)
+    if switch("RETAINED_MODEL_HOST", True):
+        # One model process per user, shared by every server (retained/model_host.py); that module is
+        # imported at the first embedding, not on the way to the opening replies.
+        embed.LOCAL_FACTORY[:] = [_hosted_embedder]
+    else:
+        embed.one_heap()  # the model lives here: before serve() starts a thread, so a dropped one is given back
     from .transport import serve
 
     return serve(store_dir(args.dir))
+
+
+def _hosted_embedder(env: dict[str, str]) -> Any:
+    from .model_host import hosted_or_local
+
+    return hosted_or_local(env)
 
 
 # -- export, import, the web page (retained/transfer.py, retained/ui.py) -----------------------------

@@ -47,7 +47,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import __version__
-from . import embed as _embed
 from .embed import (
     LOCAL_DIM,
     RETRY_AFTER_S,
@@ -348,15 +347,11 @@ class HostedEmbedder(LocalEmbedder):
                     raise
 
 
-def _hosted_or_local(env: dict[str, str]) -> LocalEmbedder:
+def hosted_or_local(env: dict[str, str]) -> LocalEmbedder:
+    """The embedder of `retained serve`: through the user's model host when it is wanted and a socket can be
+    used, else the model in this process."""
     path = socket_path(env) if wanted(env) else None
     return LocalEmbedder(env) if path is None else HostedEmbedder(env, path)
-
-
-def use_model_host() -> None:
-    """This process (`retained serve`) embeds through the user's model host when the local model is the
-    embedder, RETAINED_MODEL_HOST is not off, and a unix socket can be used; call before `embedder()`."""
-    _embed.LOCAL_FACTORY[:] = [_hosted_or_local]
 
 
 # -- the host ------------------------------------------------------------------------------------
