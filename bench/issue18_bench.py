@@ -171,8 +171,8 @@ def server_rss(tree: Path, store: Path, idle_s: float | None = None) -> dict[str
 
 
 def mcp_writes(tree: Path, store: Path, runs: int, embed: str = "off") -> dict[str, float]:
-    """Seconds from spawning `retained serve` to its first write's receipt, then the p50 of `runs`
-    more memory_write calls (MCP, incl. the ack), words only unless `embed`."""
+    """Seconds from spawning `retained serve` to its first write's receipt, then, once the SDK serves, the
+    p50 of `runs` more memory_write calls (MCP, incl. the ack), words only unless `embed`."""
     from store_bench import sentence
 
     from tests.mcp_wire import WireServer
@@ -186,6 +186,7 @@ def mcp_writes(tree: Path, store: Path, runs: int, embed: str = "off") -> dict[s
         reply = srv.call("w0", "memory_write", {"text": "first write " + sentence(rng), "scope": "/p/a"})
         first = time.perf_counter() - t0
         assert "result" in reply and not reply["result"].get("isError"), reply
+        assert "error" in srv.until_sdk()  # the p50 is of a session past its start: the SDK serves every call
         ts = []
         for i in range(runs):
             t = time.perf_counter()

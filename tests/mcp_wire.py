@@ -70,6 +70,11 @@ class WireServer:
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         return reply
 
+    def until_sdk(self, timeout: float = 90) -> dict:
+        """Wait until the SDK itself serves: a request no early reply answers (an unknown method, which
+        the SDK refuses). Every call after it goes through the SDK, as in a session past its first second."""
+        return self.request("sdk-up", "retained/bench-sdk-up", {}, timeout)
+
     def call(self, msg_id, tool: str, arguments: dict, timeout: float = 90) -> dict:
         return self.request(msg_id, "tools/call", {"name": tool, "arguments": arguments}, timeout)
 
