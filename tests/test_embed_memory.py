@@ -153,3 +153,46 @@ def test_serve_keeps_one_heap_before_it_starts_a_thread_when_the_model_lives_in_
     assert cli.main(["serve"]) == 0
     assert calls == ["serve"] and len(embed.LOCAL_FACTORY) == 1
     assert "retained.model_host" not in sys.modules  # not on the way to the opening replies
+
+
+class _PagedIndex:
+    """The index's vector pages (`Index.vectors_page`) over a list of (line, float32 vector), vid = position."""
+
+    def __init__(self, rows: list[tuple[int, np.ndarray]]) -> None:
+        self.rows = rows
+
+    def vectors_page(self, model: str, vid: int, limit: int):
+        page = [(v, line, vec) for v, (line, vec) in enumerate(self.rows) if v > vid][:limit]
+        if not page:
+            return [], [], 0, vid
+        return ([line for _, line, _ in page], [vec.astype(np.float16).tobytes() for _, _, vec in page], 8,
+                page[-1][0])
+
+
+def test_vectors_read_in_many_pages_are_the_ones_read_in_one_and_a_held_line_is_refused_whole(monkeypatch):
+    """The in-memory vectors join the pages they were read in all at once (not page by page, which
+    copied every array n/PAGE times): the same rows as one page, lines in order, cosines as computed;
+    an incremental read that meets a line already held adds nothing and says so (the caller reads afresh)."""
+    rng = np.random.default_rng(7)
+    vecs = rng.standard_normal((10, 8)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    lines = [9, 2, 7, 4, 5, 0, 8, 1, 6, 3]  # vid order is not line order
+    index = _PagedIndex(list(zip(lines, vecs, strict=True)))
+    monkeypatch.setattr(embed, "PAGE", 3)
+    paged = embed.Vectors()
+    assert paged.add_from(index, "m", -1) is True
+    monkeypatch.setattr(embed, "PAGE", 100)
+    whole = embed.Vectors()
+    assert whole.add_from(index, "m", -1) is True
+    assert list(paged.lines) == sorted(lines) == list(whole.lines)
+    assert np.array_equal(paged.q8, whole.q8) and np.array_equal(paged.scale, whole.scale)
+    q = vecs[0]
+    got_lines, cosines, approximate = paged.similarities(q)
+    expected = {line: float(vec @ q) for line, vec in zip(lines, vecs, strict=True)}
+    assert not approximate and all(abs(c - expected[int(line)]) < 0.01 for line, c in zip(got_lines, cosines, strict=True))
+
+    monkeypatch.setattr(embed, "PAGE", 3)
+    more = _PagedIndex(index.rows + [(10, vecs[1]), (11, vecs[2])])
+    assert paged.add_from(more, "m", 9) is True and list(paged.lines) == list(range(12))
+    again = _PagedIndex(more.rows + [(12, vecs[3]), (13, vecs[5]), (14, vecs[6]), (4, vecs[4])])  # 4 again, a page later
+    assert paged.add_from(again, "m", 11) is False and len(paged) == 12  # nothing of that read was added
