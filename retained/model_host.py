@@ -57,6 +57,7 @@ from .embed import (
     numpy_module,
     one_heap,
 )
+from .warm import listen_private
 
 if TYPE_CHECKING:
     from typing import Any
@@ -142,16 +143,7 @@ def _exchange(path: Path, request: dict[str, Any], timeout: float) -> tuple[dict
     if len(data) > MAX_REQUEST:
         raise HostUnavailable("request too large for the model host", gone=False)
     deadline = time.monotonic() + timeout
-    try:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    except OSError as e:
-        raise HostUnavailable(f"no unix socket ({e})", gone=False) from None
-    with s:
-        try:
-            s.settimeout(CONNECT_S)
-            s.connect(str(path))
-        except OSError as e:
-            raise HostUnavailable(f"model host not answering ({e.strerror or e})", gone=True) from None
+    with _connect(path) as s:
         try:
             s.settimeout(max(0.01, deadline - time.monotonic()))
             s.sendall(data)
@@ -172,6 +164,21 @@ def _exchange(path: Path, request: dict[str, Any], timeout: float) -> tuple[dict
     return head, payload
 
 
+def _connect(path: Path) -> socket.socket:
+    """A connection to the host at `path`; HostUnavailable (gone when nobody answers there)."""
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    except OSError as e:
+        raise HostUnavailable(f"no unix socket ({e})", gone=False) from None
+    try:
+        s.settimeout(CONNECT_S)
+        s.connect(str(path))
+    except OSError as e:
+        s.close()
+        raise HostUnavailable(f"model host not answering ({e.strerror or e})", gone=True) from None
+    return s
+
+
 def _stamped(env: dict[str, str], op: str, **kw: Any) -> dict[str, Any]:
     return {"v": PROTOCOL, "retained": __version__, "embed": list(config_key(env)), "op": op, **kw}
 
@@ -188,16 +195,8 @@ def ping(path: Path, env: dict[str, str], timeout: float = 1.0) -> dict[str, Any
 def lease(path: Path, env: dict[str, str], timeout: float = START_WAIT_S) -> socket.socket:
     """A lease on the host at `path`: a connection the host keeps until this side closes it (or exits,
     however). The host lives while some lease is held. HostUnavailable (gone when nobody answers)."""
+    s = _connect(path)
     try:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    except OSError as e:
-        raise HostUnavailable(f"no unix socket ({e})", gone=False) from None
-    try:
-        try:
-            s.settimeout(CONNECT_S)
-            s.connect(str(path))
-        except OSError as e:
-            raise HostUnavailable(f"model host not answering ({e.strerror or e})", gone=True) from None
         try:
             s.settimeout(timeout)
             s.sendall((json.dumps(_stamped(env, "lease")) + "\n").encode())
@@ -387,13 +386,7 @@ class Host:
             if ping(self.path, self.env, timeout=0.5) is not None:
                 return False
             os.unlink(self.path)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old = os.umask(0o177)
-        try:
-            sock.bind(str(self.path))
-        finally:
-            os.umask(old)
-        sock.listen(16)
+        sock = listen_private(self.path, 16)
         self._sock = sock
         self._ino = os.stat(self.path).st_ino
         return True

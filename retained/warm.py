@@ -49,6 +49,22 @@ def socket_path(directory: Path) -> Path | None:
     return path
 
 
+def listen_private(path: Path, backlog: int) -> socket.socket:
+    """A unix socket listening at `path`, mode 0600 from the moment it exists: this user only (the
+    lender's here, the model host's in retained/model_host.py)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        sock.bind(str(path))
+        sock.listen(backlog)
+    except BaseException:
+        sock.close()
+        raise
+    finally:
+        os.umask(old)
+    return sock
+
+
 def _stamp(request: dict[str, Any]) -> dict[str, Any]:
     from .embed import config_key
 
@@ -158,13 +174,7 @@ class Lender:
                 if self._alive():
                     return False  # another server of this store lends its model already
                 os.unlink(self.path)  # left by a server that was killed
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            old = os.umask(0o177)
-            try:
-                sock.bind(str(self.path))
-            finally:
-                os.umask(old)
-            sock.listen(8)
+            sock = listen_private(self.path, 8)
         except OSError:
             return False
         self._sock = sock

@@ -15,7 +15,6 @@ import shutil
 import signal
 import socket
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +24,7 @@ import pytest
 from retained import model_host
 from retained.embed import LocalEmbedder
 from retained.store import Store
+from tests.helpers.stuck import stuck_listener
 from tests.mcp_wire import WireServer
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/maps").exists() or not hasattr(socket, "AF_UNIX"),
@@ -312,42 +312,15 @@ def test_a_host_that_hangs_or_drops_the_request_costs_a_bounded_time(runtime, tm
     env = dict(os.environ)
     path = model_host.socket_path(env)
     assert path is not None
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(path))
-    listener.listen(16)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        listener.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                continue
-            if host == "hangs":
-                held.append(conn)
-            else:
-                conn.close()
-
-    t = threading.Thread(target=accept, daemon=True)
-    t.start()
     store_dir, project = _store(tmp_path, "a")
-    try:
-        with _server(store_dir, project) as srv:
-            started = time.monotonic()
-            _search(srv)
-            took = time.monotonic() - started
-            bound = 2 * (model_host.REPLY_BASE_S + model_host.REPLY_PER_TEXT_S) + 15  # warm-up and search
-            assert took < bound, took
-            if host == "hangs":
-                assert _mapped(srv.proc.pid, "onnxruntime")  # it fell back to its own model
-                assert not _hosts(runtime)
-            else:
-                assert len(_hosts(runtime)) == 1 and not _mapped(srv.proc.pid, "onnxruntime")
-    finally:
-        stop.set()
-        t.join()
-        for c in held:
-            c.close()
-        listener.close()
+    with stuck_listener(path, host), _server(store_dir, project) as srv:
+        started = time.monotonic()
+        _search(srv)
+        took = time.monotonic() - started
+        bound = 2 * (model_host.REPLY_BASE_S + model_host.REPLY_PER_TEXT_S) + 15  # warm-up and search
+        assert took < bound, took
+        if host == "hangs":
+            assert _mapped(srv.proc.pid, "onnxruntime")  # it fell back to its own model
+            assert not _hosts(runtime)
+        else:
+            assert len(_hosts(runtime)) == 1 and not _mapped(srv.proc.pid, "onnxruntime")

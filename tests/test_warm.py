@@ -20,6 +20,7 @@ import pytest
 
 from retained import warm
 from retained.store import Store
+from tests.helpers.stuck import stuck_listener
 from tests.mcp_wire import WireServer
 
 # `retained serve`'s default path: its model in the user's model host (tests/conftest.py, model_host_on)
@@ -196,32 +197,9 @@ def test_a_socket_left_by_a_killed_server_is_replaced_and_a_dead_one_never_block
 def test_a_server_that_hangs_or_drops_the_request_costs_the_hook_at_most_its_timeout(store_dir, tmp_path, server):
     """The hook asks with a deadline (warm.ASK_TIMEOUT_S), then answers by words itself: a server
     that accepts and never replies, or accepts and hangs up, neither blocks the prompt nor loses it."""
-    import threading
-
     project = _project(tmp_path)
     _seed(store_dir, project)
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(store_dir / warm.SOCKET_NAME))
-    listener.listen(8)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        listener.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                continue
-            if server == "hangs":
-                held.append(conn)  # read nothing, answer nothing
-            else:
-                conn.recv(1 << 16)
-                conn.close()
-
-    t = threading.Thread(target=accept, daemon=True)
-    t.start()
-    try:
+    with stuck_listener(store_dir / warm.SOCKET_NAME, server):
         started = time.monotonic()
         assert warm.ask(store_dir, {"op": "ping"}) is None
         assert time.monotonic() - started < warm.ASK_TIMEOUT_S + 0.5
@@ -232,9 +210,3 @@ def test_a_server_that_hangs_or_drops_the_request_costs_the_hook_at_most_its_tim
         assert words.returncode == 0 and "Traceback" not in words.stderr, words.stderr
         assert "Tuesdays" in words.stdout  # answered by words, in the hook's own process
         assert took < warm.ASK_TIMEOUT_S + 5  # the deadline, plus one fresh interpreter on a loaded machine
-    finally:
-        stop.set()
-        t.join(timeout=5)
-        for c in held:
-            c.close()
-        listener.close()
