@@ -316,7 +316,7 @@ def prompt(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Pat
         served, found = _recall_served(store_dir, text, project, shown, env)
         if not served:
             store = store or opened.enter_context(_open_store(store_dir))
-            found = _recall(store, text, project, shown, env)
+            found = _recall(store, text, project, shown)
     if found:
         parts.append(found["text"])
         shown |= {i for i in found.get("ids") or [] if isinstance(i, str)}
@@ -383,10 +383,9 @@ def _recall_served(store_dir: Path, text: str, project: str | None, shown: set[s
     return served, found if isinstance(found, dict) and found.get("text") else None
 
 
-def _recall(store: Store, text: str, project: str | None, shown: set[str], env: dict[str, str]) -> dict[str, Any] | None:
-    """The recall contract (retained/recall.py): the few relevant records, fenced, or None."""
-    if not switch("RETAINED_RECALL", True, env):
-        return None
+def _recall(store: Store, text: str, project: str | None, shown: set[str]) -> dict[str, Any] | None:
+    """The recall contract (retained/recall.py), in this process: the few relevant records, fenced, or
+    None. Reached only with recall on (`_recall_served` answers for it switched off)."""
     try:
         from .recall import recall
     except ImportError:

@@ -80,22 +80,26 @@ def recall(store: Store, prompt: str, *, project: str | None, shown: set[str],
         return None
     if max_records < 1 or budget_tokens < 1:
         return None
+    found = candidates(store, prompt, project)
+    if found is None:
+        return None
+    return pick(store, prompt, *found, project=project, shown=shown, budget_tokens=budget_tokens,
+                max_records=max_records)
+
+
+def candidates(store: Store, prompt: str, project: str | None) -> tuple[dict[str, Any], dict[str, dict[str, Any]]] | None:
+    """What recall weighs: the prompt searched in the project's scopes (plus global), a dozen hits with
+    their cosines (`Store.search_scored`); None when the prompt holds no word to search by. The hook's
+    own recall and a warm server's answer to it (retained/warm.py) both start here."""
     from .index import query_terms
 
     if not query_terms(prompt):
         return None
     # Only the prompt is embedded here: a hook must stay quick, so at most a few new records are
     # embedded on its path, and a store without vectors yet is searched by words alone.
-    result, cosines = store.search_scored(prompt[:PROMPT_CHARS], kind=None, max_tokens=None, include_superseded=False,
-                                          as_of=None, **search_arguments(project))
-    return pick(store, prompt, result, cosines, project=project, shown=shown, budget_tokens=budget_tokens,
-                max_records=max_records)
-
-
-def search_arguments(project: str | None) -> dict[str, Any]:
-    """How recall searches: the project's scopes (plus global), a dozen candidates, vectors needed."""
     scopes = [project, GLOBAL_SCOPE] if project else None
-    return {"scopes": scopes, "k": _CANDIDATES, "inline_embed": 16, "need_vectors": True}
+    return store.search_scored(prompt[:PROMPT_CHARS], kind=None, max_tokens=None, include_superseded=False,
+                               as_of=None, scopes=scopes, k=_CANDIDATES, inline_embed=16, need_vectors=True)
 
 
 def pick(store: Store, prompt: str, result: dict[str, Any], cosines: dict[str, dict[str, Any]], *,

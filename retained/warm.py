@@ -256,7 +256,6 @@ class Lender:
             return {"v": PROTOCOL, "error": f"{type(e).__name__}: {e}"}
         return {"v": PROTOCOL, "result": result, "cosines": cosines}
 
-
     def _recall(self, req: dict[str, Any]) -> dict[str, Any]:
         """recall.recall's answer for the hook, from this server's store and model; refused (so the hook
         recalls by itself) when the search could not use meaning."""
@@ -264,21 +263,18 @@ class Lender:
         if not (isinstance(prompt, str) and (project is None or isinstance(project, str))
                 and isinstance(shown, list) and all(isinstance(i, str) for i in shown)):
             return {"v": PROTOCOL, "error": "bad arguments"}
-        from .index import query_terms
-        from .recall import PROMPT_CHARS, pick, search_arguments
+        from .recall import candidates, pick
 
-        if not query_terms(prompt):  # the hook decided recall is on (its switch, not this server's)
-            return {"v": PROTOCOL, "recall": None}
-        try:
-            result, cosines = self.store.search_scored(prompt[:PROMPT_CHARS], kind=None, max_tokens=None,
-                                                       include_superseded=False, as_of=None,
-                                                       **search_arguments(project))
-            if result.get("semantic") != "on":
+        try:  # the hook decided recall is on (its switch, not this server's)
+            found = candidates(self.store, prompt, project)
+            if found is None:
+                return {"v": PROTOCOL, "recall": None}
+            if found[0].get("semantic") != "on":
                 return {"v": PROTOCOL, "error": "no meaning here"}  # the hook may still have it
-            found = pick(self.store, prompt, result, cosines, project=project, shown=set(shown))
+            block = pick(self.store, prompt, *found, project=project, shown=set(shown))
         except Exception as e:
             return {"v": PROTOCOL, "error": f"{type(e).__name__}: {e}"}
-        return {"v": PROTOCOL, "recall": found}
+        return {"v": PROTOCOL, "recall": block}
 
 
 def after_handshake(store: Store) -> Lender | None:
