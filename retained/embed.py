@@ -363,17 +363,23 @@ def _stamp(path: Path) -> list[Any]:
     return [str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, MODEL_SHA256]
 
 
-def _stamp_file() -> Path | None:
-    """Where a verified model file's stamp is kept: the user cache dir (as platformdirs names it)."""
+def cache_dir() -> Path:
+    """retained's user cache dir (as platformdirs names it): the verified model's stamp, the model host's
+    socket when there is no runtime dir (retained/model_host.py)."""
     import sys
 
     if sys.platform == "win32":
         base = os.environ.get("LOCALAPPDATA") or str(Path.home() / "AppData" / "Local")
-        return Path(base) / "retained" / "Cache" / "model-verified.json"
+        return Path(base) / "retained" / "Cache"
     if sys.platform == "darwin":
-        return Path.home() / "Library" / "Caches" / "retained" / "model-verified.json"
+        return Path.home() / "Library" / "Caches" / "retained"
     base = os.environ.get("XDG_CACHE_HOME", "").strip() or str(Path.home() / ".cache")
-    return Path(base) / "retained" / "model-verified.json"
+    return Path(base) / "retained"
+
+
+def _stamp_file() -> Path | None:
+    """Where a verified model file's stamp is kept."""
+    return cache_dir() / "model-verified.json"
 
 
 _GOOD: list[list[Any]] = []

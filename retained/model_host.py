@@ -97,16 +97,11 @@ def _identity(env: dict[str, str]) -> list[Any]:
 
 def host_dir(env: dict[str, str]) -> Path | None:
     """This user's directory for the host's socket, lock and log (made 0700), or None if none is usable."""
-    from .embed import _stamp_file
+    from .embed import cache_dir
 
     runtime = env.get("XDG_RUNTIME_DIR", "").strip()
-    if runtime and os.path.isabs(runtime) and os.path.isdir(runtime):
-        d = Path(runtime) / "retained"
-    else:
-        f = _stamp_file()
-        if f is None:
-            return None
-        d = f.parent / "host"
+    usable = runtime and os.path.isabs(runtime) and os.path.isdir(runtime)
+    d = Path(runtime) / "retained" if usable else cache_dir() / "host"
     try:
         d.mkdir(parents=True, exist_ok=True, mode=0o700)
         st = os.lstat(d)
