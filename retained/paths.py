@@ -18,6 +18,7 @@ APP = "retained"
 
 LOG_NAME = "log.jsonl"  # a store's one source of truth (retained/log.py); named here for the hook's path
 
+
 def home_of(env: Mapping[str, str] = os.environ) -> Path:
     """The home directory `~` names in the environment `env` (as `Path.home()` reads it for this process)."""
     value = env.get("USERPROFILE" if os.name == "nt" else "HOME")

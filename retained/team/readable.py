@@ -14,10 +14,6 @@ import json
 import os
 from pathlib import Path
 
-from ..paths import has_team
-
-__all__ = ["has_team", "own_writers", "project_dir_name", "readable_logs"]
-
 _cache: dict[str, tuple[tuple[int, ...], list[tuple[str, str, Path]]]] = {}
 
 
