@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import __version__
+from . import __version__, safejson
 from .embed import (
     LOCAL_DIM,
     RETRY_AFTER_S,
@@ -143,7 +143,7 @@ def _exchange(path: Path, request: dict[str, Any], timeout: float) -> tuple[dict
             s.settimeout(max(0.01, deadline - time.monotonic()))
             s.sendall(data)
             f = s.makefile("rb")
-            head = json.loads(f.readline(1 << 16) or b"null")
+            head = safejson.loads(f.readline(1 << 16) or b"null", max_bytes=1 << 16)
             if not isinstance(head, dict) or head.get("v") != PROTOCOL:
                 raise HostUnavailable("model host closed the connection or answered nonsense", gone=True)
             if "error" in head:
@@ -201,7 +201,7 @@ def lease(path: Path, env: dict[str, str], timeout: float = START_WAIT_S) -> soc
                 if not chunk:
                     break
                 line += chunk
-            head = json.loads(line or b"null")
+            head = safejson.loads(line or b"null", max_bytes=1 << 16)
         except TimeoutError:
             raise HostUnavailable(f"model host gave no lease within {timeout:.0f} s", gone=False) from None
         except (OSError, ValueError) as e:
@@ -511,7 +511,7 @@ class Host:
         if len(raw) > MAX_REQUEST or not raw.endswith(b"\n"):
             return {"v": PROTOCOL, "error": "request too large or cut short"}, b""
         try:
-            req = json.loads(raw)
+            req = safejson.loads(raw, max_bytes=MAX_REQUEST + 1, errors="surrogatepass")
         except ValueError:
             return {"v": PROTOCOL, "error": "not JSON"}, b""
         if (not isinstance(req, dict) or req.get("v") != PROTOCOL or req.get("retained") != self.identity["retained"]

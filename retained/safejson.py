@@ -44,14 +44,16 @@ class JSONError(json.JSONDecodeError):
         return super().__str__() if self.doc else self.msg
 
 
-def loads(data: str | bytes | bytearray, *, max_depth: int = MAX_DEPTH, max_bytes: int = MAX_BYTES) -> Any:
+def loads(data: str | bytes | bytearray, *, max_depth: int = MAX_DEPTH, max_bytes: int = MAX_BYTES,
+          errors: str = "strict") -> Any:
     """Parse one JSON document, or raise JSONError. Bytes must be UTF-8 (as JSON on a wire or in a
-    file of retained's is); a BOM or UTF-16 is "not UTF-8", not guessed at."""
+    file of retained's is); a BOM or UTF-16 is "not UTF-8", not guessed at. `errors="surrogatepass"`
+    takes lone surrogates as `json.loads` of bytes does (retained's own sockets carry them)."""
     if len(data) > max_bytes:
         raise JSONError(f"larger than {max_bytes:,} bytes")
     if isinstance(data, (bytes, bytearray)):
         try:
-            text = bytes(data).decode("utf-8")
+            text = bytes(data).decode("utf-8", errors)
         except UnicodeDecodeError as e:
             raise JSONError(f"not UTF-8 (byte {e.start})", "", e.start) from None
     else:

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from .store import Store
 
-from . import __version__
+from . import __version__, safejson
 
 SOCKET_NAME = "recall.sock"
 PROTOCOL = 2  # 2: the `recall` request
@@ -105,7 +105,7 @@ def ask(directory: Path, request: dict[str, Any], timeout: float = ASK_TIMEOUT_S
                     return None
                 if chunk.endswith(b"\n"):
                     break
-        reply = json.loads(b"".join(chunks))
+        reply = safejson.loads(b"".join(chunks), max_bytes=MAX_REPLY, errors="surrogatepass")
     except (OSError, ValueError):
         return None
     if not isinstance(reply, dict) or reply.get("v") != PROTOCOL or "error" in reply:
@@ -230,7 +230,7 @@ class Lender:
 
     def answer(self, raw: bytes) -> dict[str, Any]:
         try:
-            req = json.loads(raw)
+            req = safejson.loads(raw, max_bytes=_MAX_REQUEST + (1 << 16), errors="surrogatepass")
         except ValueError:
             return {"v": PROTOCOL, "error": "not JSON"}
         if (not isinstance(req, dict) or req.get("v") != PROTOCOL or req.get("retained") != self.version

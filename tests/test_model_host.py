@@ -286,6 +286,8 @@ def test_the_host_refuses_requests_out_of_bounds_with_one_line_errors(runtime):
     not_texts = json.dumps(model_host._stamped(env, "embed", texts=[1, 2])).encode() + b"\n"
     assert b"unknown request" in _raw(path, not_texts)
     assert b"not JSON" in _raw(path, b"{oops\n")
+    assert b"not JSON" in _raw(path, b"[" * 100_000 + b"]" * 100_000 + b"\n")  # nested past any bound: refused,
+    assert model_host.ping(path, env) is not None  # and the host answers on
     reply = _raw(path, b"[" + b"1," * (model_host.MAX_REQUEST // 2 + 8) + b"1]\n")  # longer than the bound
     assert b"too large" in reply and reply.count(b"\n") == 1
     assert len(model_host.embed(path, env, ["x"] * 600)) == 600  # the asking side cuts what is allowed

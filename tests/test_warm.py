@@ -168,6 +168,11 @@ def test_a_server_with_another_embedder_or_version_is_not_asked(store_dir, tmp_p
             assert warm.ask(store_dir, {"op": "ping"}) is None
             monkeypatch.setattr(warm, "__version__", version)
             assert warm.ask(store_dir, {"op": "search", "query": "x", "k": "many"}) is None
+            deep = b"[" * 30_000 + b"]" * 30_000 + b"\n"  # within the size bound, nested past the depth bound
+            assert lender.answer(deep) == {"v": warm.PROTOCOL, "error": "not JSON"}
+            # a lone surrogate written raw (as json.loads of bytes takes it) is still read, as before the bound
+            surrogate = (json.dumps(warm._stamp({"op": "ping"}))[:-1] + ', "x": "\ud800"}').encode("utf-8", "surrogatepass")
+            assert lender.answer(surrogate) == {"v": warm.PROTOCOL, "warm": False}
             second = warm.Lender(store)
             assert second.start() is False  # one lender per store: the live one keeps the name
         finally:
