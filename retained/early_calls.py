@@ -1,12 +1,14 @@
-"""Tool calls answered while the MCP SDK imports, the way the SDK would answer them.
+"""Plain tool calls answered without the MCP SDK, the way the SDK would answer them.
 
 Importing the SDK takes most of a second, and a host's first `tools/call` (often a write) would
-wait for it. `stdio_guard.EarlyReplies` hands such a call here when it comes before the SDK is up;
-this runs retained's own tool body (`Tools`, through `server.run_tool`, the code the SDK calls) and
-shapes the result as the SDK does (`server.py`'s `RetainedServer.call_tool`): the text of
-retained/replies.py, the structured content as pydantic validates it against the result's TypedDict
-(declared keys in declared order, others dropped, an int where a float is declared made a float),
-a failure as `"Error executing tool <name>: <why>"` with `isError`.
+wait for it; once it is up, its path (reader and tool threads, pydantic both ways) costs a write
+more than the write itself. `stdio_guard.EarlyReplies` hands a plain call here, before the SDK is
+up and after, whenever no request handed to the SDK is still unanswered; this runs retained's
+own tool body (`Tools`, through `server.run_tool`, the code the SDK calls) and shapes the result as
+the SDK does (`server.py`'s `RetainedServer.call_tool`): the text of retained/replies.py, the
+structured content as pydantic validates it against the result's TypedDict (declared keys in
+declared order, others dropped, an int where a float is declared made a float), a failure as
+`"Error executing tool <name>: <why>"` with `isError`.
 
 Only a call whose arguments are plainly what the tool takes is answered here (`accepts`): each key a
 parameter, every required one there, each value of exactly the parameter's JSON type, numbers within

@@ -163,6 +163,7 @@ class WireOut:
         self._lock = threading.Lock()
         self._expected: dict[tuple[str, str], dict[str, Any]] = {}  # what the SDK will repeat, to drop
         self.on_tools_listed: Callable[[], None] | None = None  # called once, after the first tool list is out
+        self.on_sdk_line: Callable[[str], None] | None = None  # told of each line the SDK's side writes, once out
 
     def answer_early(self, frame: dict[str, Any], sdk_key: tuple[str, str]) -> None:
         """Write `frame` now and drop the SDK's own copy of it later (the frame keyed `sdk_key`)."""
@@ -206,11 +207,17 @@ class WireOut:
         if callback is not None:
             callback()
 
+    def sdk_line(self, text: str) -> None:
+        """Write a line of the SDK's side (the SDK's own, or the guard's answer to a line it refused)."""
+        self.write_line(text)
+        if self.on_sdk_line is not None:
+            self.on_sdk_line(text)
+
     # the async face stdio_server() expects
     async def write(self, text: str) -> None:
         if self._expected and self._swallowed(text):  # only the SDK's output is ever dropped
             return
-        self.write_line(text)
+        self.sdk_line(text)
 
     async def flush(self) -> None:
         return None
@@ -289,15 +296,17 @@ class GuardedIn:
         self._ahead: queue.Queue[bytes | _Oversized | None] | None = None
         self._early: EarlyReplies | None = None
         self._early_lock = threading.Lock()
+        self._sdk_reading = False
 
     def read_ahead(self, early: EarlyReplies | None) -> None:
         """Read stdin on a thread from now on, so lines arrive while the SDK imports.
 
-        Until the SDK asks for its first line, `early` sees each line first and may answer it; the
-        SDK still gets every other line, in order (so its session state is what it would have been),
-        but not a tool call `early` answered in full (it would run it again).
+        `early` sees each line first and may answer it; the SDK still gets every other line, in order
+        (so its session state is what it would have been), but not a tool call `early` answered in full
+        (it would run it again). Once the SDK asks for its first line, `early` answers tool calls only.
         """
         self._early = early
+        self._sdk_reading = False
         ahead: queue.Queue[bytes | _Oversized | None] = queue.Queue(maxsize=8)
         self._ahead = ahead
 
@@ -318,9 +327,11 @@ class GuardedIn:
     def _read(self) -> bytes | _Oversized | None:
         if self._ahead is None:
             return self._read_line()
-        if self._early is not None:
-            with self._early_lock:
-                self._early = None  # the SDK is up: from here on it answers everything itself
+        if not self._sdk_reading:
+            self._sdk_reading = True
+            if self._early is not None:
+                with self._early_lock:  # the SDK is up: from here on it answers all but plain tool calls
+                    self._early.sdk_up()
         return self._ahead.get()
 
     def _read_line(self) -> bytes | _Oversized | None:
@@ -349,13 +360,13 @@ class GuardedIn:
             if raw is None:
                 raise StopAsyncIteration
             if isinstance(raw, _Oversized):
-                self._out.write_line(json.dumps(_error(raw.msg_id, -32600,
+                self._out.sdk_line(json.dumps(_error(raw.msg_id, -32600,
                                                        f"Invalid Request: line longer than "
                                                        f"{MAX_LINE_BYTES // 2**20} MiB; nothing was done")))
                 continue
             text, err = check_line(raw, self.validate, self.tools)
             if err is not None:
-                self._out.write_line(json.dumps(err, ensure_ascii=False))
+                self._out.sdk_line(json.dumps(err, ensure_ascii=False))
             if text is not None:
                 return text
 
@@ -380,9 +391,11 @@ class EarlyReplies:
     A `tools/call` is answered by `calls` (run in full, on the stdin thread, one at a time) when it
     comes in either era's plain shape (name and arguments; in the 2026-07-28 era the envelope too, and
     the reply gets the SDK's resultType and serverInfo stamp), with arguments `calls` accepts, and no
-    request before it was left to the SDK (it must not overtake one that may be in flight there). That
-    line is then withheld from the SDK (`see` returns True): a tool call changes nothing in the SDK's
-    session, and the SDK would run it again.
+    request handed to the SDK before it is still unanswered (it must not overtake one in flight there:
+    `sdk_replied` hears of each answer). That line is then withheld from the SDK (`see` returns True):
+    a tool call changes nothing in the SDK's session, and the SDK would run it again. This goes on once
+    the SDK is up (`sdk_up`), for tool calls only: the SDK's path (its reader and tool threads, pydantic
+    on the way in and out) costs a write more than its append and fsync do, and the reply is the same.
     """
 
     def __init__(self, out: WireOut, snapshot: dict[str, Any], instructions: Callable[[], str],
@@ -399,8 +412,56 @@ class EarlyReplies:
         self.done = threading.Event()
         self._answered = 0
         self._seen: set[str] = set()
-        self._sdk_owes = False  # a request went to the SDK unanswered: later tool calls wait their turn there
+        # Requests handed to the SDK and not answered yet, by the reply's id: tool calls wait their turn.
+        self._owed: dict[str, int] = {}
+        self._owed_lock = threading.Lock()
         self._taken = False  # the line being seen is a tool call answered here: the SDK must never see it
+        self._sdk_is_up = False  # from then on only tool calls are answered here
+        out.on_sdk_line = self.sdk_replied
+
+    def sdk_up(self) -> None:
+        """The SDK reads now: it answers everything from here on but plain tool calls (when calls are given)."""
+        self._sdk_is_up = True
+        if self._calls is None:
+            self._era = "off"
+        self.done.set()
+
+    def sdk_replied(self, text: str) -> None:
+        """The SDK's side wrote `text`: a reply settles what was owed under its id."""
+        if not self._owed:
+            return
+        try:
+            msg = json.loads(text)
+        except (ValueError, RecursionError):
+            return
+        if isinstance(msg, dict) and "method" not in msg and ("result" in msg or "error" in msg):
+            self._settle(json.dumps(msg.get("id")))
+
+    def _settle(self, key: str) -> None:
+        with self._owed_lock:
+            left = self._owed.get(key, 0) - 1
+            if left > 0:
+                self._owed[key] = left
+            else:
+                self._owed.pop(key, None)
+
+    def _owe(self, raw: bytes) -> None:
+        """`raw` goes to the SDK, which answers it under the id its reply will carry (null when unusable)."""
+        try:
+            msg = json.loads(raw)
+        except (ValueError, RecursionError):
+            msg = None
+            rid = _ends_id(raw)
+        else:
+            if not isinstance(msg, dict):
+                rid = None
+            elif "method" not in msg and ("result" in msg or "error" in msg):
+                return  # the client's answer to a server request: nothing comes back for it
+            else:
+                rid = msg.get("id") if _usable_id(msg.get("id")) else None
+        key = json.dumps(rid)
+        with self._owed_lock:
+            self._owed[key] = self._owed.get(key, 0) + 1
 
     def see(self, raw: bytes) -> bool:
         """Answer `raw` early if it is one of the requests answered here; True when it was a tool call
@@ -416,7 +477,7 @@ class EarlyReplies:
             log.warning("no early reply: %s", e)
             for_sdk = not self._taken
         if for_sdk:
-            self._sdk_owes = True
+            self._owe(raw)
             self.done.set()  # something for the SDK: let it load now
         return self._taken
 
@@ -431,9 +492,20 @@ class EarlyReplies:
             if self._era is None:
                 self._era = "off"
             return
-        if msg.get("id") is None:
-            return  # a notification: nothing to answer (none changes what a tool call does)
+        if msg.get("id") is None:  # a notification: nothing to answer (none changes what a tool call does)
+            if msg["method"] == "notifications/cancelled" and isinstance(msg.get("params"), dict):
+                self._settle(json.dumps(msg["params"].get("requestId")))  # its reply may never come
+            return
         rid, method, params = msg["id"], msg["method"], msg.get("params")
+        if self._sdk_is_up:  # only tool calls now, each withheld from the SDK: no reply of its to tell apart
+            if self._era is None:  # the SDK answers the opening itself; a tool call waits for that answer
+                modern = method != "initialize" and has_modern_envelope(params)
+                self._era = "modern" if modern else "handshake" if well_formed_initialize(params) else "off"
+                if not modern:
+                    return
+            if self._era == "handshake" or (self._era == "modern" and method == "tools/call"):
+                (self._handshake if self._era == "handshake" else self._modern)(rid, method, params)
+            return
         key = json.dumps(rid)
         fresh = key not in self._seen
         self._seen.add(key)
@@ -473,7 +545,7 @@ class EarlyReplies:
         `notifications/initialized` or not); the 2026-07-28 era: each request is served on its own.
         """
         name, arguments = params.get("name"), params.get("arguments", {})
-        if self._calls is None or self._sdk_owes or not isinstance(name, str) or not self._calls.accepts(name, arguments):
+        if self._calls is None or self._owed or not isinstance(name, str) or not self._calls.accepts(name, arguments):
             return
         self._taken = True  # from here on the SDK never sees this line, whatever happens
         self._answered += 1
@@ -484,7 +556,10 @@ class EarlyReplies:
             failed = {"content": [{"text": f"Error executing tool {name}", "type": "text"}], "isError": True}
             frame = self._frame(rid, failed, stamp)
         self._out.write_line(frame)
-        log.info("answered tools/call %s (id %s) before the SDK loaded", name, json.dumps(rid)[:100])
+        if self._sdk_is_up:
+            log.debug("answered tools/call %s (id %s) without the SDK", name, json.dumps(rid)[:100])
+        else:
+            log.info("answered tools/call %s (id %s) before the SDK loaded", name, json.dumps(rid)[:100])
         self.done.set()
 
     @staticmethod
@@ -498,6 +573,8 @@ class EarlyReplies:
             return
         if method == "tools/call" and isinstance(params, dict) and set(params) <= {"name", "arguments"}:
             self._call(rid, params, None)
+        elif self._sdk_is_up:
+            return
         elif method in LISTS and method in self._snapshot["handshake"] and _no_cursor(params):
             self._reply(rid, self._snapshot["handshake"][method])
         elif method == "ping" and _no_cursor(params):
@@ -632,13 +709,19 @@ def _no_cursor(params: Any) -> bool:
     return params is None or (set(params) <= {"_meta"} and isinstance(params.get("_meta", {}), dict))
 
 
+def well_formed_initialize(params: Any) -> bool:
+    """A handshake `initialize`'s params in the shape hosts send (anything else is the SDK's to judge)."""
+    if not isinstance(params, dict) or "_meta" in params or set(params) - {"protocolVersion", "capabilities", "clientInfo"}:
+        return False
+    version, caps, client = params.get("protocolVersion"), params.get("capabilities"), params.get("clientInfo")
+    return isinstance(version, str) and isinstance(caps, dict) and _implementation(client)
+
+
 def initialize_result(params: Any, snapshot: dict[str, Any], instructions: Callable[[], str]) -> dict[str, Any] | None:
     """The SDK's result for a well-formed handshake `initialize`, or None to leave it to the SDK."""
-    if not isinstance(params, dict) or "_meta" in params or set(params) - {"protocolVersion", "capabilities", "clientInfo"}:
+    if not well_formed_initialize(params):
         return None
-    version, caps, client = params.get("protocolVersion"), params.get("capabilities"), params.get("clientInfo")
-    if not (isinstance(version, str) and isinstance(caps, dict) and _implementation(client)):
-        return None
+    version = params["protocolVersion"]
     return {**snapshot, "instructions": instructions(),
             "protocolVersion": version if version in HANDSHAKE_VERSIONS else LATEST_HANDSHAKE_VERSION}
 

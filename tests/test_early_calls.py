@@ -62,17 +62,22 @@ def _normalised(line: bytes) -> str:
     return re.sub(r"sha256 [0-9a-f]{12}", "sha256 <short>", text)
 
 
-def _server(store: Path, early: bool) -> WireServer:
+def _server(store: Path, early: bool, level: str = "INFO") -> WireServer:
     return WireServer(env={"RETAINED_DIR": str(store), "RETAINED_EARLY_INITIALIZE": "on" if early else "off",
-                           "RETAINED_EMBED": "off", "RETAINED_LOG_LEVEL": "INFO"}, cwd=str(store.parent))
+                           "RETAINED_EMBED": "off", "RETAINED_LOG_LEVEL": level}, cwd=str(store.parent))
 
 
-def _session(store: Path, early: bool, era: str, calls: list[tuple[str, dict]]) -> tuple[list[bytes], str]:
-    """Run `calls` one after another (each after the previous reply), right after the opening."""
-    srv = _server(store, early)
+def _session(store: Path, early: bool, era: str, calls: list[tuple[str, dict]],
+             sdk_first: bool = False) -> tuple[list[bytes], str]:
+    """Run `calls` one after another (each after the previous reply), right after the opening (with
+    `sdk_first`, once the SDK serves: after a request only the SDK answers)."""
+    srv = _server(store, early, "DEBUG" if sdk_first else "INFO")
     try:
         if era == "handshake":
             srv.initialize()
+        if sdk_first:
+            up = {"_meta": MODERN_META} if era == "modern" else {}
+            assert "error" in srv.request("sdk-up", "retained/no-such-method", up)
         for i, (name, arguments) in enumerate(calls):
             params: dict = {"name": name, "arguments": arguments}
             if era == "modern":
@@ -104,6 +109,25 @@ def test_early_tool_replies_are_byte_for_byte_what_the_sdk_sends(tmp_path, era):
     ours, err = _session(tmp_path / "early", True, era, SESSION)
     sdk, _ = _session(tmp_path / "sdk", False, era, SESSION)
     assert err.count(EARLY) >= 3, err[-3000:]  # the first calls come well inside the SDK's import
+    tool_replies = [i for i, line in enumerate(sdk) if b'"content"' in line]
+    assert len(tool_replies) == len(SESSION)
+    for i in tool_replies:
+        assert _normalised(ours[i]) == _normalised(sdk[i])
+    assert "Traceback" not in err and "differently" not in err
+
+
+STEADY = "without the SDK"  # what the server logs (DEBUG) for each call it answered once the SDK is up
+
+
+@pytest.mark.parametrize("era", ["handshake", "modern"])
+def test_once_the_sdk_is_up_plain_calls_are_still_answered_as_the_sdk_answers_them(tmp_path, era):
+    """Past the start of a session (the SDK has answered a request of its own), plain tool calls are still
+    answered by retained's tool code, and every reply line is the SDK's own bytes, as with it off."""
+    ours, err = _session(tmp_path / "early", True, era, SESSION, sdk_first=True)
+    sdk, _ = _session(tmp_path / "sdk", False, era, SESSION, sdk_first=True)
+    assert err.count(STEADY) == len(SESSION), err[-3000:]
+    assert EARLY not in err
+    assert len(ours) == len(sdk)
     tool_replies = [i for i, line in enumerate(sdk) if b'"content"' in line]
     assert len(tool_replies) == len(SESSION)
     for i in tool_replies:
@@ -189,6 +213,80 @@ def test_odd_arguments_are_left_to_the_sdk(tmp_path, odd):
     frames = _answers(store, [INIT, INITIALIZED, ODD_CALLS[odd], plain])
     assert [json.loads(f)["id"] for f in frames] == ["init"]  # the initialize reply only
     assert _records(store) == []
+
+
+def _steady(store: Store, write_fd: int, opening: list[dict]) -> EarlyReplies:
+    """EarlyReplies over real tool code, with the SDK up after `opening` was seen (no SDK runs: what it
+    would answer is written by the test with `WireOut.sdk_line`)."""
+    snapshot = early_snapshot(None)
+    assert snapshot is not None
+    early = EarlyReplies(WireOut(write_fd), snapshot, lambda: "INSTRUCTIONS", TOOL_NAMES,
+                         EarlyCalls(Tools(store, None), store, None))
+    for m in opening:
+        early.see(json.dumps(m).encode() + b"\n")
+    early.sdk_up()
+    return early
+
+
+def _ids_written(read_fd: int) -> list:
+    with os.fdopen(read_fd, "rb") as f:
+        return [json.loads(x).get("id") for x in f.read().splitlines()]
+
+
+def test_a_plain_call_waits_while_a_request_is_owed_by_the_sdk_and_not_after(tmp_path):
+    """A tool call never overtakes a request the SDK has not answered yet: it is handed to the SDK behind
+    it. Once the SDK's reply is out, the next plain call is answered here again."""
+    read_fd, write_fd = os.pipe()
+    with Store(tmp_path / "s") as s:
+        out_early = _steady(s, write_fd, [INIT, INITIALIZED])
+        out = out_early._out
+        odd = ODD_CALLS["string-number"]  # the SDK's to answer (it coerces "5")
+        assert out_early.see(json.dumps(dict(odd, id="odd")).encode()) is False
+        assert out_early.see(json.dumps(_call("behind", "memory_write", {"text": "behind"})).encode()) is False
+        out.sdk_line(json.dumps({"jsonrpc": "2.0", "id": "odd", "result": {}}))
+        assert out_early.see(json.dumps(_call("next", "memory_write", {"text": "next"})).encode()) is False  # "behind" is owed
+        out.sdk_line(json.dumps({"jsonrpc": "2.0", "id": "behind", "result": {}}))
+        out.sdk_line(json.dumps({"jsonrpc": "2.0", "id": "next", "result": {}}))
+        assert out_early.see(json.dumps(_call("answered", "memory_write", {"text": "answered here"})).encode()) is True
+    os.close(write_fd)
+    assert _ids_written(read_fd) == ["init", "odd", "behind", "next", "answered"]
+    assert [r["text"] for r in _records(tmp_path / "s")] == ["answered here"]  # the rest were the SDK's to run
+
+
+def test_a_cancelled_request_no_longer_holds_tool_calls_back(tmp_path):
+    """The SDK may never answer a request the client cancelled: its cancellation settles what was owed."""
+    read_fd, write_fd = os.pipe()
+    with Store(tmp_path / "s") as s:
+        early = _steady(s, write_fd, [INIT, INITIALIZED])
+        assert early.see(json.dumps(dict(ODD_CALLS["string-number"], id=7)).encode()) is False
+        assert early.see(json.dumps(_call(8, "memory_write", {"text": "held"})).encode()) is False
+        for rid in (7, 8):
+            early.see(json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                  "params": {"requestId": rid}}).encode())
+        assert early.see(json.dumps(_call(9, "memory_write", {"text": "free again"})).encode()) is True
+    os.close(write_fd)
+    assert _ids_written(read_fd) == ["init", 9]
+
+
+def test_when_the_sdk_is_up_before_the_opening_it_answers_the_opening_and_calls_follow(tmp_path):
+    """A host slower than the SDK's import: the SDK answers initialize; a tool call behind it waits for that
+    reply, and plain calls after it are answered here. An odd opening leaves every call to the SDK."""
+    read_fd, write_fd = os.pipe()
+    with Store(tmp_path / "s") as s:
+        early = _steady(s, write_fd, [])
+        assert early.see(json.dumps(INIT).encode()) is False
+        assert early.see(json.dumps(_call(1, "memory_write", {"text": "behind initialize"})).encode()) is False
+        early._out.sdk_line(json.dumps({"jsonrpc": "2.0", "id": "init", "result": {}}))
+        early._out.sdk_line(json.dumps({"jsonrpc": "2.0", "id": 1, "result": {}}))
+        assert early.see(json.dumps(_call(2, "memory_write", {"text": "after"})).encode()) is True
+    with Store(tmp_path / "t") as s:
+        odd = _steady(s, os.open(os.devnull, os.O_WRONLY), [])
+        assert odd.see(json.dumps(dict(INIT, params={"protocolVersion": 5})).encode()) is False
+        odd._out.sdk_line(json.dumps({"jsonrpc": "2.0", "id": "init", "error": {"code": -32602, "message": "x"}}))
+        assert odd.see(json.dumps(_call(3, "memory_write", {"text": "x"})).encode()) is False
+    os.close(write_fd)
+    assert _ids_written(read_fd) == ["init", 1, 2]
+    assert [r["text"] for r in _records(tmp_path / "s")] == ["after"]
 
 
 def test_a_tool_call_before_initialize_is_left_to_the_sdk(tmp_path):
