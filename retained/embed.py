@@ -29,6 +29,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .switches import embed_config_key as config_key
+from .switches import embed_mode as mode
+
 if TYPE_CHECKING:  # the hook path imports no more than it runs
     from collections.abc import Callable
     from typing import Any
@@ -65,16 +68,6 @@ class Unavailable(Exception):
 
 def _env(env: dict[str, str] | None) -> dict[str, str]:
     return dict(os.environ) if env is None else env
-
-
-def mode(env: dict[str, str] | None = None) -> str:
-    """'local', 'ollama' or 'off' from RETAINED_EMBED (default local)."""
-    value = _env(env).get("RETAINED_EMBED", "").strip().lower()
-    if value in ("off", "0", "false", "no", "none", "lexical"):
-        return "off"
-    if value == "ollama":
-        return "ollama"
-    return "local"
 
 
 class Embedder:
@@ -180,7 +173,8 @@ class LocalEmbedder(Embedder):
         return data
 
     def _load(self) -> None:
-        data = self.verified_bytes()
+        kept = _kept_integer_model(self.model_path())
+        data = None if kept is not None else self.verified_bytes()
         ort = onnxruntime_module()
         from .wordpiece import WordPiece
 
@@ -194,16 +188,26 @@ class LocalEmbedder(Embedder):
         opts.enable_cpu_mem_arena = False
         if self.quick_start:
             # The prompt hook embeds once and exits: an unoptimised graph is ready ~20-100 ms sooner, and
-            # on the integer graph (retained/onnxgraph.py) a run costs about the same either way.
+            # on the integer graph (retained/onnxgraph.py) a run costs about the same either way; one
+            # prompt needs no thread pool (~5-10 ms to start one).
             opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            opts.intra_op_num_threads = 1
         # No busy-waiting between runs: spinning runtime threads would take the cores from the search
         # (numpy) and from the host the agent runs in.
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
-        try:
-            session = _session(ort, data, opts)
-        except Exception as e:
-            raise Unavailable(f"onnxruntime could not load the model: {e}") from None
+        session = None
+        if kept is not None:
+            try:
+                session = ort.InferenceSession(str(kept), opts, providers=["CPUExecutionProvider"])
+            except Exception:
+                data = self.verified_bytes()  # made again below, from the model file itself
+        if session is None:
+            assert data is not None
+            try:
+                session = _session(ort, data, opts)
+            except Exception as e:
+                raise Unavailable(f"onnxruntime could not load the model: {e}") from None
         self._tok = WordPiece.load()
         self._session = session
         del data
@@ -270,7 +274,8 @@ def _batches(order: list[int], lengths: list[int]) -> list[list[int]]:
 
 def _session(ort: Any, data: bytes, opts: Any) -> Any:
     """An inference session of the verified model bytes, computing on the int8 weights when the
-    graph allows (retained/onnxgraph.py), else on the file as it stands."""
+    graph allows (retained/onnxgraph.py), else on the file as it stands. The rewritten model is kept
+    in the cache dir for the next process (`_kept_integer_model`)."""
     from .onnxgraph import integer_model
 
     try:
@@ -278,11 +283,14 @@ def _session(ort: Any, data: bytes, opts: Any) -> Any:
     except ValueError:
         chunks = [data]
     try:
-        return _session_of(ort, chunks, opts)
+        session = _session_of(ort, chunks, opts)
     except Exception:
         if len(chunks) == 1:
             raise
         return _session_of(ort, [data], opts)
+    if len(chunks) > 1:
+        _keep_integer_model(chunks)
+    return session
 
 
 def _session_of(ort: Any, chunks: list[bytes | memoryview], opts: Any) -> Any:
@@ -364,10 +372,14 @@ def _stamp(path: Path) -> list[Any]:
 
 
 def cache_dir() -> Path:
-    """retained's user cache dir (as platformdirs names it): the verified model's stamp, the model host's
-    socket when there is no runtime dir (retained/model_host.py)."""
+    """retained's user cache dir (as platformdirs names it, or RETAINED_CACHE_DIR): the verified model's
+    stamp, the rewritten model, the model host's socket when there is no runtime dir
+    (retained/model_host.py)."""
     import sys
 
+    chosen = os.environ.get("RETAINED_CACHE_DIR", "").strip()
+    if chosen:
+        return Path(chosen).expanduser()
     if sys.platform == "win32":
         base = os.environ.get("LOCALAPPDATA") or str(Path.home() / "AppData" / "Local")
         return Path(base) / "retained" / "Cache"
@@ -377,37 +389,85 @@ def cache_dir() -> Path:
     return Path(base) / "retained"
 
 
-def _stamp_file() -> Path | None:
-    """Where a verified model file's stamp is kept."""
-    return cache_dir() / "model-verified.json"
+def _stamp_file(name: str = "model-verified.json") -> Path | None:
+    """Where a verified model file's stamp is kept (`name`: the rewritten model's, see below)."""
+    return cache_dir() / name
 
 
 _GOOD: list[list[Any]] = []
 
 
-def _known_good(stamp: list[Any]) -> bool:
+def _known_good(stamp: list[Any], name: str = "model-verified.json") -> bool:
     if stamp in _GOOD:
         return True
-    f = _stamp_file()
+    f = _stamp_file(name)
     try:
         return f is not None and json.loads(f.read_text(encoding="utf-8")).get("stamp") == stamp
     except (OSError, ValueError, AttributeError):
         return False
 
 
-def _remember_good(stamp: list[Any]) -> None:
+def _remember_good(stamp: list[Any], name: str = "model-verified.json") -> None:
     _GOOD.append(stamp)
     from . import durable
     from .paths import read_only_requested
 
-    f = _stamp_file()
+    f = _stamp_file(name)
     if f is None or read_only_requested():
         return
     try:
-        f.parent.mkdir(parents=True, exist_ok=True)
+        f.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         durable.write_atomic(f, json.dumps({"stamp": stamp}).encode("utf-8"))
     except OSError:
         pass  # a cache: without it the next process hashes the file again
+
+
+# The model rewritten to compute on its int8 weights (retained/onnxgraph.py) takes ~60 ms to make from
+# the verified file (read, check, rewrite), a third of what a fresh process (the prompt hook without a
+# server) pays for the model. So it is kept in the user cache dir (0700; the file 0600), named after
+# the pinned model and the rewriting code, and trusted as the model file is: only in the very state it
+# was written in (its stamp: inode, size, mtime, ctime), and only while the model file it was made from
+# is in a state that passed the sha256 check. Anything else: made again from the model file.
+_INTEGER_STAMP = "model-int8-verified.json"
+
+
+def _integer_model_file() -> Path | None:
+    from . import onnxgraph
+
+    try:
+        code = Path(onnxgraph.__file__).read_bytes()
+    except (OSError, TypeError):
+        return None  # no source to name the rewrite by: nothing is kept
+    tag = hashlib.sha256(code).hexdigest()[:12]
+    return cache_dir() / f"model-int8-{MODEL_SHA256[:12]}-{tag}.onnx"
+
+
+def _kept_integer_model(model: Path) -> Path | None:
+    """The kept rewritten model, when it and the model file are in states that passed their checks."""
+    try:
+        if not _known_good(_stamp(model)):
+            return None
+        kept = _integer_model_file()
+        return kept if kept is not None and _known_good(_stamp(kept), _INTEGER_STAMP) else None
+    except OSError:
+        return None
+
+
+def _keep_integer_model(chunks: list[bytes | memoryview]) -> None:
+    from . import durable
+    from .paths import read_only_requested
+
+    kept = _integer_model_file()
+    if kept is None or read_only_requested():
+        return
+    try:
+        kept.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with durable.atomic_file(kept, 0o600) as f:
+            for chunk in chunks:
+                f.write(chunk)
+        _remember_good(_stamp(kept), _INTEGER_STAMP)
+    except OSError:
+        pass  # a cache: without it the next process rewrites the model again
 
 
 def _loopback(host: str) -> bool:
@@ -522,17 +582,6 @@ _SHARED_LOCK = threading.Lock()
 # How this process makes its local embedder: `retained serve` puts retained.model_host's here (the
 # user's one model process), so that this module never imports that one.
 LOCAL_FACTORY: list[Callable[[dict[str, str]], LocalEmbedder]] = []
-
-
-def config_key(env: dict[str, str] | None = None) -> tuple[str, ...]:
-    """What names this process's embedder: two processes with the same key embed alike."""
-    e = _env(env)
-    m = mode(e)
-    if m == "ollama":
-        return ("ollama", e.get("RETAINED_OLLAMA_URL", ""), e.get("RETAINED_EMBED_MODEL", ""))
-    if m == "local":
-        return ("local", e.get("RETAINED_EMBED_MODEL_PATH", ""))
-    return ("off",)
 
 
 def embedder(env: dict[str, str] | None = None) -> Embedder | None:

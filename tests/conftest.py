@@ -61,8 +61,17 @@ LEAKY_VARS = ("ENABLE_TOOL_SEARCH", "GOOGLE_API_KEY", "GOOGLE_CLOUD_PROJECT", "D
 KEPT_VARS = ("RETAINED_NPM_CACHE", "RETAINED_UPDATE_SNAPSHOT")  # test tooling, not settings of retained
 
 
+_MODEL_CACHE: list[Path] = []
+
+
+def _model_cache(factory: pytest.TempPathFactory) -> Path:
+    if not _MODEL_CACHE:
+        _MODEL_CACHE.append(factory.mktemp("model-cache"))
+    return _MODEL_CACHE[0]
+
+
 @pytest.fixture(autouse=True)
-def isolate_home(tmp_path, monkeypatch):
+def isolate_home(tmp_path, tmp_path_factory, monkeypatch):
     home = tmp_path / "home"
     home.mkdir()
     for var in ISOLATED_VARS:
@@ -81,6 +90,9 @@ def isolate_home(tmp_path, monkeypatch):
     # (the `model_host_on` fixture, tests/test_model_host.py): on everywhere, an in-process test after
     # one that ran `cli.main(["serve"])` would start hosts as children of the test run.
     monkeypatch.setenv("RETAINED_MODEL_HOST", "off")
+    # What retained keeps to load the model sooner (the rewritten model, ~23 MB, and its stamp) is made
+    # once per run, not once per test: a test of that cache sets its own RETAINED_CACHE_DIR.
+    monkeypatch.setenv("RETAINED_CACHE_DIR", str(_model_cache(tmp_path_factory)))
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)  # not a git repository: default scopes are global / every scope

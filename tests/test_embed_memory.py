@@ -80,10 +80,11 @@ def test_a_graph_the_rewrite_does_not_know_is_refused_not_guessed(blob):
         onnxgraph.integer_model(blob)
 
 
-def test_a_model_the_rewrite_refuses_is_loaded_as_the_file_stands(monkeypatch):
+def test_a_model_the_rewrite_refuses_is_loaded_as_the_file_stands(monkeypatch, tmp_path):
     def refuse(data):
         raise ValueError("unknown graph")
 
+    monkeypatch.setenv("RETAINED_CACHE_DIR", str(tmp_path / "cache"))  # no rewritten model kept from before
     monkeypatch.setattr(onnxgraph, "integer_model", refuse)
     emb = embed.LocalEmbedder()
     reference = _embed_with(_float_session(emb.verified_bytes()), TEXTS[:2])

@@ -461,6 +461,60 @@ def test_a_model_file_changed_after_it_was_verified_is_hashed_again_and_refused(
         second.embed(["hello"])
 
 
+def _rewrites(monkeypatch) -> list[int]:
+    """Counts the model's rewrites to int8 compute (retained/onnxgraph.py) in this process."""
+    from retained import onnxgraph
+
+    made: list[int] = []
+    real = onnxgraph.integer_model
+
+    def counted(data):
+        made.append(1)
+        return real(data)
+
+    monkeypatch.setattr(onnxgraph, "integer_model", counted)
+    return made
+
+
+def test_the_rewritten_model_is_kept_and_a_fresh_load_takes_it_with_the_same_vectors(tmp_path, monkeypatch):
+    """The first load rewrites the model and keeps the result (0600, in the cache dir); the next load (a
+    fresh process's) takes it as it is, without reading or rewriting the model, and embeds the same."""
+    from retained import embed
+
+    monkeypatch.setenv("RETAINED_CACHE_DIR", str(tmp_path / "cache"))
+    made = _rewrites(monkeypatch)
+    first = embed.LocalEmbedder({}).embed(["when do we ship to production?"])
+    assert made == [1]
+    kept = embed._integer_model_file()
+    assert kept is not None and kept.exists() and (kept.stat().st_mode & 0o777) == 0o600
+    monkeypatch.setattr(embed.LocalEmbedder, "verified_bytes", lambda self, remember=True: pytest.fail("read the model"))
+    again = embed.LocalEmbedder({}).embed(["when do we ship to production?"])
+    assert made == [1]
+    assert (again == first).all()
+
+
+def test_a_kept_model_that_changed_is_not_used_and_is_made_again(tmp_path, monkeypatch):
+    """The kept model is trusted only in the state it was written in: one byte changed (same size) and it
+    is made again from the checked model file; the vectors are the model's."""
+    from retained import embed
+
+    monkeypatch.setenv("RETAINED_CACHE_DIR", str(tmp_path / "cache"))
+    made = _rewrites(monkeypatch)
+    first = embed.LocalEmbedder({}).embed(["which database holds the vectors?"])
+    kept = embed._integer_model_file()
+    assert kept is not None
+    with open(kept, "r+b") as f:
+        f.seek(kept.stat().st_size // 2)
+        byte = f.read(1)
+        f.seek(kept.stat().st_size // 2)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    embed._GOOD.clear()  # as in a fresh process: only the stamp files say what was checked
+    again = embed.LocalEmbedder({}).embed(["which database holds the vectors?"])
+    assert made == [1, 1]
+    assert (again == first).all()
+    assert embed._kept_integer_model(embed.LocalEmbedder({}).model_path()) == kept  # made again, trusted again
+
+
 def test_a_forgotten_record_is_not_found_by_meaning_either(store):
     ids = _seed(store)
     assert store.search("which tool holds our passwords?")["hits"][0]["id"] == ids["secrets"]
@@ -522,6 +576,7 @@ def test_a_search_by_meaning_writes_nothing_outside_the_store_and_retaineds_cach
     """onnxruntime's telemetry writes a device id under ~/.cache/Microsoft on import: retained turns it off."""
     monkeypatch.delenv("ORT_DISABLE_TELEMETRY", raising=False)
     env = dict(os.environ, RETAINED_DIR=str(store_dir))
+    env.pop("RETAINED_CACHE_DIR")  # the default: the user cache dir
     run = [sys.executable, "-m", "retained"]
     subprocess.run([*run, "write", "secrets live in 1Password"], env=env, check=True, capture_output=True)
     out = subprocess.run([*run, "search", "--meaning", "which tool holds our passwords?", "--json"], env=env, check=True,
@@ -529,3 +584,4 @@ def test_a_search_by_meaning_writes_nothing_outside_the_store_and_retaineds_cach
     assert json.loads(out.stdout)["semantic"] == "on"
     written = sorted(str(p.relative_to(isolate_home)) for p in isolate_home.rglob("*") if p.is_file())
     assert all(p.startswith(".cache/retained/") for p in written), written
+    assert any(p.startswith(".cache/retained/model-int8-") for p in written), written  # kept for the next process
