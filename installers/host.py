@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, cast
 
+TYPE_CHECKING = False  # typing's, without importing typing: the hook path imports no more than it runs
 if TYPE_CHECKING:
     from collections.abc import Mapping
-    from typing import Any
+    from typing import Any, ClassVar
 
     from .base import FilePlan
 
@@ -247,6 +247,8 @@ class ConfigFiles(_Named):
         return any(Path(fill(p, ctx)).exists() for p in det.get("paths", []))
 
     def plans(self, ctx: dict[str, Any], *, scope: str, flags: dict[str, bool], install: bool = True) -> list[FilePlan]:
+        from typing import cast
+
         from .base import plans_from_template
 
         host = cast("Host", self)  # every host is a Host; this class is only its config part

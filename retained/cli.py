@@ -12,16 +12,17 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, cast
 
 from . import __version__
 from .errors import NotFound, RetainedError, UsageError
 
+TYPE_CHECKING = False  # typing's, without importing typing: the hook path imports no more than it runs
 if TYPE_CHECKING:  # for annotations only: argparse alone costs the hook path more than the brief
     import argparse
-    from typing import Any
+    from typing import Any, cast
 
-    from .results import (
+    # some are named in cast() only, which ruff follows only when typing.cast is the cast at run time
+    from .results import (  # noqa: F401
         ForgetReceipt,
         GetResult,
         Hit,
@@ -36,6 +37,10 @@ if TYPE_CHECKING:  # for annotations only: argparse alone costs the hook path mo
     _AddCommand = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
 
     from .store import Store
+else:
+    def cast(_kind: object, value: object) -> object:  # typing.cast, which does nothing at run time either
+        return value
+
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -231,7 +236,7 @@ def _search_fast(store: Store, query: str, kw: dict[str, Any], wait_for_meaning:
     """A running `retained serve` of the store searches with its loaded model; without one, the answer
     comes by words at once (loading the model here would take most of half a second) unless the
     caller waits for meaning."""
-    from .embed import mode
+    from .switches import embed_mode as mode
 
     if mode() == "off" or wait_for_meaning:
         return store.search(query, **kw)

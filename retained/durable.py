@@ -26,7 +26,10 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+
+TYPE_CHECKING = False  # typing's, without importing typing: the hook path imports no more than it runs
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 TEMP_SUFFIX = ".retained-tmp"
 _BINARY = getattr(os, "O_BINARY", 0)  # Windows would otherwise turn b"\n" into b"\r\n"

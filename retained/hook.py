@@ -10,17 +10,16 @@ real work come from the host registry (installers/hosts/); this module passes th
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .switches import switch
 
+TYPE_CHECKING = False  # typing's, without importing typing: the hook path imports no more than it runs
 if TYPE_CHECKING:
     from typing import Any
 
@@ -104,7 +103,16 @@ def project_of(data: dict[str, Any], env: dict[str, str]) -> str | None:
 
 
 # -- per-session state --------------------------------------------------------------------------------
+_PLAIN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+
+
 def _session_file(store_dir: Path, sid: str) -> Path:
+    """The session's note: named by its id when that is a plain name (hosts use UUIDs), else by a hash of
+    it (sha256: hashlib loads OpenSSL, ~3 ms that a prompt need not pay when the name is plain)."""
+    if _PLAIN_ID.fullmatch(sid):
+        return store_dir / SESSIONS_DIR / f"s-{sid}.json"
+    import hashlib
+
     return store_dir / SESSIONS_DIR / (hashlib.sha256(sid.encode("utf-8", "replace")).hexdigest()[:32] + ".json")
 
 
@@ -371,9 +379,9 @@ def _recall_served(store_dir: Path, text: str, project: str | None, shown: set[s
     (False, None) when this process must open the store and recall by itself."""
     if not switch("RETAINED_RECALL", True, env):
         return True, None
-    from .embed import mode
+    from .switches import embed_mode
 
-    if mode() == "off":
+    if embed_mode() == "off":
         return False, None  # words only: quick here, and no server would have more to offer
     from .records import GLOBAL_SCOPE
     from .warm import recall as served_recall

@@ -5,21 +5,20 @@ The format is specified in docs/FORMAT.md; this module is its reference implemen
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import time
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the hook path imports no more than it runs
+from . import safejson
+from .errors import UsageError
+
+TYPE_CHECKING = False  # typing's, without importing typing: the hook path imports no more than it runs
+if TYPE_CHECKING:
     from collections import Counter
     from collections.abc import Mapping
     from datetime import datetime
     from typing import Any
-
-from . import safejson
-from .errors import UsageError
 
 GENESIS = "0" * 64
 
@@ -56,6 +55,8 @@ def canonical_json(obj: dict[str, Any]) -> bytes:
 
 def compute_sha256(record: dict[str, Any]) -> str:
     """SHA-256 of the canonical JSON of the record without its own `sha256` field."""
+    import hashlib  # here, not at the top: the prompt hook imports this module and hashes nothing
+
     body = {k: v for k, v in record.items() if k != "sha256"}
     return hashlib.sha256(canonical_json(body)).hexdigest()
 
@@ -294,6 +295,8 @@ def _shared(counts: Counter[str], theirs: str | list[str]) -> int:
 
 def text_key(text: str) -> str:
     """A short fingerprint of the normalised text (the index looks exact duplicates up by it)."""
+    import hashlib
+
     return hashlib.sha256(normalise_text(text).encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 

@@ -18,7 +18,10 @@ from __future__ import annotations
 import json
 import re
 from itertools import accumulate
-from typing import Any
+
+TYPE_CHECKING = False  # typing's, without importing typing: the hook path imports no more than it runs
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Deeper than any record, request or config file anyone writes on purpose (they nest a handful of
 #: levels), and far enough below the interpreter's recursion limit (1,000) that recursive code

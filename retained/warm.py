@@ -17,21 +17,22 @@ asking side uses the standard library only.
 
 from __future__ import annotations
 
+import _socket  # the hook's side: socket.py would cost every prompt ~4 ms of imports (selectors, array)
 import json
 import os
-import socket
 import stat
-import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from . import __version__, safejson
+
+TYPE_CHECKING = False  # typing's, without importing typing (~5 ms of every prompt)
 if TYPE_CHECKING:
+    import socket
+    import threading
     from typing import Any
 
     from .store import Store
-
-from . import __version__, safejson
 
 SOCKET_NAME = "recall.sock"
 PROTOCOL = 2  # 2: the `recall` request
@@ -44,7 +45,7 @@ _SUN_PATH_MAX = 100  # sockaddr_un holds 104 (macOS) to 108 (Linux) bytes with i
 def socket_path(directory: Path) -> Path | None:
     """Where a server of the store in `directory` listens, or None where no unix socket can be used."""
     path = Path(directory) / SOCKET_NAME
-    if not hasattr(socket, "AF_UNIX") or len(os.fsencode(str(path))) >= _SUN_PATH_MAX:
+    if not hasattr(_socket, "AF_UNIX") or len(os.fsencode(str(path))) >= _SUN_PATH_MAX:
         return None
     return path
 
@@ -52,6 +53,8 @@ def socket_path(directory: Path) -> Path | None:
 def listen_private(path: Path, backlog: int) -> socket.socket:
     """A unix socket listening at `path`, mode 0600 from the moment it exists: this user only (the
     lender's here, the model host's in retained/model_host.py)."""
+    import socket
+
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old = os.umask(0o177)
     try:
@@ -66,9 +69,9 @@ def listen_private(path: Path, backlog: int) -> socket.socket:
 
 
 def _stamp(request: dict[str, Any]) -> dict[str, Any]:
-    from .embed import config_key
+    from .switches import embed_config_key
 
-    return dict(request, v=PROTOCOL, retained=__version__, embed=list(config_key()))
+    return dict(request, v=PROTOCOL, retained=__version__, embed=list(embed_config_key()))
 
 
 # -- the hook's side ------------------------------------------------------------------------------
@@ -85,7 +88,8 @@ def ask(directory: Path, request: dict[str, Any], timeout: float = ASK_TIMEOUT_S
     deadline = time.monotonic() + timeout
     data = (json.dumps(_stamp(request), ensure_ascii=False) + "\n").encode("utf-8")
     try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
             s.settimeout(timeout)
             s.connect(str(path))
             s.sendall(data)
@@ -105,6 +109,8 @@ def ask(directory: Path, request: dict[str, Any], timeout: float = ASK_TIMEOUT_S
                     return None
                 if chunk.endswith(b"\n"):
                     break
+        finally:
+            s.close()
         reply = safejson.loads(b"".join(chunks), max_bytes=MAX_REPLY, errors="surrogatepass")
     except (OSError, ValueError):
         return None
@@ -158,15 +164,17 @@ class Lender:
         self._ino: int | None = None
         self.warm = False
         self.thread: threading.Thread | None = None
-        from .embed import config_key
+        from .switches import embed_config_key
 
-        self.embed_key = list(config_key())  # this process's embedder, as it was when the server started
+        self.embed_key = list(embed_config_key())  # this process's embedder, as it was when the server started
         self.version = __version__
 
     def start(self) -> bool:
         """Listen, unless the path cannot hold a socket or another live server already does."""
         if self.path is None or getattr(self.store, "read_only", True):
             return False
+        import threading
+
         try:
             if os.path.lexists(self.path):
                 if not stat.S_ISSOCK(os.lstat(self.path).st_mode):
@@ -183,6 +191,8 @@ class Lender:
         return True
 
     def _alive(self) -> bool:
+        import socket
+
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
             s.settimeout(0.5)
             try:
@@ -193,6 +203,8 @@ class Lender:
 
     def stop(self) -> None:
         """Stop listening; wait for a warm-up still inside onnxruntime (exiting under it aborts)."""
+        import threading
+
         if self.thread is not None and self.thread is not threading.current_thread():
             self.thread.join(timeout=30)
         sock, self._sock = self._sock, None
@@ -206,6 +218,8 @@ class Lender:
         sock.close()
 
     def _accept(self) -> None:
+        import threading
+
         while self._sock is not None:
             try:
                 conn, _ = self._sock.accept()
@@ -283,6 +297,8 @@ def after_handshake(store: Store) -> Lender | None:
 
     if not hasattr(store, "semantic") or read_only_requested():
         return None  # an unusable store, or a server doctor runs (it changes no file: onnxruntime writes some)
+    import threading
+
     lender = Lender(store)
 
     def run() -> None:

@@ -94,6 +94,26 @@ def test_never_injects_twice_into_one_session(store_dir, project, transcript):
     assert hook("session-start", dict(payload, source="compact"), env).stdout
 
 
+@pytest.mark.parametrize("sid", ["0b4d2c3e-5f60-4718-9a2b-3c4d5e6f7a8b", "../../escape", "a" * 65, "sp ace", ".hidden",
+                                 "\u00e9t\u00e9", "x/y"])
+def test_each_session_has_its_own_note_inside_the_sessions_folder_whatever_its_id(store_dir, project, transcript, sid):
+    """A session's note is named by its id when that is a plain name (no OpenSSL load on the prompt path),
+    else by its sha256: either way inside `sessions/`, one note per session, and a second session's
+    hook still injects what the first was already shown."""
+    with Store(store_dir) as s:
+        s.write("deploys go through the release branch", scope=str(project))
+    payload, env = fixtures(project, transcript)["claude"]
+    env = dict(env, CLAUDE_CODE_SESSION_ID=sid)
+    assert hook("session-start", dict(payload, session_id=sid), env).stdout
+    assert hook("session-start", dict(payload, session_id=sid), env).stdout == ""  # noted: not twice
+    notes = [p for p in store_dir.rglob("*") if p.is_file() and p.parent.name == "sessions"]
+    assert len(notes) == 1 and notes[0].parent == store_dir / "sessions"
+    assert not any(p.name.startswith(".") for p in notes)
+    other = dict(env, CLAUDE_CODE_SESSION_ID=sid + "-2")
+    assert hook("session-start", dict(payload, session_id=sid + "-2"), other).stdout
+    assert not list(store_dir.parent.glob("escape*")) and not (store_dir / "escape").exists()
+
+
 @pytest.mark.parametrize("raw", ["", "not json", "[1,2]", "null", '{"cwd": 42, "session_id": ["x"]}', "\xff"])
 def test_broken_stdin_still_exits_zero(store_dir, raw):
     proc = hook("session-start", None, None, raw=raw)

@@ -152,6 +152,29 @@ def test_a_warm_server_answers_the_whole_recall_and_the_hook_opens_no_store(stor
         assert unrelated.returncode == 0 and unrelated.stdout == ""
 
 
+# What a prompt costs before it is answered is mostly imports: each of these took a warm prompt hook
+# 1.5-6 ms (python -c "import json, X" against "import json"), and none is needed to ask a warm server.
+NOT_ON_THE_WARM_PATH = ("typing", "hashlib", "socket", "threading", "sqlite3", "numpy", "onnxruntime", "mcp",
+                        "pydantic", "argparse")
+
+
+def test_a_prompt_answered_by_a_warm_server_imports_only_what_asking_takes(store_dir, tmp_path):
+    """The warm path stays lean: the hook process that asks a warm server imports no typing, hashlib,
+    socket (the C module _socket is enough), threading, store or model modules."""
+    project = _project(tmp_path)
+    _seed(store_dir, project)
+    payload = json.dumps({"session_id": "0b4d2c3e-5f60-4718-9a2b-3c4d5e6f7a8b", "cwd": str(project),
+                          "hook_event_name": "UserPromptSubmit", "prompt": PARAPHRASE})
+    env = dict(os.environ, RETAINED_DIR=str(store_dir), CLAUDECODE="1")
+    with _warm_server(store_dir, project):
+        out = subprocess.run([sys.executable, "-X", "importtime", "-m", "retained", "hook", "prompt", "--host", "claude"],
+                             input=payload, env=env, capture_output=True, text=True, cwd=project, timeout=60)
+    assert out.returncode == 0 and "Tuesdays" in out.stdout, out.stderr[-2000:]
+    imported = {line.split("|")[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
+    assert "retained.warm" in imported  # the path asked about
+    assert not {m for m in imported if m.split(".")[0] in NOT_ON_THE_WARM_PATH}
+
+
 def test_a_server_with_another_embedder_or_version_is_not_asked(store_dir, tmp_path, monkeypatch):
     project = _project(tmp_path)
     _seed(store_dir, project)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # typing's, without importing typing: the hook path imports no more than it runs
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..host import HOOK_OUTPUT_CHARS, Check, Host, array, table
 
+TYPE_CHECKING = False  # typing's, without importing typing: the hook path imports no more than it runs
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any

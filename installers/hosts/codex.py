@@ -10,14 +10,13 @@ entry's env. `CODEX_HOME` moves everything.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..host import Check, Host, table
 
+TYPE_CHECKING = False  # typing's, without importing typing: the hook path imports no more than it runs
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
     from typing import Any
@@ -49,6 +48,8 @@ def handler_identity(event: str, matcher: str | None, handler: dict[str, Any]) -
 def trusted_hash(event: str, matcher: str | None, handler: dict[str, Any]) -> str:
     blob = json.dumps(handler_identity(event, matcher, handler), sort_keys=True, separators=(",", ":"),
                       ensure_ascii=False).encode("utf-8")
+    import hashlib  # here: every host's hook recognises its input with this module loaded
+
     return "sha256:" + hashlib.sha256(blob).hexdigest()
 
 

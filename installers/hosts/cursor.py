@@ -7,10 +7,9 @@ file holds for Claude Code answer Cursor in Cursor's shapes. Retained writes not
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..host import Check, Host
 
+TYPE_CHECKING = False  # typing's, without importing typing: the hook path imports no more than it runs
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path

@@ -12,10 +12,10 @@ Global config: `$XDG_CONFIG_HOME/opencode` (default `~/.config/opencode`), or `$
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 from ..host import Check, Host, table
 
+TYPE_CHECKING = False  # typing's, without importing typing: the hook path imports no more than it runs
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
 
 from ..host import Host
 
+TYPE_CHECKING = False  # typing's, without importing typing: the hook path imports no more than it runs
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
