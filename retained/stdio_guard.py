@@ -163,7 +163,7 @@ class WireOut:
         self._lock = threading.Lock()
         self._expected: dict[tuple[str, str], dict[str, Any]] = {}  # what the SDK will repeat, to drop
         self.on_tools_listed: Callable[[], None] | None = None  # called once, after the first tool list is out
-        self.on_sdk_line: Callable[[str], None] | None = None  # told of each line the SDK's side writes, once out
+        self.on_sdk_line: Callable[[str], None] | None = None  # told of each line the SDK's side writes
 
     def answer_early(self, frame: dict[str, Any], sdk_key: tuple[str, str]) -> None:
         """Write `frame` now and drop the SDK's own copy of it later (the frame keyed `sdk_key`)."""
@@ -208,10 +208,12 @@ class WireOut:
             callback()
 
     def sdk_line(self, text: str) -> None:
-        """Write a line of the SDK's side (the SDK's own, or the guard's answer to a line it refused)."""
-        self.write_line(text)
+        """Write a line of the SDK's side (the SDK's own, or the guard's answer to a line it refused).
+        Told first, then written: the request it answers is done, and a host that reads the reply and
+        sends a tool call at once must find nothing owed any more."""
         if self.on_sdk_line is not None:
             self.on_sdk_line(text)
+        self.write_line(text)
 
     # the async face stdio_server() expects
     async def write(self, text: str) -> None:
