@@ -159,8 +159,12 @@ def test_serve_keeps_one_heap_before_it_starts_a_thread_when_the_model_lives_in_
 class _PagedIndex:
     """The index's vector pages (`Index.vectors_page`) over a list of (line, float32 vector), vid = position."""
 
-    def __init__(self, rows: list[tuple[int, np.ndarray]]) -> None:
+    def __init__(self, rows: list[tuple[int, np.ndarray]], miscount: int = 0) -> None:
         self.rows = rows
+        self.miscount = miscount  # the count said before reading is off by this (rows added or gone meanwhile)
+
+    def vectors_after(self, model: str, vid: int) -> int:
+        return max(0, sum(1 for v in range(len(self.rows)) if v > vid) + self.miscount)
 
     def vectors_page(self, model: str, vid: int, limit: int):
         page = [(v, line, vec) for v, (line, vec) in enumerate(self.rows) if v > vid][:limit]
@@ -192,8 +196,29 @@ def test_vectors_read_in_many_pages_are_the_ones_read_in_one_and_a_held_line_is_
     expected = {line: float(vec @ q) for line, vec in zip(lines, vecs, strict=True)}
     assert not approximate and all(abs(c - expected[int(line)]) < 0.01 for line, c in zip(got_lines, cosines, strict=True))
 
+    for miscount in (-4, -10, 3):  # vectors added after the count (read past it), or gone before the read
+        monkeypatch.setattr(embed, "PAGE", 3)
+        odd = embed.Vectors()
+        assert odd.add_from(_PagedIndex(index.rows, miscount), "m", -1) is True
+        assert list(odd.lines) == sorted(lines) and np.array_equal(odd.q8, whole.q8), miscount
+
     monkeypatch.setattr(embed, "PAGE", 3)
     more = _PagedIndex(index.rows + [(10, vecs[1]), (11, vecs[2])])
     assert paged.add_from(more, "m", 9) is True and list(paged.lines) == list(range(12))
     again = _PagedIndex(more.rows + [(12, vecs[3]), (13, vecs[5]), (14, vecs[6]), (4, vecs[4])])  # 4 again, a page later
     assert paged.add_from(again, "m", 11) is False and len(paged) == 12  # nothing of that read was added
+
+
+def test_sign_bits_made_a_chunk_at_a_time_are_those_of_all_rows_at_once(monkeypatch):
+    """Past EXACT_MAX rows the sign bits pick the candidates; made CHUNK rows at a time (no temporary as
+    large as the rows), they are the bits of every row, padded to whole 64-bit words."""
+    rows = np.random.default_rng(3).integers(-127, 128, size=(1000, 384), dtype=np.int8)
+    monkeypatch.setattr(embed, "CHUNK", 64)
+    got = embed._sign_bits(np, rows)
+    expected = np.ascontiguousarray(np.packbits(rows > 0, axis=1).view(np.uint64).T)
+    assert got.shape == (6, 1000) and np.array_equal(got, expected)
+    odd = embed._sign_bits(np, rows[:, :100])  # 100 bits: two words, the second padded with zeros
+    assert odd.shape == (2, 1000)
+    padded = np.zeros((1000, 16), dtype=np.uint8)
+    padded[:, :13] = np.packbits(rows[:, :100] > 0, axis=1)
+    assert np.array_equal(odd, np.ascontiguousarray(padded.view(np.uint64).T))

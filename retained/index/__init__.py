@@ -447,6 +447,11 @@ class Index:
         with self._lock:
             return (*vectors.stats(self._conn(), model), self._ino)
 
+    def vectors_after(self, model: str, vid: int) -> int:
+        """How many vectors of `model` have a vid past `vid` (what `vectors_page` will read from there)."""
+        with self._lock:
+            return vectors.count_after(self._conn(), model, vid)
+
     def vectors_page(self, model: str, vid: int, limit: int) -> tuple[list[int], list[bytes], int, int]:
         """(lines, float16 blobs, dim, last vid) of up to `limit` vectors of `model` after `vid`, by vid;
         a page stops where the width changes (the reader then starts afresh)."""

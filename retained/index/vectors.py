@@ -106,6 +106,11 @@ def page(db: sqlite3.Connection, model: str, vid: int, limit: int) -> list[tuple
                       " ORDER BY vid LIMIT ?", (model, vid, limit)).fetchall()
 
 
+def count_after(db: sqlite3.Connection, model: str, vid: int) -> int:
+    """How many vectors of `model` come after `vid` (a walk of the rows after it, by vid)."""
+    return int(db.execute("SELECT count(*) FROM vectors WHERE vid > ? AND +model = ?", (vid, model)).fetchone()[0])
+
+
 def one_width(found: list[tuple[int, int, bytes, int]], vid: int) -> tuple[list[int], list[bytes], int, int]:
     """(lines, blobs, dim, last vid) of the page's first run of one width (the reader starts afresh
     where the width changes)."""
