@@ -499,21 +499,17 @@ class EarlyReplies:
                 self._settle(json.dumps(msg["params"].get("requestId")))  # its reply may never come
             return
         rid, method, params = msg["id"], msg["method"], msg.get("params")
-        if self._sdk_is_up:  # only tool calls now, each withheld from the SDK: no reply of its to tell apart
-            if self._era is None:  # the SDK answers the opening itself; a tool call waits for that answer
-                modern = method != "initialize" and has_modern_envelope(params)
-                self._era = "modern" if modern else "handshake" if well_formed_initialize(params) else "off"
-                if not modern:
-                    return
-            if self._era == "handshake" or (self._era == "modern" and method == "tools/call"):
-                (self._handshake if self._era == "handshake" else self._modern)(rid, method, params)
-            return
-        key = json.dumps(rid)
-        fresh = key not in self._seen
-        self._seen.add(key)
+        fresh = True
+        if not self._sdk_is_up:  # once it is, only tool calls, withheld from the SDK: no reply of its to tell apart
+            key = json.dumps(rid)
+            fresh = key not in self._seen
+            self._seen.add(key)
         if self._era is None:  # the first request decides the era, as in the SDK
             if method != "initialize" and has_modern_envelope(params):
                 self._era = "modern"
+            elif self._sdk_is_up:  # the SDK answers the opening itself; a tool call waits for that answer
+                self._era = "handshake" if method == "initialize" and well_formed_initialize(params) else "off"
+                return
             else:
                 result = self._initialize(method, params)
                 if result is None:
@@ -522,8 +518,8 @@ class EarlyReplies:
                 self._era = "handshake"
                 self._reply(rid, result)
                 return
-        if not fresh:
-            return  # a reused id: its replies could not be told apart
+        if not fresh or (self._sdk_is_up and method != "tools/call"):
+            return  # a reused id (its replies could not be told apart), or what only the SDK answers now
         if self._era == "handshake":
             self._handshake(rid, method, params)
         else:
@@ -575,8 +571,6 @@ class EarlyReplies:
             return
         if method == "tools/call" and isinstance(params, dict) and set(params) <= {"name", "arguments"}:
             self._call(rid, params, None)
-        elif self._sdk_is_up:
-            return
         elif method in LISTS and method in self._snapshot["handshake"] and _no_cursor(params):
             self._reply(rid, self._snapshot["handshake"][method])
         elif method == "ping" and _no_cursor(params):
