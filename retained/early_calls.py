@@ -25,8 +25,11 @@ import json
 import logging
 import math
 import types
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Literal, Union, get_args, get_origin, is_typeddict
 
+from .index import Index
 from .replies import reply_text
 from .server import ToolFailed, run_tool
 from .store import Store
@@ -57,6 +60,14 @@ class EarlyCalls:
             return False
         return all(_plain(value, by_name[key]) for key, value in arguments.items())
 
+    def answering(self) -> AbstractContextManager[Callable[[], None]]:
+        """Around a call and the writing of its reply: the index takes in what the call appended on this
+        thread once the reply is out (the yielded function), not on the background thread meanwhile."""
+        index = getattr(self._store, "index", None)
+        if not isinstance(index, Index):  # the stand-in for a store that could not be opened: nothing to take in
+            return nullcontext(_nothing)
+        return index.catching_up_here()
+
     def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         """The `tools/call` result the SDK sends for this call (handshake era), after running it here."""
         try:
@@ -74,6 +85,10 @@ class EarlyCalls:
             return _failed(f"Error executing tool {name}")
         text = reply_text(name, structured, self._project)
         return {"content": [{"text": text, "type": "text"}], "isError": False, "structuredContent": structured}
+
+
+def _nothing() -> None:
+    pass
 
 
 def _failed(text: str) -> dict[str, Any]:

@@ -28,6 +28,7 @@ import queue
 import re
 import threading
 from collections.abc import Callable, Collection
+from contextlib import AbstractContextManager, nullcontext
 from json.encoder import encode_basestring as _encode_str
 from typing import Any, Protocol
 
@@ -547,13 +548,15 @@ class EarlyReplies:
             return
         self._taken = True  # from here on the SDK never sees this line, whatever happens
         self._answered += 1
-        try:
-            frame = self._frame(rid, self._calls.call(name, arguments), stamp)
-        except Exception as e:  # call() answers every failure of the tool itself; this is a last resort
-            log.error("tool %s: its reply could not be made: %s", name, type(e).__name__)
-            failed = {"content": [{"text": f"Error executing tool {name}", "type": "text"}], "isError": True}
-            frame = self._frame(rid, failed, stamp)
-        self._out.write_line(frame)
+        with _answering(self._calls) as answered:
+            try:
+                frame = self._frame(rid, self._calls.call(name, arguments), stamp)
+            except Exception as e:  # call() answers every failure of the tool itself; this is a last resort
+                log.error("tool %s: its reply could not be made: %s", name, type(e).__name__)
+                failed = {"content": [{"text": f"Error executing tool {name}", "type": "text"}], "isError": True}
+                frame = self._frame(rid, failed, stamp)
+            self._out.write_line(frame)
+            answered()
         if self._sdk_is_up:
             log.debug("answered tools/call %s (id %s) without the SDK", name, json.dumps(rid)[:100])
         else:
@@ -597,12 +600,27 @@ class EarlyReplies:
                 self._answered += 1
 
 
+def _answering(calls: ToolCalls) -> AbstractContextManager[Callable[[], None]]:
+    """`calls.answering()`, or a block that does nothing when that fails: a call taken must be answered."""
+    try:
+        return calls.answering()
+    except Exception as e:
+        log.error("no catch-up after the reply: %s", type(e).__name__)
+        return nullcontext(_nothing)
+
+
+def _nothing() -> None:
+    pass
+
+
 class ToolCalls(Protocol):
     """What answers tool calls early (retained/early_calls.py): whether it takes a call, and its result."""
 
     def accepts(self, name: str, arguments: Any) -> bool: ...
 
     def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]: ...
+
+    def answering(self) -> AbstractContextManager[Callable[[], None]]: ...
 
 
 def wire_json(value: Any) -> str:

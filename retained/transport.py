@@ -24,6 +24,8 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +116,9 @@ class _LaterCalls:
 
     def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         return self._made().call(name, arguments)
+
+    def answering(self) -> AbstractContextManager[Callable[[], None]]:
+        return self._made().answering()
 
 
 # -- the store, whatever state it is in ---------------------------------------------------------------

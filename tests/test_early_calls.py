@@ -384,3 +384,74 @@ def test_early_replies_off_answers_no_call_early(tmp_path):
     assert EARLY not in err
     assert [r["text"] for r in _records(tmp_path / "s")] == ["through the SDK"]
     assert len([x for x in lines if b'"content"' in x]) == 1
+
+
+def test_a_write_answered_here_is_taken_into_the_index_after_its_reply_is_out_on_the_same_thread(tmp_path):
+    """The index takes in a write answered on the reading thread there, once the reply is written:
+    the reply does not wait for it, and the next call finds it without handing over to another thread."""
+    import select
+    import threading
+
+    r, w = os.pipe()
+    try:
+        with Store(tmp_path / "s") as store:
+            store.index.catch_up_in_background()  # as `retained serve` runs it
+            real = store.index.catch_up
+            seen: list[tuple[str, bool]] = []
+
+            def catch_up(*args, **kw):
+                reply_out = bool(select.select([r], [], [], 0)[0])
+                seen.append((threading.current_thread().name, reply_out))
+                return real(*args, **kw)
+
+            store.index.catch_up = catch_up
+            early = EarlyReplies(WireOut(w), early_snapshot(None), lambda: "", TOOL_NAMES,
+                                 EarlyCalls(Tools(store, None), store, None))
+            early.see(json.dumps(INIT).encode())
+            os.read(r, 1 << 20)
+            early.sdk_up()
+            call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                    "params": {"name": "memory_write", "arguments": {"text": "the kestrel queue drains at noon"}}}
+            seen.clear()
+            assert early.see(json.dumps(call).encode()) is True
+            reply = json.loads(os.read(r, 1 << 20))
+            assert reply["id"] == 7 and reply["result"]["structuredContent"]["durable"] is True
+            me = threading.current_thread().name
+            # the write's own catch-up before appending (no reply yet), then the one after its reply, both here
+            assert seen == [(me, False), (me, True)], seen
+            assert store.index._follower._thread is None  # the background thread was never woken
+            hits = store.search("kestrel")["hits"]
+            assert [h["id"] for h in hits] == [reply["result"]["structuredContent"]["id"]]
+    finally:
+        os.close(r)
+        os.close(w)
+
+
+def test_a_call_taken_here_is_answered_even_when_its_after_reply_step_cannot_be_set_up():
+    """A call answered here is withheld from the SDK, so it must get its reply whatever fails around it."""
+
+    class Calls:
+        def accepts(self, name, arguments):
+            return True
+
+        def call(self, name, arguments):
+            return {"content": [{"text": "done", "type": "text"}], "isError": False}
+
+        def answering(self):
+            raise RuntimeError("no index to take the write in")
+
+    r, w = os.pipe()
+    try:
+        early = EarlyReplies(WireOut(w), early_snapshot(None), lambda: "", TOOL_NAMES, Calls())
+        early.see(json.dumps(INIT).encode())
+        os.read(r, 1 << 20)
+        call = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "memory_list", "arguments": {}}}
+        assert early.see(json.dumps(call).encode()) is True
+        import select
+
+        assert select.select([r], [], [], 10)[0], "the call was taken and never answered"
+        reply = json.loads(os.read(r, 1 << 20))
+        assert reply["id"] == 9 and reply["result"]["content"][0]["text"] == "done"
+    finally:
+        os.close(r)
+        os.close(w)
