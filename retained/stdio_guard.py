@@ -448,20 +448,17 @@ class EarlyReplies:
             else:
                 self._owed.pop(key, None)
 
-    def _owe(self, raw: bytes) -> None:
-        """`raw` goes to the SDK, which answers it under the id its reply will carry (null when unusable)."""
-        try:
-            msg = json.loads(raw)
-        except (ValueError, RecursionError):
-            msg = None
+    def _owe(self, raw: bytes, msg: Any) -> None:
+        """`raw` (`msg` as read by `_read_json`) goes to the SDK, which answers it under the id its reply will
+        carry (null when unusable)."""
+        if msg is _UNREADABLE:
             rid = _ends_id(raw)
+        elif not isinstance(msg, dict):
+            rid = None
+        elif "method" not in msg and ("result" in msg or "error" in msg):
+            return  # the client's answer to a server request: nothing comes back for it
         else:
-            if not isinstance(msg, dict):
-                rid = None
-            elif "method" not in msg and ("result" in msg or "error" in msg):
-                return  # the client's answer to a server request: nothing comes back for it
-            else:
-                rid = msg.get("id") if _usable_id(msg.get("id")) else None
+            rid = msg.get("id") if _usable_id(msg.get("id")) else None
         key = json.dumps(rid)
         with self._owed_lock:
             self._owed[key] = self._owed.get(key, 0) + 1
@@ -473,24 +470,25 @@ class EarlyReplies:
             return False
         answered = self._answered
         self._taken = False
+        msg = _read_json(raw)  # once: a line may be up to 8 MiB
         try:
-            self._see(raw)
-            for_sdk = self._era == "off" or (self._answered == answered and _is_request(raw))
+            self._see(raw, msg)
+            for_sdk = self._era == "off" or (self._answered == answered and _is_request(raw, msg))
         except Exception as e:  # the SDK answers it; but a call already taken is never handed on
             log.warning("no early reply: %s", e)
             for_sdk = not self._taken
         if for_sdk:
-            self._owe(raw)
+            self._owe(raw, msg)
             self.done.set()  # something for the SDK: let it load now
         return self._taken
 
-    def _see(self, raw: bytes) -> None:
+    def _see(self, raw: bytes, msg: Any) -> None:
         text, err = check_line(raw, None, self._tools)
         if text is None:  # a blank line (ignored), or one the guard refuses
             if err is not None and self._era is None:
                 self._era = "off"  # an odd opening: the SDK decides everything on this connection
             return
-        msg = json.loads(text)
+        # check_line read `text` (the line as UTF-8) as a JSON object: `msg` is that same object
         if not _plain_request(msg):
             if self._era is None:
                 self._era = "off"
@@ -674,11 +672,21 @@ def _float_json(value: float) -> str:
     return f"{mantissa}e{int(exponent)}"
 
 
-def _is_request(raw: bytes) -> bool:
-    """Whether a line may be a request (anything but a clean notification or a blank line)."""
+_UNREADABLE = object()  # what _read_json gives for a line that is not JSON
+
+
+def _read_json(raw: bytes) -> Any:
+    """The line's JSON value, or _UNREADABLE."""
     try:
-        msg = json.loads(raw)
+        return json.loads(raw)
     except (ValueError, RecursionError):
+        return _UNREADABLE
+
+
+def _is_request(raw: bytes, msg: Any) -> bool:
+    """Whether a line (`msg` as read by `_read_json`) may be a request: anything but a clean notification
+    or a blank line."""
+    if msg is _UNREADABLE:
         return bool(raw.strip())
     return not (isinstance(msg, dict) and "id" not in msg and isinstance(msg.get("method"), str))
 
