@@ -301,7 +301,7 @@ def doctor_store(store: Path, opened_by: str = "") -> list[Check]:
     # still without a vector are embedded in the background by the next search or server.
     sem_ok = semantic["state"] == "on" or semantic["state"] == "off: RETAINED_EMBED=off"
     waiting = (f"; {semantic['missing']} of {semantic['records']} records have no vector of {semantic['model']} yet"
-               if semantic["model"] else "")
+               if semantic["model"] else "") + (f"; {semantic['host']}" if semantic.get("host") else "")
     checks.append(Check("store", "semantic search", sem_ok, f"{label}: semantic {semantic['state']}{waiting}",
                         "reinstall retained, or set RETAINED_EMBED=off for words only"))
     return checks + team

@@ -1017,7 +1017,12 @@ def tier_report(index: Any, env: dict[str, str] | None = None) -> dict[str, Any]
         state = "on"
     except Unavailable as err:
         state = f"off: {err}"
-    return {"state": state, "model": emb.key, "missing": index.vectors_missing_count(emb.key), "records": records}
+    report = {"state": state, "model": emb.key, "missing": index.vectors_missing_count(emb.key), "records": records}
+    if state == "on" and isinstance(emb, LocalEmbedder):
+        from . import model_host
+
+        report["host"] = model_host.status(e)
+    return report
 
 
 def to_blob(vec: Any) -> bytes:

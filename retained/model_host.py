@@ -24,7 +24,9 @@ onnxruntime nor the tokenizer (`HostedEmbedder`, below).
 * What it answers: one request per connection, a JSON line `{"v", "retained", "embed", "op", "texts"}`
   (at most MAX_TEXTS texts, each cut to what the tokenizer reads, MAX_REQUEST bytes in all); the reply is
   a JSON line `{"v", "n", "dim"}` then n x dim float32 (little-endian), or `{"v", "error"}`. A lease
-  (`"op": "lease"`) is answered `{"v", "pid", "leased": true}` and then held open.
+  (`"op": "lease"`) is answered `{"v", "pid", "leased": true}` and then held open. `"op": "status"`
+  (`retained doctor`) is answered `{"v", "pid", "ready", "leases"}` and, unlike every other request,
+  does not count as use: a look keeps no idle host alive.
 
 A host that is gone, refuses, or does not answer within the timeouts raises `HostUnavailable`; the
 embedder then starts a new host once (when the old one is gone) or embeds in-process. Nothing here
@@ -95,31 +97,36 @@ def _identity(env: dict[str, str]) -> list[Any]:
     return [PROTOCOL, __version__, list(config_key(env))]
 
 
-def host_dir(env: dict[str, str]) -> Path | None:
-    """This user's directory for the host's socket, lock and log (made 0700), or None if none is usable."""
+def host_dir(env: dict[str, str], create: bool = True) -> Path | None:
+    """This user's directory for the host's socket, lock and log (made 0700), or None if none is usable
+    (without `create`, None as well when it is not there: a look that changes nothing)."""
     from .embed import cache_dir
 
     runtime = env.get("XDG_RUNTIME_DIR", "").strip()
     usable = runtime and os.path.isabs(runtime) and os.path.isdir(runtime)
     d = Path(runtime) / "retained" if usable else cache_dir() / "host"
     try:
-        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if create:
+            d.mkdir(parents=True, exist_ok=True, mode=0o700)
         st = os.lstat(d)
         if not stat.S_ISDIR(st.st_mode) or (hasattr(os, "getuid") and st.st_uid != os.getuid()):
             return None  # a symlink, or someone else's: not a place for this user's socket
         if st.st_mode & 0o077:
+            if not create:
+                return None
             os.chmod(d, 0o700)
     except OSError:
         return None
     return d
 
 
-def socket_path(env: dict[str, str]) -> Path | None:
+def socket_path(env: dict[str, str], create: bool = True) -> Path | None:
     """Where the host of this embedder configuration and version listens, or None where no unix socket
-    can be used (no AF_UNIX, a path too long for one, no private directory)."""
+    can be used (no AF_UNIX, a path too long for one, no private directory; without `create`, a directory
+    not made yet)."""
     if not hasattr(socket, "AF_UNIX"):
         return None
-    d = host_dir(env)
+    d = host_dir(env, create)
     if d is None:
         return None
     digest = hashlib.sha256(json.dumps(_identity(env)).encode()).hexdigest()[:12]
@@ -185,6 +192,25 @@ def ping(path: Path, env: dict[str, str], timeout: float = 1.0) -> dict[str, Any
     except HostUnavailable:
         return None
     return head
+
+
+def status(env: dict[str, str]) -> str:
+    """How the model host of this configuration stands, for `retained doctor`: starts nothing, makes no file."""
+    if not wanted(env):
+        return "model host off (RETAINED_MODEL_HOST=off): each server loads the model itself"
+    if not hasattr(socket, "AF_UNIX"):
+        return "no model host on this system (no unix sockets): each server loads the model itself"
+    path = socket_path(env, create=False)
+    try:
+        answer = _exchange(path, _stamped(env, "status"), 1.0)[0] if path is not None else None
+    except HostUnavailable:
+        answer = None
+    if answer is None:
+        return "no model host running: the first server that needs a vector starts one, which all servers share"
+    loading = "" if answer.get("ready", True) else ", loading the model"
+    leases = answer.get("leases")
+    servers = f"{leases} server{'' if leases == 1 else 's'}" if isinstance(leases, int) else "servers"
+    return f"model host running (pid {answer.get('pid')}{loading}), shared by {servers}"
 
 
 def lease(path: Path, env: dict[str, str], timeout: float = START_WAIT_S) -> socket.socket:
@@ -449,21 +475,24 @@ class Host:
                     os.unlink(self.path)  # before closing: a new asker starts a new host, never waits
             self._sock.close()
 
-    def _done(self) -> None:
-        """One request (or a lease's opening) is over."""
+    def _done(self, counts: bool = True) -> None:
+        """One request (or a lease's opening) is over; unless it `counts`, the host stays as idle as it was."""
         with self._busy_lock:
             self._busy -= 1
-            self.last = time.monotonic()
+            if counts:
+                self.last = time.monotonic()
         self._slots.release()
 
     def _serve(self, conn: socket.socket) -> None:
         done = False
+        look = False
         try:
             with conn:
                 conn.settimeout(30)
                 with contextlib.suppress(OSError, ValueError):
                     raw = conn.makefile("rb").readline(MAX_REQUEST + 1)
                     head, payload = self.answer(raw)
+                    look = "leases" in head  # the status op's reply
                     if head.get("leased"):
                         done = True
                         self._done()
@@ -472,7 +501,7 @@ class Host:
                     conn.sendall((json.dumps(head) + "\n").encode() + payload)
         finally:
             if not done:
-                self._done()
+                self._done(counts=not look)
 
     def _hold(self, conn: socket.socket, head: dict[str, Any]) -> None:
         """Keep a lease until its server closes it (exit, crash, SIGKILL), then wake the loop."""
@@ -519,6 +548,10 @@ class Host:
             return {"v": PROTOCOL, "error": "another retained version or embedder configuration"}, b""
         if req.get("op") == "ping":
             return {"v": PROTOCOL, "pid": os.getpid(), "ready": self.ready}, b""
+        if req.get("op") == "status":  # `retained doctor`'s look: it keeps no idle host alive (see _serve)
+            with self._busy_lock:
+                leases = self.leases
+            return {"v": PROTOCOL, "pid": os.getpid(), "ready": self.ready, "leases": leases}, b""
         if req.get("op") == "lease":
             return {"v": PROTOCOL, "pid": os.getpid(), "leased": True}, b""
         texts = req.get("texts")

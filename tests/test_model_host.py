@@ -326,3 +326,46 @@ def test_a_host_that_hangs_or_drops_the_request_costs_a_bounded_time(runtime, tm
             assert not _hosts(runtime)
         else:
             assert len(_hosts(runtime)) == 1 and not _mapped(srv.proc.pid, "onnxruntime")
+
+
+def _doctor_semantic(store_dir: Path, **env: str) -> str:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "retained", "doctor", "--json", "--host", "claude"],
+                         env=dict(os.environ, RETAINED_DIR=str(store_dir), **env), capture_output=True, text=True,
+                         timeout=120)
+    checks = json.loads(out.stdout)["checks"]
+    return next(c for c in checks if c["host"] == "store" and c["check"] == "semantic search")["detail"]
+
+
+def test_doctor_says_whether_a_model_host_runs_and_for_how_many_servers_starting_and_making_nothing(runtime, tmp_path):
+    store_dir, _ = _store(tmp_path, "a")
+    detail = _doctor_semantic(store_dir)
+    assert "no model host running: the first server that needs a vector starts one" in detail, detail
+    assert not (runtime / "retained").exists()  # doctor looked: it made no directory and started no host
+    assert _hosts(runtime) == []
+    env = dict(os.environ)
+    path = model_host.socket_path(env)
+    model_host.start(path, env)
+    with model_host.lease(path, env):
+        pid = _hosts(runtime)[0]
+        _wait(lambda: model_host.ping(path, env)["ready"], 60, "the host to load its model")
+        detail = _doctor_semantic(store_dir)
+        assert f"model host running (pid {pid}), shared by 1 server" in detail, detail
+    assert "model host off (RETAINED_MODEL_HOST=off)" in _doctor_semantic(store_dir, RETAINED_MODEL_HOST="off")
+
+
+def test_a_status_look_keeps_no_idle_host_alive(runtime):
+    """doctor's look is not use: a host whose last lease ended exits GRACE_S later however often it is looked at."""
+    env = dict(os.environ)
+    path = model_host.socket_path(env)
+    model_host.start(path, env)
+    with model_host.lease(path, env):
+        pass
+    deadline = time.monotonic() + EXIT_S
+    looks = 0
+    while time.monotonic() < deadline and not _gone(runtime, path):
+        looks += model_host.status(env).startswith("model host running")
+        time.sleep(0.05)
+    assert looks and _gone(runtime, path), f"the host outlived its grace while looked at {looks} times"
