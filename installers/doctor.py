@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from retained.errors import RetainedError, UsageError
 from retained.paths import expand_user, store_dir
+from retained.switches import embed_mode
 
 from .commands import project_root, select
 from .host import Check
@@ -301,7 +302,11 @@ def doctor_store(store: Path, opened_by: str = "") -> list[Check]:
     # still without a vector are embedded in the background by the next search or server.
     sem_ok = semantic["state"] == "on" or semantic["state"] == "off: RETAINED_EMBED=off"
     waiting = (f"; {semantic['missing']} of {semantic['records']} records have no vector of {semantic['model']} yet"
-               if semantic["model"] else "") + (f"; {semantic['host']}" if semantic.get("host") else "")
+               if semantic["model"] else "")
+    if semantic["state"] == "on" and embed_mode() == "local":
+        from retained import model_host
+
+        waiting += f"; {model_host.status(dict(os.environ))}"
     checks.append(Check("store", "semantic search", sem_ok, f"{label}: semantic {semantic['state']}{waiting}",
                         "reinstall retained, or set RETAINED_EMBED=off for words only"))
     return checks + team

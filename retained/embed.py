@@ -1017,12 +1017,7 @@ def tier_report(index: Any, env: dict[str, str] | None = None) -> dict[str, Any]
         state = "on"
     except Unavailable as err:
         state = f"off: {err}"
-    report = {"state": state, "model": emb.key, "missing": index.vectors_missing_count(emb.key), "records": records}
-    if state == "on" and isinstance(emb, LocalEmbedder):
-        from . import model_host
-
-        report["host"] = model_host.status(e)
-    return report
+    return {"state": state, "model": emb.key, "missing": index.vectors_missing_count(emb.key), "records": records}
 
 
 def to_blob(vec: Any) -> bytes:
