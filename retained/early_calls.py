@@ -26,12 +26,13 @@ import logging
 import math
 import types
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from typing import Any, Literal, Union, get_args, get_origin, is_typeddict
 
 from .index import Index
 from .replies import reply_text
 from .server import ToolFailed, run_tool
+from .stdio_guard import nothing_after_reply
 from .store import Store
 from .tools import TOOLS, Parameter, Tools, parameters
 
@@ -65,7 +66,7 @@ class EarlyCalls:
         thread once the reply is out (the yielded function), not on the background thread meanwhile."""
         index = getattr(self._store, "index", None)
         if not isinstance(index, Index):  # the stand-in for a store that could not be opened: nothing to take in
-            return nullcontext(_nothing)
+            return nothing_after_reply()
         return index.catching_up_here()
 
     def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -85,10 +86,6 @@ class EarlyCalls:
             return _failed(f"Error executing tool {name}")
         text = reply_text(name, structured, self._project)
         return {"content": [{"text": text, "type": "text"}], "isError": False, "structuredContent": structured}
-
-
-def _nothing() -> None:
-    pass
 
 
 def _failed(text: str) -> dict[str, Any]:

@@ -604,7 +604,12 @@ def _answering(calls: ToolCalls) -> AbstractContextManager[Callable[[], None]]:
         return calls.answering()
     except Exception as e:
         log.error("no catch-up after the reply: %s", type(e).__name__)
-        return nullcontext(_nothing)
+        return nothing_after_reply()
+
+
+def nothing_after_reply() -> AbstractContextManager[Callable[[], None]]:
+    """A `ToolCalls.answering` block for a call that leaves nothing to do once its reply is out."""
+    return nullcontext(_nothing)
 
 
 def _nothing() -> None:
