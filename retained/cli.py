@@ -425,6 +425,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if result["missing_from_index"] or result["index_only"]:
             _out(f"index: {result['missing_from_index']} record(s) missing, {result['index_only']} row(s) not in the log "
                  "(hint: `retained reindex`)")
+        for t in result.get("team_logs") or []:
+            if not t["intact"]:
+                _out(f"teammate log {t['writer']}: {t['missing_from_index']} record(s) missing from the index, "
+                     f"{t['index_only']} index entr(ies) pointing at the wrong bytes (hint: `retained reindex`)")
         _warn_all(result)
     return EXIT_OK if result["intact"] else EXIT_FAIL
 

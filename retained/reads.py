@@ -161,21 +161,52 @@ def list_result(index: Index, found: list[dict[str, Any]], total: int, newer: in
 def read_back(index: Index, log: Log, found: list[dict[str, Any]],
               warnings: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
     """The records of these index rows exactly as the log holds them, marked (see `marked`); and the
-    ids whose line no longer reads as the record the index points at (each named in `warnings`)."""
+    ids whose line no longer reads as the record the index points at (each named in `warnings`).
+
+    A row whose bytes are not its record (an index entry pointing at the wrong bytes) is said, and the
+    index is healed once, from the logs, before the rest is read: the record is then found where it
+    is, or named as damaged when its line is."""
     out: list[dict[str, Any]] = []
     damaged: list[str] = []
+    healed = False
     for row in found:
-        raw = _log_of(index, log, row).read_at(row["offset"], row["length"])
+        if healed:
+            row = index.by_id(row["id"]) or row
         try:
-            rec = records.parse_line(raw[:-1])
-            if rec["sha256"] != row["sha256"]:
-                raise records.BadLine("the log no longer holds the record the index points at")
+            rec = read_row(index, log, row)
         except records.BadLine as bad:
-            damaged.append(row["id"])
-            warnings.append(f"{row['id']}: its line in the log is damaged ({bad.reason}); run `retained verify`")
-            continue
+            if healed or index.read_only:
+                damaged.append(row["id"])
+                warnings.append(f"{row['id']}: its line in the log is damaged ({bad.reason}); run `retained verify`")
+                continue
+            healed = True
+            warnings.append(f"{row['id']}: the index pointed at bytes that are not this record ({bad.reason}); "
+                            "it was rebuilt from the logs")
+            index.rebuild()
+            again = index.by_id(row["id"])
+            try:
+                if again is None:
+                    raise records.BadLine("no readable line holds it")
+                rec, row = read_row(index, log, again), again
+            except records.BadLine as still:
+                damaged.append(row["id"])
+                warnings.append(f"{row['id']}: its line in the log is damaged ({still.reason}); run `retained verify`")
+                continue
         out.append(marked(index, log, rec, row))
     return out, damaged
+
+
+def read_row(index: Index, log: Log, row: dict[str, Any]) -> dict[str, Any]:
+    """The record an index row points at, read from its own log (the store's, or a teammate's) and
+    checked against the row's hash; BadLine when those bytes are not that record."""
+    try:
+        raw = _log_of(index, log, row).read_at(row["offset"], row["length"])
+    except OSError as e:  # an offset past the end of the file: the same fault, said the same way
+        raise records.BadLine(f"its place is outside the log ({e.strerror or e})") from None
+    rec = records.parse_line(raw[:-1])
+    if rec["sha256"] != row["sha256"] or rec.get("id") != row["id"]:
+        raise records.BadLine("the log no longer holds the record the index points at")
+    return rec
 
 
 def conflict_of(versions: list[dict[str, Any]], rid: str) -> dict[str, Any]:
@@ -235,7 +266,7 @@ def marked(index: Index, log: Log, rec: dict[str, Any], row: dict[str, Any]) -> 
     forget = index.by_id(by)
     if forget is not None:
         try:
-            frec = records.parse_line(_log_of(index, log, forget).read_at(forget["offset"], forget["length"])[:-1])
+            frec = read_row(index, log, forget)
             mark["ts"] = frec["ts"]
             if isinstance(frec.get("reason"), str):
                 mark["reason"] = frec["reason"]

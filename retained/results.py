@@ -113,6 +113,7 @@ class VerifyResult(TypedDict):
     first_break: Break | None
     last_seq: int
     quarantine: dict[str, Any]
+    team_logs: list[dict[str, Any]]  # each teammate's log the index reads: writer, records, intact, ...
     warnings: list[str]
 
 

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from . import durable, native, records, safejson, writes
+from . import durable, native, reads, records, safejson, writes
 from .errors import NotFound, StoreError, UsageError
 from .writes import redaction_enabled
 
@@ -357,8 +357,7 @@ def _shown(value: Any, width: int = 60) -> str:
 def _came_by_import(store: Store, row: Mapping[str, Any]) -> bool:
     """Whether this store's record (an index row) was itself brought by an import of an export."""
     try:
-        line = store.log.read_at(row["offset"], row["length"])
-        rec = records.parse_line(line.rstrip(b"\n"))
+        rec = reads.read_row(store.index, store.log, dict(row))
     except (OSError, KeyError, TypeError, records.BadLine):
         return False
     return isinstance(rec.get("imported"), dict)

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 
-from . import records, safejson
+from . import reads, records, safejson
 from .errors import NotFound, RetainedError, UsageError
 from .records import MAX_TEXT_BYTES
 
@@ -278,8 +278,8 @@ class Api:
         out = []
         for f in self.store.index.forget_records():
             try:
-                rec = records.parse_line(self.store.log.read_at(f["offset"], f["length"])[:-1])
-            except records.BadLine:
+                rec = reads.read_row(self.store.index, self.store.log, f)
+            except (records.BadLine, OSError):
                 continue
             named: set[str] = set(rec.get("targets") or []) | {
                 p["id"] for p in rec.get("purged") or [] if isinstance(p, dict) and isinstance(p.get("id"), str)}

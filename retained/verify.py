@@ -23,9 +23,12 @@ from .log import QUARANTINE, ChainState
 
 
 class _Walk:
-    """One pass over the log beside the index's (offset, sha256) rows, both in log order."""
+    """One pass over the log beside the index's (offset, sha256) rows, both in log order. `vouching`:
+    tombstones must be listed by a later purge record of the same log (a teammate's log has its
+    tombstones vouched for by purge records of any writer, which the sync checked)."""
 
-    def __init__(self, offsets: Iterator[tuple[int, str]]) -> None:
+    def __init__(self, offsets: Iterator[tuple[int, str]], vouching: bool = True) -> None:
+        self.vouching = vouching
         self.chain = ChainState()
         self.corrupt: list[dict[str, Any]] = []
         self.breaks: list[dict[str, Any]] = []
@@ -47,7 +50,8 @@ class _Walk:
                 self._index_only()
             return
         self.valid += 1
-        self._vouch(rec, line)
+        if self.vouching:
+            self._vouch(rec, line)
         if not at_line:
             self.missing_from_index += 1
             return
@@ -97,6 +101,7 @@ def verify(log: Log, index: Index, warnings: list[str],
     walk.finish()
     if progress is not None:
         progress(size, size)
+    team = [_team_log(index, source) for source in index.log_sources[1:]]
     torn = log.torn_tail()
     chain_ok = not walk.corrupt and not walk.breaks
     quarantine = quarantine_report(log, index)
@@ -115,12 +120,26 @@ def verify(log: Log, index: Index, warnings: list[str],
         "index_only": walk.index_only,
         "coverage": 1.0 if walk.valid == 0 else round((walk.valid - walk.missing_from_index) / walk.valid, 6),
         "intact": (chain_ok and torn is None and walk.missing_from_index == 0 and walk.index_only == 0
-                   and not quarantine["records"]),
+                   and not quarantine["records"] and all(t["intact"] for t in team)),
+        "team_logs": team,
         "first_break": walk.first_break,
         "last_seq": walk.chain.seq,
         "quarantine": quarantine,
         "warnings": warnings,
     }
+
+
+def _team_log(index: Index, source: Any) -> dict[str, Any]:
+    """One teammate's log the index reads, reconciled with its rows as the local log is: an index
+    entry that points at the wrong bytes, or a line the index lacks, makes the store NOT INTACT."""
+    walk = _Walk(index.iter_offsets(source), vouching=False)
+    for line in source.log.lines():
+        walk.feed(line)
+    walk.finish()
+    intact = not walk.corrupt and not walk.breaks and walk.missing_from_index == 0 and walk.index_only == 0
+    return {"writer": source.writer, "records": walk.valid, "missing_from_index": walk.missing_from_index,
+            "index_only": walk.index_only, "corrupt_count": len(walk.corrupt), "chain_breaks": len(walk.breaks),
+            "intact": intact}
 
 
 def quarantine_report(log: Log, index: Index) -> dict[str, Any]:

@@ -403,10 +403,10 @@ class Index:
     fts_levels = _on_db(repair.fts_levels)
 
     # -- verify -----------------------------------------------------------------------------------
-    def iter_offsets(self) -> Iterator[tuple[int, str]]:
-        """(offset, sha256) of every indexed record of the local log in log order, streamed for
-        verify's merge (the lock is held until the walk ends)."""
-        own = self.log_sources[0]
+    def iter_offsets(self, source: Source | None = None) -> Iterator[tuple[int, str]]:
+        """(offset, sha256) of every indexed record of one log (default: the local one) in log order,
+        streamed for verify's merge (the lock is held until the walk ends)."""
+        own = source or self.log_sources[0]
         with self._lock:
             yield from queries.offsets(self._conn(), own.base, own.base + (1 << KEY_BITS))
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 from .catchup import rehide
 from .schema import is_zeroed, mark_zeroed
-from .sources import Source, load_state, save_state
+from .sources import KEY_BITS, Source, load_state, save_state
 
 # Older SQLite (3.40.1, Debian 12's, does this) puts the segment an FTS5 'optimize' writes one level
 # above the top every time and never drops the empty levels below it; past 2,000 levels the table
@@ -108,7 +108,7 @@ def apply_purge(db: sqlite3.Connection, source: Source, purged: list[dict[str, A
     db.execute("BEGIN IMMEDIATE")
     try:
         state = load_state(db, source)
-        _tombstones(db, state, sorted(purged, key=lambda p: p["line"]), by)
+        _tombstones(db, source, state, sorted(purged, key=lambda p: p["line"]), by)
         state["log_ino"], state["log_mtime"] = new_stat
         state["compact"] = True  # cleared by compact(): a purge killed before it still gets one
         save_state(db, source, state)
@@ -129,7 +129,8 @@ def texts_of(db: sqlite3.Connection, lines: list[int]) -> list[str]:
     return out
 
 
-def _tombstones(db: sqlite3.Connection, state: dict[str, Any], order: list[dict[str, Any]], by: str) -> None:
+def _tombstones(db: sqlite3.Connection, source: Source, state: dict[str, Any], order: list[dict[str, Any]],
+                by: str) -> None:
     """Turn each purged row into its tombstone's, moving every later row back by the bytes removed
     before it; the state's offsets and last-line fingerprint follow."""
     last = state["last_line_offset"]  # where the last indexed line started, before the shifts
@@ -139,8 +140,10 @@ def _tombstones(db: sqlite3.Connection, state: dict[str, Any], order: list[dict[
         if last == p["offset"]:
             state["last_line_sha"] = p["sha"]
         shift += freed
-        # The lines up to the next purged one move back by the bytes removed so far.
-        _shift(db, p["line"], order[i + 1]["line"] if i + 1 < len(order) else None, shift)
+        # The lines up to the next purged one move back by the bytes removed so far; past the last
+        # one, up to the end of this source's key range: another log's rows never move.
+        end = order[i + 1]["line"] if i + 1 < len(order) else source.base + (1 << KEY_BITS) + 1
+        _shift(db, p["line"], end, shift)
         if last > p["offset"]:
             state["last_line_offset"] -= freed
     state["offset"] -= shift
@@ -160,10 +163,10 @@ def _tombstone(db: sqlite3.Connection, p: dict[str, Any], shift: int, by: str) -
     return int(length) - int(p["length"])
 
 
-def _shift(db: sqlite3.Connection, after: int, upto: int | None, shift: int) -> None:
-    bound, args = (" AND line < ?", (shift, after, upto)) if upto is not None else ("", (shift, after))
-    db.execute(f"UPDATE records SET offset = offset - ? WHERE line > ?{bound}", args)
-    db.execute(f"UPDATE problems SET offset = offset - ? WHERE line > ?{bound}", args)
+def _shift(db: sqlite3.Connection, after: int, upto: int, shift: int) -> None:
+    """Move the rows of lines after `after` and before `upto` (both of one source) back by `shift` bytes."""
+    db.execute("UPDATE records SET offset = offset - ? WHERE line > ? AND line < ?", (shift, after, upto))
+    db.execute("UPDATE problems SET offset = offset - ? WHERE line > ? AND line < ?", (shift, after, upto))
 
 
 def _line_tables(db: sqlite3.Connection) -> list[str]:
