@@ -231,6 +231,25 @@ def normalise_remote(url: str) -> str:
     return f"{host}/{path}".rstrip("/")
 
 
+def canonical_key(key: str) -> str:
+    """A project key as compared: any URL spelling normalised (`normalise_remote`), then case, a
+    `www.` host prefix and a trailing `.git` or slash set aside."""
+    k = normalise_remote(key).lower().rstrip("/")
+    if k.startswith("www."):
+        k = k[4:]
+    return k[:-4] if k.endswith(".git") else k
+
+
+def same_project_key(a: str, b: str) -> bool:
+    """Whether two spellings of a project key name one repository: equal once canonical, or equal in
+    their path on hosts that differ only by name (an SSH host alias, a mirror's host name)."""
+    ca, cb = canonical_key(a), canonical_key(b)
+    if ca == cb:
+        return True
+    pa, pb = ca.partition("/")[2], cb.partition("/")[2]
+    return bool(pa) and pa == pb and "/" in pa and not a.startswith("/") and not b.startswith("/")
+
+
 def identity(root: str | os.PathLike[str]) -> dict[str, str] | None:
     """{"key", "name"} of the project at `root`: the normalised origin URL (the same for every worktree
     and clone, here or on a colleague's machine), else the git common directory; None outside git."""

@@ -71,13 +71,14 @@ class Store:
         self._write_lock = threading.Lock()
         self._sem: Any = None
 
-    def _team_logs(self) -> list[tuple[str, str, Log]]:
+    def _team_logs(self) -> list[tuple[str, str, Log, str]]:
         if not has_team(self._dir_name):  # nothing shared: the hook and serve never import team/
             return []
         from .team.readable import readable_logs
 
         logs = self._team_log_objects
-        return [(n, w, logs.get(n) or logs.setdefault(n, Log(path))) for n, w, path in readable_logs(self._dir_name)]
+        return [(n, w, logs.get(n) or logs.setdefault(n, Log(path)), scope)
+                for n, w, path, scope in readable_logs(self._dir_name)]
 
     def close(self) -> None:
         if self._sem is not None:

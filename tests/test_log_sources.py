@@ -37,7 +37,7 @@ def test_a_second_log_is_read_by_the_same_catch_up_with_keys_and_state_of_its_ow
     with Store(tmp_path / "mine") as mine:
         own = mine.write("my note: widgets need a new box")["id"]
         team_log = Log(tmp_path / "team" / LOG_NAME)
-        mine.index.team_logs = lambda: [("team", "wteammate", team_log)]  # the seam issue 19 fills
+        mine.index.team_logs = lambda: [("team", "wteammate", team_log, None)]  # the seam issue 19 fills
         assert mine.index.catch_up() == 1
         assert mine.index.by_id(theirs)["line"] == (1 << KEY_BITS) + 1
         assert mine.index.by_id(own)["line"] == 1

@@ -145,8 +145,8 @@ class Index:
     def __init__(self, directory: Path, log: Log, *, read_only: bool = False) -> None:
         self.path = directory / INDEX_NAME
         self.log_sources = [local(log)]  # the store's own log, then teammates' (see sources.py)
-        # () -> [(source name, writer, Log)] of teammates' logs to read beside the local one (Store sets it)
-        self.team_logs: Callable[[], list[tuple[str, str, Log]]] | None = None
+        # () -> [(source name, writer, Log, scope)] of teammates' logs to read beside the local one (Store sets it)
+        self.team_logs: Callable[[], list[tuple[str, str, Log, str]]] | None = None
         self._team_names: tuple[str, ...] = ()
         self._replaced_one = False
         self._sources_ino: int | None = -1  # the index file whose sources were last checked
@@ -316,7 +316,7 @@ class Index:
         """Bring `log_sources` in line with the teammates' logs there are now. True when the index holds
         rows of a log no longer read (sharing was turned off): then it is rebuilt from the rest."""
         logs = self.team_logs() if self.team_logs is not None else []
-        names = tuple(name for name, _, _ in logs)
+        names = tuple(f"{name}\0{scope}" for name, _, _, scope in logs)
         if names == self._team_names and len(self.log_sources) == len(names) + 1 and self._ino == self._sources_ino:
             return False  # as this process last found them (a new or replaced index file is looked at once)
         self._sources_ino = self._ino
@@ -435,6 +435,7 @@ class Index:
     same_project = _remembered(queries.same_project)
     retracted_ids = _on_db(queries.retracted_ids)
     problems = _on_db(queries.problems)
+    refused = _on_db(queries.refused)
     export_rows = _on_db(queries.export_rows)
     markdown_rows = _on_db(queries.markdown_rows)
     browse = _on_db(queries.browse)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 from ..log import ChainState, Line, Problem
 from ..records import FORGET_KIND, GLOBAL_SCOPE, BadLine, text_key
 from ..records import parse_line as records_parse
+from ..team.fields import confined
 from .clock import of_record
 from .schema import ZEROED
 from .sources import EMPTY_STATE, KEY_BITS, SOURCES, Source, load_state, save_state
@@ -119,7 +120,7 @@ def _differs(db: sqlite3.Connection, source: Source) -> bool:
             pending = rows.fetchone()
         elif rec is None and problems.get(key) != "corrupt":
             return True
-        elif rec is not None and problems.get(key) != "duplicate":
+        elif rec is not None and problems.get(key) not in ("duplicate", "refused"):
             return True  # a line once unreadable reads again: index it
     return pending is not None
 
@@ -148,6 +149,12 @@ def index_from(db: sqlite3.Connection, source: Source, state: dict[str, Any], pr
         rec, problem = chain.feed(line)
         if problem is not None:
             add_problem(db, source.key(problem.line), problem)
+        if rec is not None and source.writer is not None:
+            why = None if source.scope is None else confined(rec, source.scope)
+            if why is not None:  # kept in the chain, never read as memory
+                add_problem(db, source.key(line.number), Problem(line.number, line.offset, rec["seq"], "refused",
+                                                                 f"writer {source.writer}: line {line.number}: {why}"))
+                rec = None
         if rec is not None:
             order = of_record(rec, clock)
             if clock is not None:
@@ -205,7 +212,7 @@ def _author(rec: dict[str, Any]) -> str | None:
 
 def _row(rec: dict[str, Any], line: Line, key: int, source: Source, order: tuple[int, int]) -> tuple[Any, ...]:
     """The records row of one record (in _flush's column order), then its retraction action, if any."""
-    scope = rec.get("scope")
+    scope = rec.get("scope") if source.scope is None else source.scope
     tomb = "text" not in rec
     forgotten = rec.get("forgotten") if tomb else None
     life = None

@@ -76,8 +76,9 @@ def sources(db: sqlite3.Connection, ids: list[str]) -> dict[str, Row]:
 def counts(db: sqlite3.Connection) -> dict[str, int]:
     """Records indexed, and problems: corrupt lines (and reused ids), chain breaks."""
     row = first(db, "SELECT (SELECT COUNT(*) FROM records) AS records,"
-                " (SELECT COUNT(*) FROM problems WHERE kind != 'break') AS corrupt,"
-                " (SELECT COUNT(*) FROM problems WHERE kind = 'break') AS breaks") or {}
+                " (SELECT COUNT(*) FROM problems WHERE kind NOT IN ('break', 'refused')) AS corrupt,"
+                " (SELECT COUNT(*) FROM problems WHERE kind = 'break') AS breaks,"
+                " (SELECT COUNT(*) FROM problems WHERE kind = 'refused') AS refused") or {}
     return {k: int(v) for k, v in row.items()}
 
 
@@ -208,6 +209,11 @@ def retracted_ids(db: sqlite3.Connection) -> list[str]:
 
 def problems(db: sqlite3.Connection, limit: int = 100) -> list[Row]:
     return rows(db, "SELECT * FROM problems ORDER BY line LIMIT ?", (limit,))
+
+
+def refused(db: sqlite3.Connection) -> dict[int, str]:
+    """{row key: why} of every teammate's line the index left out because its ref may not carry it."""
+    return {r[0]: r[1] for r in db.execute("SELECT line, reason FROM problems WHERE kind = 'refused'")}
 
 
 def offsets(db: sqlite3.Connection, lo: int, hi: int) -> Iterator[tuple[int, str]]:

@@ -50,11 +50,15 @@ EMPTY_STATE: dict[str, Any] = {"offset": 0, "line": 0, "seq": 0, "sha256": GENES
 class Source:
     """One log the index reads: its name, the Log, the meta key of its saved state, its first row key."""
 
-    __slots__ = ("name", "log", "state_key", "base", "writer")
+    __slots__ = ("name", "log", "state_key", "base", "writer", "scope")
 
-    def __init__(self, name: str, log: Log, *, state_key: str, base: int = 0, writer: str | None = None) -> None:
+    def __init__(self, name: str, log: Log, *, state_key: str, base: int = 0, writer: str | None = None,
+                 scope: str | None = None) -> None:
         self.name, self.log, self.state_key, self.base = name, log, state_key, base
         self.writer = writer  # a teammate's log: the writer whose file it is (None: the store's own log)
+        # a teammate's log: the scope its records are filed under here, whatever each line claims (the
+        # project the ref is shared for, or global for the personal ref); None: the store's own log
+        self.scope = scope
 
     def key(self, line_number: int) -> int:
         """The row key of this source's line `line_number` (1-based)."""
@@ -74,19 +78,19 @@ def local(log: Log) -> Source:
     return Source(LOCAL, log, state_key="state")
 
 
-def numbered(db: sqlite3.Connection, logs: list[tuple[str, str, Log]]) -> list[Source]:
-    """Sources for teammates' logs, given as (name, writer, Log): each keeps the number it was given
-    when the index first met it (new ones get the next free number), so no row key ever moves."""
+def numbered(db: sqlite3.Connection, logs: list[tuple[str, str, Log, str]]) -> list[Source]:
+    """Sources for teammates' logs, given as (name, writer, Log, scope): each keeps the number it was
+    given when the index first met it (new ones get the next free number), so no row key ever moves."""
     row = db.execute("SELECT value FROM meta WHERE key = ?", (SOURCES,)).fetchone()
     known: dict[str, int] = json.loads(row[0]) if row is not None else {}
-    fresh = [name for name, _, _ in logs if name not in known]
+    fresh = [name for name, _, _, _ in logs if name not in known]
     if fresh:
         nxt = max(known.values(), default=0) + 1
         for name in fresh:
             known[name], nxt = nxt, nxt + 1
         db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (SOURCES, json.dumps(known, sort_keys=True)))
-    return [Source(name, log, state_key=f"state:{name}", base=known[name] << KEY_BITS, writer=writer)
-            for name, writer, log in logs]
+    return [Source(name, log, state_key=f"state:{name}", base=known[name] << KEY_BITS, writer=writer, scope=scope)
+            for name, writer, log, scope in logs]
 
 
 def stale(db: sqlite3.Connection, present: list[Source]) -> bool:

@@ -2,9 +2,11 @@
 less this store's own writer (its records are the local log's). Files only, standard library only:
 the hook path pays a stat of `team/shared.json` when nothing is shared.
 
-    readable_logs(store_dir) -> [(source name, writer, path)]
+    readable_logs(store_dir) -> [(source name, writer, path, scope)]
 
-A source name is `team:<project dir>:<writer>`: one writer's log of one shared project.
+A source name is `team:<project dir>:<writer>`: one writer's log of one shared project. `scope` is what
+its records are filed under here: the project's key as this store shares it (the ref names the project,
+whatever spelling of its URL the writer's clone has), or `global` for the personal remote.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import json
 import os
 from pathlib import Path
 
-_cache: dict[str, tuple[tuple[int, ...], list[tuple[str, str, Path]]]] = {}
+_cache: dict[str, tuple[tuple[int, ...], list[tuple[str, str, Path, str]]]] = {}
+PERSONAL = "personal"  # state.PERSONAL: the key `retained share --personal` syncs under
 
 
 def _stamp(path: str | Path) -> int:
@@ -44,8 +47,8 @@ def own_writers(root: Path) -> set[str]:
     return mine | {w for w in data.get("previous") or [] if isinstance(w, str)}
 
 
-def readable_logs(store_dir: str | Path) -> list[tuple[str, str, Path]]:
-    """(name, writer, path) of every teammate's log this store's index reads, in a stable order."""
+def readable_logs(store_dir: str | Path) -> list[tuple[str, str, Path, str]]:
+    """(name, writer, path, scope) of every teammate's log this store's index reads, in a stable order."""
     shared = _stamp(os.path.join(store_dir, "team", "shared.json"))  # every read pays this stat: keep it bare
     if shared < 0:
         return []
@@ -54,7 +57,8 @@ def readable_logs(store_dir: str | Path) -> list[tuple[str, str, Path]]:
     top = (shared, _stamp(root / "writer.json"))
     key = str(root)
     projects = _load(shared_file).get("projects") or {}
-    dirs = sorted(project_dir_name(k) for k in projects if isinstance(k, str))
+    keys = {project_dir_name(k): k for k in projects if isinstance(k, str)}
+    dirs = sorted(keys)
     stamp = top + tuple(_stamp(root / d / "writers") for d in dirs)
     cached = _cache.get(key)
     if cached is not None and cached[0] == stamp:
@@ -70,6 +74,7 @@ def readable_logs(store_dir: str | Path) -> list[tuple[str, str, Path]]:
         for name in names:
             writer = name[:-len(".jsonl")] if name.endswith(".jsonl") else ""
             if writer and writer not in mine and not name.startswith("."):
-                found.append((f"team:{d}:{writer}", writer, folder / name))
+                scope = "global" if keys[d] == PERSONAL else keys[d]
+                found.append((f"team:{d}:{writer}", writer, folder / name, scope))
     _cache[key] = (stamp, found)
     return found

@@ -173,10 +173,24 @@ def sync_one(store: Store, shared: state.Shared, *, budget: float | None = None,
     outgoing, purges = select(store, shared.key)
     writer = state.writer_id(store.directory)
     author = team_git.author(os.getcwd() if shared.key != state.PERSONAL else None)
+    before = _refused(store)
     result = sync(shared.dir, shared.remote, writer, outgoing, purges, author=author, ref=shared.ref,
                   budget=budget, wait=wait)
     store.refresh()
+    # Lines a ref may not carry (fields.confined) stay in their writer's chain but are never read as
+    # memory: the index leaves them out, and the sync that brought them names each once.
+    for key, why in sorted(_refused(store).items()):
+        if key not in before:
+            result.refused.append(f"{why}: not imported")
     return result
+
+
+def _refused(store: Store) -> dict[int, str]:
+    try:
+        store.refresh()
+        return store.index.refused()
+    except Exception:  # the derived index: the sync's own outcome still stands
+        return {}
 
 
 def sync_all(store: Store, *, budget: float | None = None, wait: float = 30.0) -> list[tuple[state.Shared, SyncResult]]:

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 from .. import records
 from ..errors import UsageError
-from . import hlc
+from . import fields, hlc
 
 #: Keys a shared copy gains; a local record that already has one as a field of its own is not shared.
 TEAM_KEYS = ("writer", "author", "hlc", "seen")
@@ -137,19 +137,20 @@ def last_clock(entries: list[Entry]) -> hlc.HLC:
 
 # -- reading and verifying ------------------------------------------------------------------------------
 def _line_problem(writer: str, rec: dict[str, Any], clock: hlc.HLC) -> str | None:
-    """What the writer log adds to a valid record's checks (a tombstone has only the chain to keep)."""
+    """What the writer log adds to a valid record's checks (a tombstone has only the chain to keep):
+    every field's shape (fields.problem), the writer's own name, a clock that moves forward."""
     if records.is_tombstone(rec):
         return None
     if rec.get("writer") != writer:
-        return f"it names writer {rec.get('writer')!r}, not the file's writer"
+        return f"it names writer {str(rec.get('writer'))[:40]!r}, not the file's writer"
     new = hlc.parse(rec.get("hlc"))
     if new is None:
         return "its hlc is not [ms, counter]"
     if new <= clock:
         return f"its hlc {new.as_json()} does not come after the line before it ({clock.as_json()})"
-    author = rec.get("author")
-    if author is not None and not (isinstance(author, dict) and all(isinstance(v, str) for v in author.values())):
-        return "its author is not {name, email}"
+    why = fields.problem(rec, writer)
+    if why is not None:
+        return why
     if rec.get("kind") == records.FORGET_KIND and rec.get("action") == "purge" and \
             len(purge_targets(rec)) != len(rec.get("purged") or []):
         return "its purged list is not {writer, id, seq, sha256} entries"
