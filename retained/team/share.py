@@ -4,9 +4,9 @@ project (issue 19). The CLI's `share`, `unshare`, `sync` and the background sync
 What is shared (`select`), a hard boundary checked here and nowhere else:
 - **A project** (its key, `retained share` inside its checkout): records filed under the project's
   scopes (its key, and every path scope of the same repository) of kind decision, convention, fact or
-  todo, or of any kind written with `--shared` (field `shared: true`); with their corrections (a record
-  that supersedes a shared one) and the retractions and undos that name a shared record (naming only
-  those). Never: a record written with `--private` (field `private: true`), a note, checkpoint or
+  todo, or of any kind written with `--shared` (field `shared: true`), corrections included when they
+  qualify themselves; retractions and undos filed in the project that name a shared record (naming
+  only those). Never: a record written with `--private` (field `private: true`), a note, checkpoint or
   preference (unless `--shared`), anything in `global` or another project's scope.
 - **Personal** (`retained share --personal URL`, this user's own machines): records in `global` (any
   kind but checkpoint, preferences included); nothing of any project.
@@ -89,7 +89,13 @@ def _is_private(rec: dict[str, Any]) -> bool:
 
 def select(store: Store, key: str) -> tuple[list[dict[str, Any]], list[PurgeRequest]]:
     """The local records that leave the machine for `key` (a project key, or state.PERSONAL), as the
-    copies a sync publishes, and the purges of shared records as requests. Log order."""
+    copies a sync publishes, and the purges of shared records as requests. Log order.
+
+    Whether a record leaves follows the record itself, never what it corrects or retracts: its own
+    scope (the project's scopes; `global` for personal) and flags (`private`) decide, whatever its
+    target. A correction of a shared record filed in `global` stays here; one filed in the project is
+    shared as its target was; a retraction leaves when it is filed in the project and names shared
+    records (only those)."""
     from .sync import PurgeRequest
 
     store.refresh()
@@ -101,29 +107,29 @@ def select(store: Store, key: str) -> tuple[list[dict[str, Any]], list[PurgeRequ
     purges: list[PurgeRequest] = []
     for rec in _local_records(store):
         kind, rid = rec["kind"], rec["id"]
+        mine = rec.get("scope", records.GLOBAL_SCOPE) in scopes
         if kind == records.FORGET_KIND:
-            targets = [t for t in rec.get("targets") or [] if isinstance(t, str) and (t in shared or t in teammates)]
             if rec.get("action") == "purge":
                 # Every id it purged (their lines are tombstones here now): the sync lists only those a
-                # writer's log holds, so an id the team never had does not leave the machine.
+                # writer's log holds, so an id the team never had does not leave the machine. A purge
+                # carries ids and hashes, never content: a purge of a shared record goes wherever it is.
                 purged = [p.get("id") for p in rec.get("purged") or [] if isinstance(p, dict)]
                 hit = tuple(t for t in purged if isinstance(t, str))
                 if hit:
                     purges.append(PurgeRequest(rid, hit, rec["ts"], rec.get("reason")))
-            elif targets:
+                continue
+            targets = [t for t in rec.get("targets") or [] if isinstance(t, str) and (t in shared or t in teammates)]
+            if targets and mine and not _is_private(rec):
                 copy = dict(rec, targets=targets)
-                copy.pop("scope", None)
-                if not personal:
-                    copy["scope"] = key
+                copy["scope"] = records.GLOBAL_SCOPE if personal else key
                 out.append(copy)
             continue
-        if _is_private(rec):
+        if _is_private(rec) or not mine:
             continue
+        # Within the boundary, a new version of a shared record is shared as that record was: a
+        # correction written without a kind of its own (a note) of a shared decision is the decision now.
         target = rec.get("supersedes")
-        correction = isinstance(target, str) and (target in shared or target in teammates)
-        if rec.get("scope", records.GLOBAL_SCOPE) not in scopes and not correction:
-            continue
-        if correction or _wanted(rec, personal):
+        if _wanted(rec, personal) or (isinstance(target, str) and (target in shared or target in teammates)):
             shared.add(rid)
             out.append(dict(rec, scope=records.GLOBAL_SCOPE if personal else key))
     return out, purges

@@ -285,7 +285,7 @@ def share_copy(rec: Mapping[str, Any], found: Counter[str]) -> tuple[dict[str, A
                       "machine (write it again with another field name to share it)")
     body = {k: v for k, v in rec.items() if k not in LOCAL_ONLY}
     text = {k: v for k, v in body.items() if k not in _NOT_TEXT}
-    body.update(redact.redact_value(text, found))
+    body.update(redact.redact_value(text, found, keys=True))  # field names at any depth too
     return body, None
 
 
