@@ -12,6 +12,8 @@ and `rewrite` is a purge's one atomic replacement of the log, under the same loc
 from __future__ import annotations
 
 import os
+import sqlite3
+import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -20,7 +22,9 @@ if TYPE_CHECKING:
 
 from . import records
 from .errors import StoreError
+from .index.clock import advance
 from .log import Tail
+from .team.hlc import MAX_DRIFT_MS
 
 Receipt = dict[str, Any]
 
@@ -35,6 +39,7 @@ class Appender:
         self.warnings = list(tail.warnings)
         self.index_notes = index_notes
         self._index_error = index_error
+        self._clock: tuple[int, int] = (0, 0)
 
     def require_index(self) -> None:
         """Raise what kept the index from catching up: an operation that must read it current
@@ -46,18 +51,33 @@ class Appender:
         """A new record of `kind` holding `fields` and `text`, sealed onto the tail (not yet written)."""
         record = dict(fields)
         record.update(seq=self.tail.seq + 1, id=records.new_id(), ts=records.now_rfc3339(), kind=kind, text=text,
-                      prev=self.tail.sha256)
+                      prev=self.tail.sha256, hlc=self.next_clock())
         return records.seal(record)
+
+    def next_clock(self) -> list[int]:
+        """The team clock of the record about to be sealed: past the wall clock, every clock the index
+        holds (this log's and the teammates' it has read, less those running more than a day ahead),
+        and the last record this appender sealed. It orders the record the same on every clone."""
+        now = int(time.time() * 1000)
+        last = self._clock
+        if self._index_error is None:
+            try:
+                last = max(last, self.index.last_clock(now + MAX_DRIFT_MS))
+            except sqlite3.Error:  # the derived index: the wall clock and this appender's last still order it
+                pass
+        self._clock = advance(last, now)
+        return list(self._clock)
 
     def append(self, fields: dict[str, Any], kind: str, text: str, warnings: list[str] | None = None) -> Receipt:
         """Seal and append one new record; its receipt carries `warnings` after any failed check's reasons."""
         return self._put(self.seal(fields, kind, text), warnings or [])
 
     def append_record(self, record: dict[str, Any]) -> Receipt:
-        """Append a record that brings its own id, ts and kind (an import): only seq and prev are set
-        here, so it chains onto this log."""
+        """Append a record that brings its own id, ts and kind (an import): seq and prev are set here,
+        so it chains onto this log, and its clock, so it takes its place in this store's order (a
+        clock from elsewhere is not trusted)."""
         rec = dict(record)
-        rec.update(seq=self.tail.seq + 1, prev=self.tail.sha256)
+        rec.update(seq=self.tail.seq + 1, prev=self.tail.sha256, hlc=self.next_clock())
         return self._put(records.seal(rec), [])
 
     def _put(self, record: dict[str, Any], warnings: list[str]) -> Receipt:

@@ -34,19 +34,27 @@ CHECKPOINT = "checkpoint"
 NO_PROJECT = "global only (no current project: not inside a git repository)"  # the default read outside one
 
 
-def _line(row: dict[str, Any], project: str | None) -> str:
-    text = " / ".join(" ".join(part.split()) for part in row["text"].splitlines() if part.strip())
-    # Stored text must never be able to close the block early or open a fake one.
-    text = text.replace("<<<", "‹‹‹").replace(">>>", "›››")
+def _flat(text: str) -> str:
+    """One line of data: white space and control characters folded to spaces, and no marker of the
+    memory block (stored text must never be able to close the block early or open a fake one)."""
+    text = " / ".join(" ".join(part.split()) for part in text.splitlines() if part.strip())
+    text = "".join(c if c.isprintable() else " " for c in text)
+    return text.replace("<<<", "‹‹‹").replace(">>>", "›››")
+
+
+def _line(row: dict[str, Any], project: str | None, me: str | None = None) -> str:
+    text = _flat(row["text"])
     if len(text) > LINE_CHARS:
         text = text[:LINE_CHARS].rstrip() + TRIM_MARK
-    where = "" if row["scope"] == project else f", {row['scope']}"
+    where = "" if row["scope"] == project else f", {_flat(row['scope'])}"
     if row.get("writer"):  # a teammate's record (issue 19): whose
         who = (row.get("author") or row["writer"]).split(" <", 1)[0]
-        where += f", by {who}"
+        where += f", by {_flat(who)}"
+    elif me and row["scope"] == project:  # this machine's own record of a shared project: the same line as on every clone
+        where += f", by {_flat(me)}"
     if row.get("conflict"):
         text += f" (conflict: {row['conflict']})"
-    return f"- [{row['kind']}, {row['ts'][:10]}{where}, {row['id']}] {text}"
+    return f"- [{_flat(row['kind'])}, {_flat(row['ts'][:10])}{where}, {_flat(row['id'])}] {text}"
 
 
 def _plural(n: int, kind: str, older: bool = False) -> str:
@@ -77,7 +85,7 @@ def _header(label: str, total: int, shown: int, budget: int, left: str = "", hos
 
 def render(rows: list[dict[str, Any]], total: int, *, project: str | None, budget: int = DEFAULT_BUDGET,
            scope_label: str | None = None, damage: str | None = None,
-           kinds: dict[str, int] | None = None, host_loaded: int = 0) -> dict[str, Any]:
+           kinds: dict[str, int] | None = None, host_loaded: int = 0, me: str | None = None) -> dict[str, Any]:
     """Fit as many rows (already in brief order) as the budget allows. Never exceeds the budget.
 
     `kinds` (current records per kind, less those the host loads itself) lets the header say per kind
@@ -99,7 +107,7 @@ def render(rows: list[dict[str, Any]], total: int, *, project: str | None, budge
     used = frame
     kept: list[int] = []
     for i, row in enumerate(rows):
-        line = _line(row, project)
+        line = _line(row, project, me)
         cost = estimate_tokens(line) + 1
         if used + cost > budget:
             break
@@ -136,6 +144,11 @@ def render(rows: list[dict[str, Any]], total: int, *, project: str | None, budge
     }
 
 
+def _desc(text: str) -> tuple[int, ...]:
+    """A key that sorts strings in descending order (the team order's last tie-break, the record id)."""
+    return tuple(-ord(c) for c in text) + (1,)
+
+
 def brief_rows(store: Store, scopes: list[str] | None, limit: int) -> tuple[list[dict[str, Any]], int]:
     """Current records in brief order, and how many exist (see the module's docstring for the order)."""
     rows, total, _kinds = brief_rows_by_kind(store, scopes, limit)
@@ -153,7 +166,7 @@ def brief_rows_by_kind(store: Store, scopes: list[str] | None,
     newest = store.index.newest_current(scopes, 1, kind=CHECKPOINT)
     standing = store.index.newest_current(scopes, limit, kinds=STANDING_KINDS)
     rank = {k: i for i, k in enumerate(STANDING_KINDS)}
-    standing.sort(key=lambda r: (rank[r["kind"]], -r["seq"]))
+    standing.sort(key=lambda r: (rank[r["kind"]], -r["ord_ms"], -r["ord_n"], _desc(r["id"])))
     taken = (CHECKPOINT, *STANDING_KINDS)
     recent = [r for r in store.index.newest_current(scopes, limit * 2) if r["kind"] not in taken]
     rows = (newest + standing + recent)[: max(limit, 1)]
@@ -196,8 +209,13 @@ def make_brief(store: Store, project: str | None, *, budget: int = DEFAULT_BUDGE
                 kinds[r["kind"]] = kinds.get(r["kind"], 0) - 1
     label = scope if scope not in (None, "*") else "all scopes" if scope == "*" else None if project else NO_PROJECT
     damage = store.damage_note() if hasattr(store, "damage_note") else None
+    me = None
+    if note is not None or os.path.isdir(os.path.join(store.directory, "team")):
+        from .team.readable import own_author
+
+        me = own_author(store.directory, project)
     result = render(kept, total, project=project, budget=budget, scope_label=label, damage=damage, kinds=kinds,
-                    host_loaded=host_loaded)
+                    host_loaded=host_loaded, me=me)
     result["host_loaded"] = host_loaded
     if note:
         lines = result["text"].split("\n", 1)

@@ -24,7 +24,7 @@ GENESIS = "0" * 64
 
 #: Top-level keys retained gives meaning to. Anything else on a record is kept verbatim.
 CORE_KEYS = ("seq", "id", "ts", "kind", "text", "prev", "sha256")
-OPTIONAL_KEYS = ("scope", "source", "supersedes", "client_op_id", "resolves")
+OPTIONAL_KEYS = ("scope", "source", "supersedes", "client_op_id", "resolves", "hlc")
 #: Keys with a meaning on lifecycle records (kind `forget`) and tombstones, or added to records by reads.
 LIFECYCLE_KEYS = ("forgotten", "retracted", "superseded_by")
 RESERVED_KEYS = frozenset(CORE_KEYS + OPTIONAL_KEYS + LIFECYCLE_KEYS + ("fields",))

@@ -430,6 +430,7 @@ class Index:
     newest_rows = _on_db(queries.newest_rows)
     list_page = _on_db(queries.list_page)
     newest_current = _on_db(queries.newest_current)
+    last_clock = _on_db(queries.last_clock)
     scope_names = _on_db(queries.scope_names)
     scope_table = _on_db(queries.scope_table)
     same_project = _remembered(queries.same_project)

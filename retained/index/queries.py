@@ -20,6 +20,11 @@ _TOMB = "tomb"  # a purged record's row: its tombstone
 
 
 # -- one record ------------------------------------------------------------------------------------
+#: "Newest first" in the team's order: the team clock, then the record id, the same on every clone
+#: (a row key, or a seq, is one machine's).
+TEAM_NEWEST = "ord_ms DESC, ord_n DESC, id DESC"
+
+
 def by_id(db: sqlite3.Connection, rid: str) -> Row | None:
     """The row of record `rid`, or None."""
     return first(db, "SELECT * FROM records WHERE id = ?", (rid,))
@@ -129,7 +134,7 @@ def newest_rows(db: sqlite3.Connection, limit: int, scopes: list[str] | None = N
     ids marks them as it marks named ones), and how many records the scopes hold."""
     where, params = scope_clause(scopes, "scope")
     total = int(db.execute("SELECT COUNT(*) FROM records WHERE 1=1" + where, params).fetchone()[0])
-    newest = rows(db, "SELECT * FROM records WHERE 1=1" + where + " ORDER BY ord_ms DESC, ord_n DESC, line DESC LIMIT ?",
+    newest = rows(db, "SELECT * FROM records WHERE 1=1" + where + " ORDER BY " + TEAM_NEWEST + " LIMIT ?",
                   [*params, limit])
     return newest, total
 
@@ -151,6 +156,14 @@ def list_page(db: sqlite3.Connection, *, scopes: list[str] | None, kind: str | N
     return found, total, newer
 
 
+def last_clock(db: sqlite3.Connection, until_ms: int) -> tuple[int, int]:
+    """The highest team clock of any row (this log's or a teammate's) at or before `until_ms`: what a
+    new record's clock must pass. A clock further ahead (a teammate's wrong or forged one) is not followed."""
+    row = db.execute("SELECT ord_ms, ord_n FROM records WHERE ord_ms <= ? ORDER BY ord_ms DESC, ord_n DESC LIMIT 1",
+                     (until_ms,)).fetchone()
+    return (0, 0) if row is None else (int(row[0]), int(row[1]))
+
+
 def newest_current(db: sqlite3.Connection, scopes: list[str] | None, limit: int, kind: str | None = None,
                    kinds: tuple[str, ...] | None = None) -> list[Row]:
     """The newest current records in the scopes, walking the table backwards and stopping at `limit`.
@@ -169,9 +182,10 @@ def newest_current(db: sqlite3.Connection, scopes: list[str] | None, limit: int,
     if kinds:
         where += f" AND kind IN ({marks(kinds)})"
         params += list(kinds)
-    newest = "ord_ms DESC, ord_n DESC, line DESC"
+    newest = TEAM_NEWEST
     order = f"ORDER BY kind, {newest}" if kind is not None else f"ORDER BY {newest}"
-    return rows(db, f"SELECT id, seq, ts, kind, scope, text, writer, author FROM records WHERE {where} {order} LIMIT ?",
+    return rows(db, f"SELECT id, seq, ts, kind, scope, text, writer, author, ord_ms, ord_n FROM records WHERE {where}"
+                f" {order} LIMIT ?",
                 [*params, limit])
 
 
@@ -288,7 +302,7 @@ def facets(db: sqlite3.Connection) -> dict[str, Any]:
 def chain(db: sqlite3.Connection, head: int) -> list[Row]:
     """Every version of one supersede chain, oldest first."""
     return rows(db, "SELECT line, seq, id, ts, kind, scope, supersedes, superseded_by, retracted_by, tomb, hidden,"
-                " substr(text, 1, 400) AS text FROM records WHERE head = ? ORDER BY line", (head,))
+                " substr(text, 1, 400) AS text FROM records WHERE head = ? ORDER BY ord_ms, ord_n, id", (head,))
 
 
 def forget_records(db: sqlite3.Connection) -> list[Row]:
@@ -374,4 +388,4 @@ def team_ids(db: sqlite3.Connection) -> list[str]:
 def current_texts(db: sqlite3.Connection, scope: str, limit: int) -> list[Row]:
     """id, kind, text of the scope's newest current records."""
     return rows(db, "SELECT id, kind, text FROM records WHERE scope = ? AND superseded_by IS NULL"
-                " AND hidden = 0 ORDER BY ord_ms DESC, ord_n DESC, line DESC LIMIT ?", (scope, limit))
+                " AND hidden = 0 ORDER BY " + TEAM_NEWEST + " LIMIT ?", (scope, limit))

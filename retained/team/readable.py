@@ -78,3 +78,35 @@ def readable_logs(store_dir: str | Path) -> list[tuple[str, str, Path, str]]:
                 found.append((f"team:{d}:{writer}", writer, folder / name, scope))
     _cache[key] = (stamp, found)
     return found
+
+
+def own_author(store_dir: str | Path, key: str | None) -> str | None:
+    """The name (else email) this writer's shared copies of project `key` carry, read from the last
+    line of its own log in the mirror (one short read at its end); None when the project is not
+    shared or this writer has published nothing yet. A brief shows it beside this machine's own
+    records, so that a record reads the same on every clone."""
+    if not key or _stamp(os.path.join(store_dir, "team", "shared.json")) < 0:
+        return None
+    root = Path(store_dir) / "team"
+    if key not in (_load(root / "shared.json").get("projects") or {}):
+        return None
+    for writer in sorted(own_writers(root)):
+        path = root / project_dir_name(key) / "writers" / f"{writer}.jsonl"
+        try:
+            with open(path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                size = f.tell()
+                f.seek(max(0, size - 65536))
+                tail = f.read()
+        except OSError:
+            continue
+        for raw in reversed(tail.split(b"\n")[1:-1] if size > 65536 else tail.split(b"\n")[:-1]):
+            try:
+                author = json.loads(raw).get("author")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(author, dict):
+                name = author.get("name") or author.get("email")
+                if isinstance(name, str) and name:
+                    return name
+    return None

@@ -331,8 +331,12 @@ class _Run:
         written = hlc.ts_ms(body.get("ts"))
         written = _now_ms() if written is None else written
         last = max(wlog.last_clock(own), hlc.floor_at(self.imports, written))
+        # The record's own clock, from its write (Appender.next_clock), when it still comes after this
+        # writer's last line: the record then sorts the same here as on every clone that reads it.
+        own_clock = hlc.parse(body.get("hlc"))
+        clock = own_clock if own_clock is not None and own_clock > wlog.last_clock(own) else hlc.tick(last, written)
         seen = hlc.seen_at(self.imports, written) if wlog.needs_seen(body) else None
-        return wlog.seal_after(body, own[-1] if own else None, writer=self.writer, clock=hlc.tick(last, written),
+        return wlog.seal_after(body, own[-1] if own else None, writer=self.writer, clock=clock,
                                author=self.author, seen=seen)
 
     # -- writing it down ----------------------------------------------------------------------------------

@@ -29,7 +29,8 @@ from .. import records
 from ..errors import UsageError
 from . import fields, hlc
 
-#: Keys a shared copy gains; a local record that already has one as a field of its own is not shared.
+#: Keys a shared copy gains; a local record that already has one as a field of its own is not shared
+#: (but `hlc`, which every record carries from its write on: its shared copy keeps it).
 TEAM_KEYS = ("writer", "author", "hlc", "seen")
 #: Keys of a local record that never leave the machine: its place in the local chain, the writer's
 #: idempotency key, and what reads add.
@@ -279,7 +280,7 @@ def share_copy(rec: Mapping[str, Any], found: Counter[str]) -> tuple[dict[str, A
             return None, f"a record without a string {key!r} ({rid!r}) was not shared"
     if is_purge(rec):
         raise UsageError("a purge record is not shared as a record", hint="pass it to sync as a purge request")
-    clash = [k for k in TEAM_KEYS if k in rec]
+    clash = [k for k in TEAM_KEYS if k in rec and not (k == "hlc" and hlc.parse(rec[k]) is not None)]
     if clash:
         return None, (f"{rid} has a field named {clash[0]!r}, which team memory uses itself: it stays on this "
                       "machine (write it again with another field name to share it)")
