@@ -72,6 +72,10 @@ class Appender:
         """Seal and append one new record; its receipt carries `warnings` after any failed check's reasons."""
         return self._put(self.seal(fields, kind, text), warnings or [])
 
+    def append_sealed(self, record: dict[str, Any]) -> Receipt:
+        """Append a record already sealed onto the tail (`seal`), as it is."""
+        return self._put(record, [])
+
     def append_record(self, record: dict[str, Any]) -> Receipt:
         """Append a record that brings its own id, ts and kind (an import): seq and prev are set here,
         so it chains onto this log, and its clock, so it takes its place in this store's order (a

@@ -153,30 +153,55 @@ def _retract(store: Store, ids: Any, reason: Any, *, undo: bool) -> dict[str, An
 
 
 def purge(store: Store, ids: Any, reason: Any) -> dict[str, Any]:
-    """Replace the records' lines by tombstones and append the purge record, in one atomic rewrite."""
+    """Replace the records' lines by tombstones and append the purge record, in one atomic rewrite.
+
+    A teammate's record (issue 28: anyone on the team can forget anything shared) lives in its
+    writer's log, which only a sync rewrites: the purge record names it by writer, id, seq and hash;
+    its text leaves this store's index and files now, and the next sync tombstones its line on every
+    clone and rewrites the memory ref's history without it."""
     with _locked(store, ids, reason) as op:
         originals = _originals(store, _unpurged(store, op))
-        listed = [{"id": rec["id"], "seq": rec["seq"], "sha256": rec["sha256"]} for _, rec in originals]
+        own = [(row, rec) for row, rec in originals if not row.get("writer")]
+        listed = [{"id": rec["id"], "seq": rec["seq"], "sha256": rec["sha256"]} for _, rec in own]
+        listed += [{"id": rec["id"], "writer": row["writer"], "seq": rec["seq"], "sha256": rec["sha256"]}
+                   for row, rec in originals if row.get("writer")]
         text = f"purged {_plural(len(listed))}" + (f": {op.reason}" if op.reason else "")
         fields: dict[str, Any] = {"action": "purge", "purged": listed, "scope": originals[0][0]["scope"]}
         if op.reason is not None:
             fields["reason"] = op.reason
         record = op.app.seal(fields, records.FORGET_KIND, text)
-        edits, index_edits, strings = _tombstones(originals, record["id"])
+        edits, index_edits, strings = _tombstones(own, record["id"])
+        strings += [s for row, rec in originals if row.get("writer") for s in records.content_strings(rec)]
         chain_versions = _older_versions(store, [row for row, _ in originals])
         # Copies outside the log first: if the purge is killed after this, the old log still stands and
         # only unacknowledged fragments or session notes that held the text are gone.
         scrubbed = scrub_files(store.directory, strings, _own_strings(originals))
-        checks = op.app.rewrite(edits, record, index_edits)
+        # Teammates' records only: this log keeps every line, and gains the purge record.
+        checks = op.app.rewrite(edits, record, index_edits) if edits else op.app.append_sealed(record)["checks"]
     store.index.catch_up()  # indexes the purge record, then compacts (the state asks for it)
     warnings = op.warnings + op.redaction_note()
     if chain_versions:
         warnings.append(f"{_plural(len(chain_versions))} corrected by a purged record still hold their own "
                         f"text, hidden from reads: {', '.join(chain_versions[:10])} (purge them too if they must go)")
     warnings += scrubbed
+    if len(listed) > len(own) or _shared(store):
+        warnings.append(team_purge_note(len(listed) - len(own)))
     return {"id": record["id"], "seq": record["seq"], "sha256": record["sha256"], "durable": all(checks.values()),
             "checks": checks, "warnings": warnings, "deduplicated": False, "action": "purge", "purged": listed,
             "reason": op.reason}
+
+
+def _shared(store: Store) -> bool:
+    return os.path.isfile(os.path.join(store.directory, "team", "shared.json"))
+
+
+def team_purge_note(teammates: int) -> str:
+    """What happens next to a purge in a store that shares memory (said once, the same on every edge)."""
+    whose = f"{_plural(teammates)} written by teammates" if teammates else "records this team may hold"
+    return (f"team memory: the purge of {whose} travels with the next sync (`retained sync`, or the background "
+            "sync at the next session): every clone replaces the line by a tombstone and the memory ref's history "
+            "is rewritten without it; the git server keeps unreachable objects until its own gc; if it was a "
+            "secret, rotate it now")
 
 
 def _unpurged(store: Store, op: _Op) -> list[dict[str, Any]]:
@@ -197,12 +222,15 @@ def _originals(store: Store, rows: list[dict[str, Any]]) -> list[tuple[dict[str,
     when a line is damaged or no longer holds the record the index points at."""
     originals = []
     for row in rows:
-        if row.get("writer"):  # issue 19: a teammate's record lives in their writer log, not this log
-            who = row.get("author") or row["writer"]
-            raise Refused(f"{row['id']} is a teammate's record (by {who}): this machine cannot purge it; "
-                                "nothing was purged",
-                                hint=f"retract it here (`retained forget {row['id']}`, which reaches every clone at "
-                                     "its next sync), and ask its author to purge it on their machine")
+        if row.get("writer"):  # a teammate's record: read from its writer's log in the mirror
+            from .reads import read_row
+
+            try:
+                originals.append((row, read_row(store.index, store.log, row)))
+            except records.BadLine as bad:
+                raise StoreError(f"{row['id']}: its line in its writer's log does not read back ({bad.reason})",
+                                 hint="run `retained sync`, then retry; nothing was purged") from None
+            continue
         raw = store.log.read_at(row["offset"], row["length"])
         try:
             rec = records.parse_line(raw[:-1])
@@ -329,6 +357,9 @@ def scrub_files(directory: Path, strings: list[str], own: list[str] | None = Non
         dirs.sort()
         rel_root = Path(root).relative_to(directory)
         owned = rel_root.parts[:1] in (("quarantine",), (SESSIONS_DIR,))
+        if rel_root.parts[:1] == ("team",):  # retained's own mirror and repository: the next sync rewrites them
+            dirs.clear()
+            continue
         for name in sorted(files):
             path = Path(root) / name
             rel = (rel_root / name).as_posix()

@@ -250,10 +250,18 @@ def _log_of(index: Index, log: Log, row: dict[str, Any]) -> Log:
 
 def marked(index: Index, log: Log, rec: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
     """The record as stored, plus what later records say about it: `superseded_by`, and
-    `retracted` {by, reason, ts} when a retraction (of it or of its chain's head) hides it."""
+    `retracted` {by, reason, ts, author} when a retraction (of it or of its chain's head) hides it; a
+    purged record's tombstone (kept verbatim) gains who purged it and why (`purged_by`: by, reason,
+    ts, author)."""
     if row.get("superseded_by"):
         rec["superseded_by"] = row["superseded_by"]
-    if row.get("tomb") or not row.get("hidden") or row["kind"] == records.FORGET_KIND:
+    if row.get("tomb"):
+        forgotten = rec.get("forgotten")
+        by = forgotten.get("by") if isinstance(forgotten, dict) else row.get("retracted_by")
+        if isinstance(by, str):
+            rec["purged_by"] = _attributed(index, log, {"by": by})
+        return rec
+    if not row.get("hidden") or row["kind"] == records.FORGET_KIND:
         return rec
     via = None
     by = row.get("retracted_by")
@@ -262,20 +270,33 @@ def marked(index: Index, log: Log, rec: dict[str, Any], row: dict[str, Any]) -> 
         if head is None or not head.get("retracted_by"):
             return rec
         by, via = head["retracted_by"], head["id"]
-    mark: dict[str, Any] = {"by": by}
-    forget = index.by_id(by)
-    if forget is not None:
-        try:
-            frec = read_row(index, log, forget)
-            mark["ts"] = frec["ts"]
-            if isinstance(frec.get("reason"), str):
-                mark["reason"] = frec["reason"]
-        except records.BadLine:
-            pass
+    mark = _attributed(index, log, {"by": by})
     if via is not None:
         mark["via"] = via
     rec["retracted"] = mark
     return rec
+
+
+def _attributed(index: Index, log: Log, mark: dict[str, Any]) -> dict[str, Any]:
+    """`mark` ({by: a forget record's id}) with that record's time, reason and author: a teammate's
+    name as its writer log carries it, or this machine's (its author on the team, else "you")."""
+    forget = index.by_id(mark["by"])
+    if forget is None:
+        return mark
+    try:
+        frec = read_row(index, log, forget)
+    except records.BadLine:
+        return mark
+    mark["ts"] = frec["ts"]
+    if isinstance(frec.get("reason"), str):
+        mark["reason"] = frec["reason"]
+    if forget.get("writer"):
+        mark["author"] = forget.get("author") or forget["writer"]
+    else:
+        from .team.readable import own_author
+
+        mark["author"] = own_author(log.directory, forget.get("scope")) or "you (this machine)"
+    return mark
 
 
 # -- token budgets ------------------------------------------------------------------------------------

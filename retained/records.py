@@ -26,7 +26,7 @@ GENESIS = "0" * 64
 CORE_KEYS = ("seq", "id", "ts", "kind", "text", "prev", "sha256")
 OPTIONAL_KEYS = ("scope", "source", "supersedes", "client_op_id", "resolves", "hlc")
 #: Keys with a meaning on lifecycle records (kind `forget`) and tombstones, or added to records by reads.
-LIFECYCLE_KEYS = ("forgotten", "retracted", "superseded_by")
+LIFECYCLE_KEYS = ("forgotten", "retracted", "superseded_by", "purged_by")
 RESERVED_KEYS = frozenset(CORE_KEYS + OPTIONAL_KEYS + LIFECYCLE_KEYS + ("fields",))
 
 #: The kind of retraction, undo and purge records; written by `Store.forget/unforget/purge` only.

@@ -220,6 +220,12 @@ def _row(rec: dict[str, Any], line: Line, key: int, source: Source, order: tuple
         targets = rec.get("targets")
         if isinstance(targets, list):
             life = (rec["action"], [t for t in targets if isinstance(t, str)])
+    elif rec["kind"] == FORGET_KIND and not tomb and rec.get("action") == "purge" and source.writer is None:
+        # This machine's purge of teammates' records (they live in writer logs, which only a sync
+        # rewrites): their text leaves the index now, and a row that arrives later arrives purged.
+        theirs = [p.get("id") for p in rec.get("purged") or [] if isinstance(p, dict) and p.get("writer")]
+        if theirs:
+            life = ("purge", [t for t in theirs if isinstance(t, str)])
     by = forgotten.get("by") if isinstance(forgotten, dict) else None
     hidden = 1 if tomb or rec["kind"] == FORGET_KIND else 0
     return (
@@ -430,6 +436,10 @@ def _apply_forget(db: sqlite3.Connection, key: int, rid: str, action: str, targe
                          (target, FORGET_KIND)).fetchone()
         if row is None or (_same_log(row[0], key) and row[0] >= key):
             continue
+        if action == "purge":
+            if row[0] >> KEY_BITS:  # a teammate's row: its text goes; the sync tombstones its line
+                _purged_here(db, row[0], row[1], rid)
+            continue
         before = db.execute("SELECT retracted_by FROM records WHERE line = ?", (row[0],)).fetchone()[0]
         db.execute("UPDATE records SET retracted_by = ? WHERE line = ?",
                    (rid if action == "retract" else None, row[0]))
@@ -444,6 +454,17 @@ def _apply_forget(db: sqlite3.Connection, key: int, rid: str, action: str, targe
                 heads.add(head)
         for head in heads:
             rehide(db, head)
+
+
+def _purged_here(db: sqlite3.Connection, line: int, head: int, by: str) -> None:
+    """A teammate's row that a purge of this machine names: its text out of the full-text table, the
+    vectors and the row, marked purged by `by`, until a sync replaces its line by the tombstone."""
+    text = db.execute("SELECT text FROM records WHERE line = ?", (line,)).fetchone()[0]
+    db.execute("INSERT INTO fts(fts, rowid, text) VALUES('delete', ?, ?)", (line, text))
+    db.execute("DELETE FROM vectors WHERE line = ?", (line,))
+    db.execute("UPDATE records SET text = '', source = NULL, session = NULL, text_key = NULL, tomb = 1,"
+               " retracted_by = ? WHERE line = ?", (by, line))
+    rehide(db, head)
 
 
 def _successors(db: sqlite3.Connection, rid: str) -> list[tuple[int, int]]:
