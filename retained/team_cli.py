@@ -79,8 +79,9 @@ def _report(args: argparse.Namespace, results: list[tuple[Shared, SyncResult]], 
     return EXIT_OK if ok else EXIT_FAIL
 
 
-def _target(args: argparse.Namespace, store_dir: Any) -> tuple[str, str]:
-    """(key, remote URL) that `share` works on: the personal remote, or this checkout's project."""
+def _target(args: argparse.Namespace, store_dir: Any) -> tuple[str, str, str | None, str | None]:
+    """(key, remote URL, checkout, remote name) that `share` works on: the personal remote, or this
+    checkout's project (the checkout and the remote's name there when it was named, not a URL)."""
     from .errors import UsageError
     from .team import share, state
 
@@ -90,44 +91,61 @@ def _target(args: argparse.Namespace, store_dir: Any) -> tuple[str, str]:
                              hint="retained share --personal URL")
         if not args.personal.strip():
             raise UsageError("--personal needs the URL of a private remote", hint="retained share --personal URL")
-        return state.PERSONAL, share.remote_url(store_dir, args.personal.strip())
+        return state.PERSONAL, share.remote_url(store_dir, args.personal.strip()), None, None
     key, root = share.project_here()
-    return key, share.remote_url(root, args.remote)
+    name = args.remote or "origin"
+    return key, share.remote_url(root, args.remote), (None if share.is_url(name) else str(root)), \
+        (None if share.is_url(name) else name)
 
 
 def cmd_share(args: argparse.Namespace) -> int:
     from .team import share, state
+    from .team.git import public_url
 
     with _store(args) as store:
-        key, url = _target(args, store.directory)
-        if key != state.PERSONAL:
-            _check_not_personal(store.directory, url)
+        key, url, checkout, name = _target(args, store.directory)
+        _check_boundary(store.directory, key, url)
+        url_shown = public_url(url)
         if args.dry_run:
-            shared = state.Shared(key, url, state.MEMORY_REF, state.project_dir(store.directory, key), "")
+            shared = state.Shared(key, url_shown, state.MEMORY_REF, state.project_dir(store.directory, key), "")
             leaving = share.leaving(store, shared)
             if args.json:
-                print(json.dumps({"project": key, "remote": url, "would_share": len(leaving), "records": leaving},
+                print(json.dumps({"project": key, "remote": url_shown, "would_share": len(leaving), "records": leaving},
                                  ensure_ascii=False, indent=2))
             else:
-                _out(f"would share {_plural(len(leaving), 'record')} of {key} through {url} (nothing was sent):")
+                _out(f"would share {_plural(len(leaving), 'record')} of {key} through {url_shown} (nothing was sent):")
                 for rec in leaving:
                     _out(f"  {rec['id']}  {rec['kind']}  {_oneline(rec.get('text', ''))}")
             return EXIT_OK
-        shared = state.share(store.directory, key, url)
+        shared = state.share(store.directory, key, url, checkout=checkout, remote_name=name)
         if not args.json:
-            _out(f"sharing {'your personal memory' if key == state.PERSONAL else key} through {url} ({shared.ref})")
+            _out(f"sharing {'your personal memory' if key == state.PERSONAL else key} through {url_shown} ({shared.ref})")
         result = share.sync_one(store, shared)
-    return _report(args, [(shared, result)], {"shared": key, "remote": url})
+    return _report(args, [(shared, result)], {"shared": key, "remote": url_shown})
 
 
-def _check_not_personal(store_dir: Any, url: str) -> None:
-    """A project's remote is never the personal one: nothing personal may reach a project's remote."""
+def _check_boundary(store_dir: Any, key: str, url: str) -> None:
+    """A project's remote is never the personal one, and the personal remote is never a shared
+    project's, however each URL is spelled: nothing personal may reach a project's remote, and nothing
+    of a project the personal one."""
     from .errors import UsageError
+    from .project import canonical_key
     from .team import state
+    from .team.git import public_url
 
-    personal = state.shared(store_dir).get(state.PERSONAL)
-    if personal is not None and personal.remote == url:
-        raise UsageError(f"{url} is your personal remote: a project's memory does not go there",
+    def same(a: str, b: str) -> bool:
+        return canonical_key(public_url(a)) == canonical_key(public_url(b))
+
+    everything = state.shared(store_dir)
+    if key == state.PERSONAL:
+        for other in everything.values():
+            if other.key != state.PERSONAL and same(other.remote, url):
+                raise UsageError(f"{public_url(url)} is the remote of the shared project {other.key}: your personal "
+                                 "memory does not go there", hint="use a private remote of your own for --personal")
+        return
+    personal = everything.get(state.PERSONAL)
+    if personal is not None and same(personal.remote, url):
+        raise UsageError(f"{public_url(url)} is your personal remote: a project's memory does not go there",
                          hint="share the project through its own remote (--remote NAME|URL)")
 
 

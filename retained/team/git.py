@@ -11,6 +11,7 @@ Failures become one-line `TeamError`s that say what to do.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -61,14 +62,38 @@ def environment() -> dict[str, str]:
     return env
 
 
+def quoted(text: str, limit: int = 200) -> str:
+    """What git or a remote said (input from outside: a server's ERR packet, `remote:` lines), as one
+    line of data: quoted, control characters and markers escaped, at most `limit` characters."""
+    flat = "".join(c if c.isprintable() else f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}"
+                   for c in text.strip())
+    flat = flat.replace("<<<", "‹‹‹").replace(">>>", "›››")
+    if len(flat) > limit:
+        flat = flat[:limit] + "…"
+    return '"' + flat.replace('"', "'") + '"'
+
+
+def public_url(url: str) -> str:
+    """A remote's URL as retained shows and stores it: without a password or token (`user:secret@`, a
+    token alone as the user of an https URL, `?token=` style query parameters)."""
+    m = re.match(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)([^@/]*)@(.*)$", url)
+    if m is not None:
+        scheme, userinfo, rest = m.groups()
+        user = userinfo.split(":", 1)[0]
+        keep = ":" not in userinfo and scheme.lower().startswith("ssh") and user
+        url = f"{scheme}{user}@{rest}" if keep else f"{scheme}{rest}"
+    return re.sub(r"([?&][^=&#]*(?:token|key|secret|password|passwd|auth|sig)[^=&#]*=)[^&#]*", r"\1***", url,
+                  flags=re.IGNORECASE)
+
+
 def _last_words(stderr: bytes) -> str:
-    """git's own reason in one line: its last fatal/error line, else its last line."""
+    """git's own reason in one line, quoted as data: its last fatal/error line, else its last line."""
     lines = [ln.strip() for ln in stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
     for prefix in ("fatal:", "error:"):
         for ln in lines:
             if ln.startswith(prefix):
-                return ln[len(prefix):].strip()
-    return lines[-1] if lines else "no message"
+                return quoted(ln[len(prefix):].strip())
+    return quoted(lines[-1]) if lines else "no message"
 
 
 class Git:
@@ -117,7 +142,7 @@ class Git:
         if proc.returncode in ok:
             return result
         if network:
-            raise TeamError(f"cannot reach the team remote {network}: {_last_words(err)}",
+            raise TeamError(f"cannot reach the team remote {public_url(network)}: {_last_words(err)}",
                             hint="check the URL, the network and your git credentials; records wait here and go "
                                  "with the next sync")
         raise TeamError(f"git {args[0]} failed: {_last_words(err)}",
@@ -179,7 +204,7 @@ class Git:
                                                            "failed to update ref", "failed to lock"))
                 remote_says = [ln[len("remote:"):].strip() for ln in proc.stderr.decode("utf-8", "replace").splitlines()
                                if ln.startswith("remote:") and ln[len("remote:"):].strip()]
-                why = summary + (f": {remote_says[-1]}" if remote_says else "")
+                why = quoted(summary) + (f": the remote said {quoted(remote_says[-1])}" if remote_says else "")
                 return PushOutcome(False, stale, why)
         return PushOutcome(False, False, _last_words(proc.stderr))
 

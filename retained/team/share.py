@@ -52,10 +52,15 @@ def project_here(cwd: str | os.PathLike[str] | None = None) -> tuple[str, Path]:
     return ident["key"], Path(root)
 
 
+def is_url(name: str) -> bool:
+    """Whether `--remote` names a URL or a path rather than a remote of the checkout."""
+    return "://" in name or name.startswith(("/", "~", ".")) or (":" in name and "@" in name.split(":", 1)[0])
+
+
 def remote_url(root: Path, remote: str | None) -> str:
     """The URL of `remote` (a remote's name in the checkout, default origin, or a URL or path)."""
     name = remote or "origin"
-    if "://" in name or name.startswith(("/", "~", ".")) or (":" in name and "@" in name.split(":", 1)[0]):
+    if is_url(name):
         return os.path.expanduser(name) if name.startswith("~") else name
     from . import git as team_git
 
@@ -180,7 +185,7 @@ def sync_one(store: Store, shared: state.Shared, *, budget: float | None = None,
     writer = state.writer_id(store.directory)
     author = team_git.author(os.getcwd() if shared.key != state.PERSONAL else None)
     before = _refused(store)
-    result = sync(shared.dir, shared.remote, writer, outgoing, purges, author=author, ref=shared.ref,
+    result = sync(shared.dir, state.git_url(shared), writer, outgoing, purges, author=author, ref=shared.ref,
                   budget=budget, wait=wait)
     store.refresh()
     # Lines a ref may not carry (fields.confined) stay in their writer's chain but are never read as

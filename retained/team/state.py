@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 from .. import durable, records
 from ..errors import StoreError, UsageError
-from .git import MEMORY_REF
+from .git import MEMORY_REF, public_url
 from .readable import project_dir_name
 
 TEAM = "team"
@@ -117,10 +117,26 @@ def writer_id(store_dir: Path) -> str:
 # -- shared projects --------------------------------------------------------------------------------------
 class Shared(NamedTuple):
     key: str  # the project key (or PERSONAL)
-    remote: str  # the URL sync fetches from and pushes to
+    remote: str  # the remote's URL as retained shows and stores it: never a password or token (git.public_url)
     ref: str
     dir: Path  # the project's team directory
     since: str
+    checkout: str = ""  # the project's checkout and the name of its remote there, when shared by name:
+    remote_name: str = ""  # git asks the checkout for the URL, so credentials stay in the checkout's own config
+
+
+def git_url(s: Shared) -> str:
+    """The URL git fetches from and pushes to: the checkout's own URL for the remote it was shared by
+    (credentials and all, as the person configured them) while it still names the same remote; else
+    the stored one."""
+    if s.checkout and s.remote_name and os.path.isdir(s.checkout):
+        with contextlib.suppress(Exception):
+            from .git import remote_url
+
+            url = remote_url(s.checkout, s.remote_name)
+            if url and public_url(url) == s.remote:
+                return url
+    return s.remote
 
 
 def shared(store_dir: Path) -> dict[str, Shared]:
@@ -129,24 +145,36 @@ def shared(store_dir: Path) -> dict[str, Shared]:
     out = {}
     for key, item in (data.get("projects") or {}).items():
         if isinstance(item, dict) and isinstance(item.get("remote"), str):
-            out[key] = Shared(key, item["remote"], item.get("ref") or MEMORY_REF, project_dir(store_dir, key),
-                              item.get("since", ""))
+            out[key] = Shared(key, public_url(item["remote"]), item.get("ref") or MEMORY_REF,
+                              project_dir(store_dir, key), item.get("since", ""), str(item.get("checkout") or ""),
+                              str(item.get("remote_name") or ""))
     return out
 
 
-def share(store_dir: Path, key: str, remote: str, *, ref: str = MEMORY_REF) -> Shared:
-    """Turn sharing on for `key` through `remote` (or change its remote). Idempotent."""
+def share(store_dir: Path, key: str, remote: str, *, ref: str = MEMORY_REF, checkout: str | None = None,
+          remote_name: str | None = None) -> Shared:
+    """Turn sharing on for `key` through `remote` (or change its remote). Idempotent. Credentials never
+    leave the checkout's own git configuration: a URL that carries them is stored without them, and
+    git asks the checkout for it (`checkout`, `remote_name`) at each sync."""
     if not key or not remote.strip():
         raise UsageError("sharing needs a project key and a remote URL", hint="run it inside the project's checkout")
+    shown = public_url(remote.strip())
+    if shown != remote.strip() and not (checkout and remote_name):
+        raise UsageError(f"{shown} was given with a password or token in it, which retained never stores",
+                         hint="add it as a remote of the checkout (`git remote add team URL`) or use a git credential "
+                              "helper, then `retained share --remote team`")
     if not ref.startswith("refs/") or any(c in ref for c in " ~^:?*[\\") or ".." in ref:
         raise UsageError(f"{ref!r} is not a ref name retained can use", hint=f"use the default, {MEMORY_REF}")
     path = team_root(store_dir) / SHARED_FILE
     data = read_json(path) or {}
     projects = dict(data.get("projects") or {})
     since = (projects.get(key) or {}).get("since") or records.now_rfc3339()
-    projects[key] = {"remote": remote.strip(), "ref": ref, "since": since}
+    entry = {"remote": shown, "ref": ref, "since": since}
+    if checkout and remote_name:
+        entry.update(checkout=str(checkout), remote_name=remote_name)
+    projects[key] = entry
     write_json(path, {"version": 1, "projects": projects})
-    return Shared(key, remote.strip(), ref, project_dir(store_dir, key), since)
+    return Shared(key, shown, ref, project_dir(store_dir, key), since, str(checkout or ""), remote_name or "")
 
 
 def unshare(store_dir: Path, key: str, *, wait: float = 30.0) -> Shared | None:

@@ -37,7 +37,7 @@ from typing import Any
 from .. import records, redact
 from ..errors import StoreError, UsageError
 from . import hlc, state, wlog
-from .git import FETCHED_REF, MEMORY_REF, NETWORK_TIMEOUT, Git, GitMissing, OutOfTime, TeamError
+from .git import FETCHED_REF, MEMORY_REF, NETWORK_TIMEOUT, Git, GitMissing, OutOfTime, TeamError, public_url
 from .mirror import Mirror, blob_oid
 
 FORMAT_BYTES = b"retained-memory 1\n"
@@ -241,9 +241,9 @@ class _Run:
         if version == FORMAT_BYTES.decode().strip():
             return
         if version.startswith("retained-memory "):
-            raise TeamError(f"the memory ref on {self.remote} is in format {version!r}, newer than this retained "
+            raise TeamError(f"the memory ref on {public_url(self.remote)} is in format {version!r}, newer than this retained "
                             f"understands ({FORMAT_BYTES.decode().strip()!r})", hint="upgrade retained, then sync again")
-        raise TeamError(f"{self.ref} on {self.remote} does not hold retained memory (no format file): someone "
+        raise TeamError(f"{self.ref} on {public_url(self.remote)} does not hold retained memory (no format file): someone "
                         "pushed something else there; nothing was pulled or pushed",
                         hint=f"ask who pushed it; once {self.ref} is deleted on the remote, the next sync "
                              "publishes every writer's log again from this machine's mirror")
@@ -462,7 +462,7 @@ class _Run:
         unpushed = own[(self.saved.get("remote_lines") or {}).get(self.writer, 0):]
         oldest = min((t for t in (hlc.ts_ms(e.rec.get("ts")) for e in unpushed) if t is not None), default=None)
         self.imports = hlc.prune(self.imports, oldest, _now_ms())
-        self.saved.update(version=1, remote=self.remote, ref=self.ref, imports=[i.as_json() for i in self.imports],
+        self.saved.update(version=1, remote=public_url(self.remote), ref=self.ref, imports=[i.as_json() for i in self.imports],
                           files={w: {"sha256": d, "lines": len(self.mirror.files[w])}
                                  for w, d in self.mirror.digests().items()})
         if last is not None:
