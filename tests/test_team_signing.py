@@ -57,13 +57,16 @@ def publish(sigs: signing.Signatures, logs: dict[str, list[wlog.Entry]], ref: di
     out = {k: v for k, v in (ref or {}).items() if k.startswith("writers/")}
     out.update({f"writers/{w}.jsonl": wlog.encode(e) for w, e in logs.items()})
     out.update(sigs.files(logs))
+    sigs.save()
     return out
 
 
 def pull(sigs: signing.Signatures, ref: dict[str, bytes], *writers: str) -> dict[str, wlog.Parsed]:
     """What `sigs`'s clone takes in of `writers` from the ref (as a sync hands it over)."""
     sig_files = {w: ref[f"signatures/{w}.sig"] for w in writers if f"signatures/{w}.sig" in ref}
-    return sigs.check({w: fetched(ref, w) for w in writers}, sig_files, ref.get("allowed_signers"))
+    out = sigs.check({w: fetched(ref, w) for w in writers}, sig_files, ref.get("allowed_signers"))
+    sigs.save()  # as a sync does at its end
+    return out
 
 
 @pytest.fixture

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -254,13 +255,15 @@ def sign(key: Key, data: bytes, *, exe: str | None = None, timeout: float = TIME
     exe = exe or program()
     if exe is None:
         raise SigningError("ssh-keygen was not found")
-    with tempfile.TemporaryDirectory(prefix="retained-sign-") as tmp:
-        path = key.path
-        if key.literal is not None:  # as git does: the public key in a file, the agent holds the private half
+    if key.literal is None:
+        code, out, err = _wait(_start([exe, "-Y", "sign", "-n", NAMESPACE, "-f", str(key.path)], subprocess.PIPE),
+                               timeout, data)
+    else:  # as git does: the public key in a file, ssh-agent holds the private half
+        with tempfile.TemporaryDirectory(prefix="retained-sign-") as tmp:
             path = Path(tmp) / "key.pub"
             path.write_text(key.literal + "\n", encoding="utf-8")
-        argv = [exe, "-Y", "sign", "-n", NAMESPACE, "-f", str(path)] + (["-U"] if key.literal is not None else [])
-        code, out, err = _wait(_start(argv, subprocess.PIPE), timeout, data)
+            argv = [exe, "-Y", "sign", "-n", NAMESPACE, "-f", str(path), "-U"]
+            code, out, err = _wait(_start(argv, subprocess.PIPE), timeout, data)
     if code != 0 or not out.startswith(_BEGIN[:-1]):
         raise SigningError(f"ssh-keygen could not sign with {key.origin}: {_one_line(err)}")
     return out if out.endswith(b"\n") else out + b"\n"
@@ -430,9 +433,10 @@ class Signatures:
         sigs = Signatures(team_dir, writer, cwd=checkout, store_dir=store_dir)
         parsed = sigs.check(parsed, {writer: signature bytes}, allowed_signers bytes)   # after fetching
         files = sigs.files(mirror_files)       # {path on the ref: bytes} for the commit's tree
+        sigs.save()                            # at the end: the pin file, if it changed
 
     `key`: the key to sign with (default: `find_key(cwd, store_dir=...)`, looked up only when this
-    writer's head needs a new signature). Pins are saved as soon as they change."""
+    writer's head needs a new signature)."""
 
     def __init__(self, team_dir: Path, writer: str, *, key: Key | None = None, cwd: str | os.PathLike[str] | None = None,
                  store_dir: Path | None = None) -> None:
@@ -468,7 +472,6 @@ class Signatures:
             self.verdicts[writer] = self._judge(writer, p, signatures.get(writer), pending)
         for writer, why in (verify_many(pending, exe=self.exe) if pending else {}).items():
             self.verdicts[writer] = self._verified(writer, parsed[writer].entries, pending[writer], why)
-        self._save()
         out = {}
         for writer, p in parsed.items():
             v = self.verdicts[writer]
@@ -612,7 +615,6 @@ class Signatures:
             return None
         self.pins[self.writer] = {"key": sig.key, "since": (pin or {}).get("since") or records.now_rfc3339(),
                                   "head": [sig.seq, sig.sha256], "signature": sig.raw.decode()}
-        self._save()
         return sig.raw
 
     # -- state -----------------------------------------------------------------------------------------------
@@ -620,15 +622,18 @@ class Signatures:
         """{writer: signed | unsigned | refused} as this sync found them."""
         return {w: v.status if v.problem is None else REFUSED for w, v in sorted(self.verdicts.items())}
 
-    def _save(self) -> None:
+    def save(self) -> None:
+        """Write the pin file if this sync changed it (one atomic write; a sync calls it once, at its end:
+        a sync that dies first only costs the next one the checks again)."""
         data = {"version": 1, "writers": self.pins, "refused": self.refused}
         try:
             if (state.read_json(self.path) or {}) == data:
                 return
         except StoreError:
             pass
-        try:
-            state.write_json(self.path, data)
+        try:  # atomic, without fsync: a pin file lost to a power cut costs pinning again, never a record
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            durable.write_atomic(self.path, json.dumps(data, indent=1, sort_keys=True).encode() + b"\n", sync=False)
         except OSError as e:
             self._note(f"could not save this clone's pinned keys ({self.path.name}): {e.strerror or e}")
 
