@@ -106,6 +106,20 @@ def test_a_purge_of_the_head_line_keeps_its_signature_valid(tmp_path, ann_ref):
     assert bob.statuses() == {ANN: "signed"}
 
 
+def test_a_replayed_older_head_does_not_move_the_pin_back_and_the_newer_signature_goes_back_on_the_ref(tmp_path, ann_ref):
+    key, logs, old_ref = ann_ref
+    longer = {ANN: grow(ANN, logs[ANN], 2)}
+    new_ref = publish(signing.Signatures(tmp_path / "ann", ANN, key=key), longer, old_ref)
+    bob = signing.Signatures(tmp_path / "bob", BOB)
+    assert pull(bob, new_ref, ANN)[ANN].entries == longer[ANN]
+    # someone pushes the old version back (three lines, their genuine old signature)
+    bob = signing.Signatures(tmp_path / "bob", BOB)
+    assert pull(bob, old_ref, ANN)[ANN] == wlog.Parsed(logs[ANN], None)
+    assert signing.status(tmp_path / "bob")[ANN]["seq"] == 5
+    # Bob's mirror still holds five lines: his push carries the signature of those five
+    assert publish(bob, longer, old_ref)[f"signatures/{ANN}.sig"] == new_ref[f"signatures/{ANN}.sig"]
+
+
 # -- refused and named --------------------------------------------------------------------------------------
 def test_lines_forged_after_a_signed_head_are_refused_and_the_signed_lines_kept(tmp_path, ann_ref):
     _, logs, ref = ann_ref

@@ -246,7 +246,7 @@ def _wait(proc: subprocess.Popen[bytes], timeout: float, input: bytes | None = N
         except (OSError, AttributeError):
             proc.kill()
         proc.communicate()
-        raise SigningError(f"ssh-keygen took longer than {timeout:.0f} s and was stopped") from None
+        raise SigningError("ssh-keygen did not answer in time and was stopped") from None
     return proc.returncode, out, err
 
 
@@ -519,8 +519,10 @@ class Signatures:
         if why is not None:
             return self._refused(writer, self._safe(writer, entries),
                                  f"its signature does not verify with key {fingerprint(key)} ({why})")
-        self.pins[writer] = {"key": key, "since": (self.pins.get(writer) or {}).get("since") or records.now_rfc3339(),
-                             "head": [sig.seq, sig.sha256], "signature": sig.raw.decode()}
+        pin = self.pins.get(writer)
+        if pin is None or (self._safe(writer, entries) and sig.seq >= pin["head"][0]):  # never back, never aside
+            self.pins[writer] = {"key": key, "since": (pin or {}).get("since") or records.now_rfc3339(),
+                                 "head": [sig.seq, sig.sha256], "signature": sig.raw.decode()}
         return self._signed(writer, entries, sig)
 
     def _signed(self, writer: str, entries: list[wlog.Entry], sig: Signature) -> Verdict:
@@ -577,12 +579,16 @@ class Signatures:
         if pin and tuple(pin["head"]) == now:  # verified here: never replaced by a fetched one of the same head
             return pin["signature"].encode()
         fetched = self.remote_sigs.get(writer)
-        if fetched is not None and _claims(fetched, writer, now):
+        if fetched is not None and _claimed(fetched, writer, entries) == now:
             return fetched
         made = self._sign_own(now) if writer == self.writer and now is not None else None
         if made is not None:
             return made
-        return pin["signature"].encode() if pin else fetched  # an older head's: its lines stay provable
+        # An earlier head's signature, of a line these entries hold: the lines up to it stay provable.
+        for raw in ([pin["signature"].encode()] if pin else []) + ([fetched] if fetched is not None else []):
+            if _claimed(raw, writer, entries) is not None:
+                return raw
+        return None
 
     def _sign_own(self, now: tuple[int, str]) -> bytes | None:
         if self._signed_own is not None and self._signed_own[0] == now:
@@ -647,7 +653,12 @@ class Signatures:
                 self.notes.append(line)
 
 
-def _claims(raw: bytes, writer: str, now: tuple[int, str] | None) -> bool:
-    """Whether a signature file's message names exactly this head (its signature is checked elsewhere)."""
+def _claimed(raw: bytes, writer: str, entries: list[wlog.Entry]) -> tuple[int, str] | None:
+    """The head a signature file of `writer` names, when it is a line of `entries` (its signature is
+    checked elsewhere); else None."""
     cut = raw.find(_BEGIN)
-    return now is not None and cut > 0 and raw[:cut] == message(writer, *now)
+    found = _HEAD.match(raw[:cut]) if 0 < cut <= MAX_SIGNATURE else None
+    if found is None or found.group(1).decode() != writer:
+        return None
+    seq, sha = int(found.group(2)), found.group(3).decode()
+    return (seq, sha) if 1 <= seq <= len(entries) and entries[seq - 1].rec["sha256"] == sha else None
