@@ -282,8 +282,11 @@ def verify_many(jobs: Mapping[str, tuple[str, Signature]], *, exe: str, timeout:
             base.with_suffix(".sig").write_bytes(sig.armor)
             base.with_suffix(".msg").write_bytes(sig.message)
             with open(base.with_suffix(".msg"), "rb") as stdin:
-                procs[writer] = _start([exe, "-Y", "verify", "-f", str(base.with_suffix(".allowed")), "-I", writer,
-                                        "-n", NAMESPACE, "-s", str(base.with_suffix(".sig"))], stdin)
+                try:
+                    procs[writer] = _start([exe, "-Y", "verify", "-f", str(base.with_suffix(".allowed")), "-I", writer,
+                                            "-n", NAMESPACE, "-s", str(base.with_suffix(".sig"))], stdin)
+                except SigningError as e:
+                    out[writer] = str(e)
         for writer, proc in procs.items():
             try:
                 code, _, err = _wait(proc, deadline - time.monotonic())
@@ -605,6 +608,9 @@ class Signatures:
         if key is None:
             key, note = find_key(self._cwd, store_dir=self._store_dir)
             self._note(note)
+            if key is None and self.writer in self.pins:
+                self._note(f"this writer signed its records before (key {fingerprint(self.pins[self.writer]['key'])}) "
+                           "and has no key now: teammates refuse its new records until they are signed")
             if key is None:
                 return None
         data = message(self.writer, *now)
