@@ -192,6 +192,22 @@ def test_a_head_unsigned_after_its_writer_signed_is_refused(tmp_path, ann_ref):
     assert got.entries == [] and "carries no signature" in got.problem and "allowed_signers lists for it" in got.problem
 
 
+def test_lines_this_clone_already_holds_are_left_for_the_merge_to_compare(tmp_path, ann_ref):
+    """A rewrite of lines Bob holds must still reach the merge, which refuses it and keeps Bob's copy;
+    only lines beyond those are cut to what the signature vouches for."""
+    _, logs, ref = ann_ref
+    bob = signing.Signatures(tmp_path / "bob", BOB)
+    pull(bob, ref, ANN)
+    rewritten = grow(ANN, logs[ANN][:1], 2, "rewritten")
+    got = bob.check({ANN: wlog.Parsed(rewritten, None)}, {}, None, {ANN: 3})[ANN]
+    assert got.entries == rewritten and got.problem is None  # for wlog.merge to refuse, naming the line
+    assert wlog.merge(ANN, logs[ANN], got.entries).refused.startswith(f"writer {ANN}: the remote's line 2 (seq 2)")
+    assert bob.statuses() == {ANN: "refused"} and "carries no signature" in bob.refused[ANN]
+    longer = grow(ANN, rewritten, 1)
+    got = bob.check({ANN: wlog.Parsed(longer, None)}, {}, None, {ANN: 3})[ANN]
+    assert got.entries == rewritten and "its head (seq 4) carries no signature" in got.problem
+
+
 def test_a_writer_that_never_signed_is_shown_unsigned_not_refused(tmp_path, monkeypatch):
     monkeypatch.setenv("RETAINED_SIGN", "off")
     bob_logs = {BOB: grow(BOB, [], 4)}

@@ -456,11 +456,14 @@ class Signatures:
         self._signed_own: tuple[tuple[int, str], bytes | None] | None = None
 
     # -- what was fetched -----------------------------------------------------------------------------------
-    def check(self, parsed: Mapping[str, wlog.Parsed], signatures: Mapping[str, bytes],
-              allowed: bytes | None) -> dict[str, wlog.Parsed]:
+    def check(self, parsed: Mapping[str, wlog.Parsed], signatures: Mapping[str, bytes], allowed: bytes | None,
+              held: Mapping[str, int] | None = None) -> dict[str, wlog.Parsed]:
         """Each writer's verified lines cut to what its signature vouches for, a refusal as its problem
         (the damage found first stays the problem). `signatures`: {writer: bytes of signatures/<writer>.sig}
-        and `allowed`: the allowed_signers file, both as fetched (None or missing: not on the ref)."""
+        and `allowed`: the allowed_signers file, both as fetched (None or missing: not on the ref).
+        `held`: {writer: lines this clone holds already}: those are never cut, since a merge takes none of
+        them and must still see a line the remote rewrote; a refusal that cuts nothing is kept in
+        `verdicts` (and the pin file) but is not the writer's problem."""
         self.remote_sigs = dict(signatures)
         self.remote_keys, notes = parse_allowed(allowed)
         self._note(*notes)
@@ -478,7 +481,8 @@ class Signatures:
         out = {}
         for writer, p in parsed.items():
             v = self.verdicts[writer]
-            out[writer] = wlog.Parsed(p.entries[:v.keep], p.problem or v.problem)
+            keep = max(v.keep, (held or {}).get(writer, 0))
+            out[writer] = wlog.Parsed(p.entries[:keep], p.problem or (v.problem if keep < len(p.entries) else None))
         return out
 
     def _judge(self, writer: str, p: wlog.Parsed, raw: bytes | None,
