@@ -324,9 +324,10 @@ def test_without_ssh_keygen_every_writer_is_unsigned_with_a_note(tmp_path, ann_r
     bob = signing.Signatures(tmp_path / "bob", BOB)
     got = pull(bob, ref, ANN)
     assert got[ANN] == wlog.Parsed(logs[ANN], None) and bob.statuses() == {ANN: "unsigned"}
-    assert bob.notes == ["ssh-keygen was not found: teammates' signatures were not checked and this writer's records "
-                         "go unsigned (install OpenSSH's ssh-keygen)"]
+    assert bob.notes == ["ssh-keygen was not found: no signature was checked or made, so every writer shows as "
+                         "unsigned (install OpenSSH's ssh-keygen)"]
     out = bob.files({BOB: grow(BOB, [], 1), ANN: logs[ANN]})
+    assert len(bob.notes) == 1
     assert f"signatures/{BOB}.sig" not in out and out[f"signatures/{ANN}.sig"] == ref[f"signatures/{ANN}.sig"]
     # the verifier says so too, and does not fail for it
     lines, ok = verifier.verify({"format": b"retained-memory 1\n", **ref})

@@ -67,6 +67,8 @@ _HEAD = re.compile(rb"retained-memory signed head\nwriter ([a-z0-9][a-z0-9_-]{2,
 _ARMOR = re.compile(rb"-----BEGIN SSH SIGNATURE-----\n([A-Za-z0-9+/=\n]{1,12000})-----END SSH SIGNATURE-----\n?\Z")
 _ALLOWED = re.compile(r'([a-z0-9][a-z0-9_-]{2,63}) namespaces="retained-memory" ([a-z0-9@.-]{1,64}) '
                       r"([A-Za-z0-9+/]{1,8192}={0,2})\Z")
+NO_KEYGEN = ("ssh-keygen was not found: no signature was checked or made, so every writer shows as unsigned "
+             "(install OpenSSH's ssh-keygen)")
 KEY_TYPES = frozenset(("ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384",
                        "ecdsa-sha2-nistp521", "sk-ssh-ed25519@openssh.com", "sk-ecdsa-sha2-nistp256@openssh.com"))
 
@@ -468,8 +470,7 @@ class Signatures:
         self.remote_keys, notes = parse_allowed(allowed)
         self._note(*notes)
         if self.exe is None:
-            self._note("ssh-keygen was not found: teammates' signatures were not checked and this writer's records "
-                       "go unsigned (install OpenSSH's ssh-keygen)")
+            self._note(NO_KEYGEN)
             self.verdicts = {w: Verdict(UNSIGNED, len(p.entries)) for w, p in parsed.items()}
             return dict(parsed)
         pending: dict[str, tuple[str, Signature]] = {}
@@ -606,7 +607,7 @@ class Signatures:
 
     def _make_signature(self, now: tuple[int, str]) -> bytes | None:
         if self.exe is None:
-            self._note("ssh-keygen was not found: this writer's records go unsigned (install OpenSSH's ssh-keygen)")
+            self._note(NO_KEYGEN)
             return None
         key = self._key
         if key is None:
