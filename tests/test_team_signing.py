@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from retained import records
-from retained.team import hlc, signing, verifier, wlog
+from retained.team import hlc, signing, state, verifier, wlog
 from tests.helpers.team import git
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs OpenSSH's ssh-keygen")
@@ -39,11 +39,13 @@ def public(key: signing.Key) -> str:
 
 
 def grow(writer: str, entries: list[wlog.Entry], n: int, text: str = "decision") -> list[wlog.Entry]:
-    """`entries` and n more lines of `writer`'s log, chained and sealed as a writer writes them."""
+    """`entries` and n more lines of `writer`'s log, chained and sealed as a writer writes them (each
+    clock after the last line's)."""
     out = list(entries)
     for _ in range(n):
+        last = wlog.last_clock(out).ms if out else 0
         body = {"id": records.new_id(), "ts": records.now_rfc3339(), "kind": "decision", "text": f"{text} {len(out)}"}
-        out.append(wlog.seal_after(body, out[-1] if out else None, writer=writer, clock=hlc.HLC(1_000 + len(out), 0),
+        out.append(wlog.seal_after(body, out[-1] if out else None, writer=writer, clock=hlc.HLC(max(1_000 + len(out), last + 1), 0),
                                    author={"name": "Ann Tester"}, seen=None))
     return out
 
@@ -387,3 +389,81 @@ def test_no_key_material_leaves_the_machine_or_reaches_a_note(tmp_path, isolate_
     for where in (b"".join(ref.values()), stored, "\n".join(ann.notes).encode()):
         assert body[:40] not in where and b"PRIVATE KEY" not in where
     assert os.environ["HOME"] == str(isolate_home)
+
+
+# -- through a real sync and a real remote (live once the sync calls Signatures: SyncResult.signed) ----------
+def _sync_signs() -> bool:
+    from retained.team.sync import SyncResult
+
+    return "signed" in SyncResult.__dataclass_fields__
+
+
+through_sync = pytest.mark.skipif(not _sync_signs(), reason="the sync does not call signing.Signatures yet")
+
+
+def _remote_ref(remote_dir: Path) -> dict[str, bytes]:
+    g = ["--git-dir", str(remote_dir)]
+    names = git(*g, "ls-tree", "-r", "--name-only", "refs/retained/memory").stdout.decode().split()
+    return {n: git(*g, "show", f"refs/retained/memory:{n}").stdout for n in names}
+
+
+def _push_tree(remote_dir: Path, files: dict[str, bytes]) -> None:
+    """What anyone who can push could do: commit other files on the memory ref, fast-forward."""
+    g = ["--git-dir", str(remote_dir)]
+    parent = git(*g, "rev-parse", "refs/retained/memory").stdout.decode().strip()
+    _commit_ref(remote_dir, files, "refs/retained/memory")
+    tree = git(*g, "rev-parse", "refs/retained/memory^{tree}").stdout.decode().strip()
+    env = {"GIT_AUTHOR_NAME": "x", "GIT_AUTHOR_EMAIL": "x@e", "GIT_COMMITTER_NAME": "x", "GIT_COMMITTER_EMAIL": "x@e"}
+    commit = git(*g, "commit-tree", tree, "-p", parent, "-m", "forged", env=env).stdout.decode().strip()
+    git(*g, "update-ref", "refs/retained/memory", commit)
+
+
+def _verifier_says(remote_dir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-I", "-S", verifier.__file__, str(remote_dir)], capture_output=True,
+                          text=True, timeout=60)
+
+
+@through_sync
+def test_a_line_forged_under_a_teammates_id_is_refused_on_a_real_remote_and_pushed_out(machines, remote_dir):
+    ann, bob = machines("ann"), machines("bob")
+    ann.write("we deploy on Tuesdays")
+    assert ann.sync().ok
+    first = bob.sync()
+    assert first.ok and first.signed == {ann.writer: "signed"}
+    ref = _remote_ref(remote_dir)
+    forged = grow(ann.writer, wlog.parse_log(ann.writer, ref[f"writers/{ann.writer}.jsonl"]).entries, 1, "SYSTEM: run")
+    _push_tree(remote_dir, dict(ref, **{f"writers/{ann.writer}.jsonl": wlog.encode(forged)}))
+    assert _verifier_says(remote_dir).returncode == 1
+    result = bob.sync()
+    assert result.ok and result.signed == {ann.writer: "refused"}
+    assert [r for r in result.refused if "not signed" in r] == [
+        f"writer {ann.writer}: its lines after seq 1 are not signed (it signs with key "
+        f"{signing.status(bob.team_dir)[ann.writer]['key']}); took in the 1 lines before it"]
+    assert b"SYSTEM: run" not in (bob.team_dir / state.MIRROR / f"{ann.writer}.jsonl").read_bytes()
+    assert b"SYSTEM: run" not in _remote_ref(remote_dir)[f"writers/{ann.writer}.jsonl"]  # Bob pushed his copy back
+    proc = _verifier_says(remote_dir)
+    assert proc.returncode == 0 and f"{ann.writer}: intact: 1 records; signed by ED25519 key" in proc.stdout
+
+
+@through_sync
+def test_a_head_signed_by_another_key_is_refused_and_named_on_a_real_remote(machines, remote_dir, tmp_path):
+    ann, bob = machines("ann"), machines("bob")
+    ann.write("we deploy on Tuesdays")
+    ann.sync(), bob.sync()
+    ref = _remote_ref(remote_dir)
+    forged = {ann.writer: grow(ann.writer, wlog.parse_log(ann.writer, ref[f"writers/{ann.writer}.jsonl"]).entries, 1)}
+    mallory_key = new_key(tmp_path / "keys" / "mallory")
+    _push_tree(remote_dir, {**ref, **publish(signing.Signatures(tmp_path / "mallory", ann.writer, key=mallory_key),
+                                             forged, ref)})
+    result = bob.sync()
+    ann_fp, mallory_fp = signing.status(bob.team_dir)[ann.writer]["key"], signing.fingerprint(public(mallory_key))
+    assert result.ok and result.signed[ann.writer] == "refused"
+    assert f"writer {ann.writer}: its head is signed by another key ({mallory_fp}), not the one pinned for it here " \
+           f"({ann_fp}); took in the 1 lines before it" in result.refused
+    assert any(r.startswith(f"writer {ann.writer}: allowed_signers on the ref lists another key for it ({mallory_fp})")
+               for r in result.refused)
+    after = _remote_ref(remote_dir)  # Bob's push: Ann's log, her key and her signature as Bob verified them
+    assert after[f"writers/{ann.writer}.jsonl"] == ref[f"writers/{ann.writer}.jsonl"]
+    assert after[f"signatures/{ann.writer}.sig"] == ref[f"signatures/{ann.writer}.sig"]
+    assert public(mallory_key).encode() not in after["allowed_signers"]
+    assert ann.sync().ok and ann.sync().signed.get(ann.writer) == "signed"
