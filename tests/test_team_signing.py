@@ -309,6 +309,13 @@ def test_retained_makes_its_own_key_once_0600_in_a_0700_config_dir(tmp_path, iso
     assert signing.parse_signature(ref[f"signatures/{ANN}.sig"]).key == " ".join(path.with_suffix(".pub").read_text().split()[:2])
 
 
+def test_a_key_in_a_folder_others_can_write_is_not_used(tmp_path, isolate_home):
+    found, _ = signing.find_key()
+    found.path.parent.chmod(0o777)
+    assert signing.find_key() == (None, f"retained's signing key is not used: {found.path.parent} can be written by "
+                                        "other users (make it yours, mode 0700)")
+
+
 def test_a_config_dir_inside_the_store_is_refused(tmp_path, monkeypatch):
     store = tmp_path / "store"
     monkeypatch.setenv("RETAINED_CONFIG_DIR", str(store / "conf"))

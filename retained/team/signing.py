@@ -369,7 +369,23 @@ def find_key(cwd: str | os.PathLike[str] | None = None, *, store_dir: Path | Non
             _make_key(path)
         except (OSError, SigningError) as e:
             return None, f"could not make retained's signing key in {folder}: {getattr(e, 'strerror', None) or e}"
+    unsafe = _not_private(folder)
+    if unsafe:
+        return None, f"retained's signing key is not used: {folder} {unsafe} (make it yours, mode 0700)"
     return Key(path, None, "retained's own key"), None
+
+
+def _not_private(folder: Path) -> str | None:
+    """Why another user could have put or read a key in `folder`, or None."""
+    try:
+        st = folder.stat()
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return "belongs to another user"
+    if st.st_mode & 0o022:
+        return "can be written by other users"
+    return None
 
 
 def _make_key(path: Path) -> None:
