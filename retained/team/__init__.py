@@ -12,5 +12,6 @@ verified local mirror that the index reads, appends this writer's new records an
     git       git as a subprocess, for retained's bare repository
     mirror    the verified local copy of every writer's log
     state     writer id, shared projects, sync state, the per-project lock (atomic files)
+    signing   each writer's head signed with its SSH key (ssh-keygen -Y), keys pinned per clone
     sync      one sync: `sync(team_dir, remote, writer, outgoing, purges) -> SyncResult`
 """
