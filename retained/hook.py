@@ -90,16 +90,23 @@ def session_id(data: dict[str, Any], env: dict[str, str]) -> str | None:
 
 def project_of(data: dict[str, Any], env: dict[str, str]) -> str | None:
     """The project of the session: the input's workspace root or cwd, by the rule of `project_dir`."""
+    from .project import scope_of
+
+    root = project_root_of(data, env)
+    return scope_of(root) if root is not None else None
+
+
+def project_root_of(data: dict[str, Any], env: dict[str, str]) -> Path | None:
+    """The session's project directory (its git root), or None."""
     from .installers.hosts import project_start, project_vars
-    from .project import project_dir, project_hint, scope_of
+    from .project import project_dir, project_hint
 
     start = project_start(data)
     if start is not None and not os.path.isdir(start):
         start = None
     hints = project_vars()
-    root = project_dir(start, env, hints) if start else project_dir(None, env, hints) if project_hint(env, hints) \
+    return project_dir(start, env, hints) if start else project_dir(None, env, hints) if project_hint(env, hints) \
         else None
-    return scope_of(root) if root is not None else None
 
 
 # -- per-session state --------------------------------------------------------------------------------
@@ -211,6 +218,11 @@ def session_start(data: dict[str, Any], env: dict[str, str], host: Host, store_d
         with Store(store_dir, create=False) as store:
             brief = _fit_for_host(host, store, project, budget)  # the brief names damaged lines itself
             start_seq = store.index.max_seq()
+    if not compaction and not read_only_requested():
+        hint = _join_hint(store_dir, project, data, env)
+        if hint:
+            head, _, rest = brief["text"].partition("\n")
+            brief["text"] = f"{head}\nNote: {hint}." + (f"\n{rest}" if rest else "")
     if state_path is not None:
         if prior and compaction:
             # the session goes on: keep when it began
@@ -337,6 +349,20 @@ def prompt(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Pat
         state["rebrief"] = False
         _note(store_dir, state_path, state, now)
     return host.prompt_output("\n\n".join(parts))
+
+
+def _join_hint(store_dir: Path, project: str | None, data: dict[str, Any], env: dict[str, str]) -> str | None:
+    """Issue 28: a clone of a project whose remote holds team memory learns it once (team/background.py);
+    a look at the remote is only ever started beside the hook, never made in it. Fails open."""
+    try:
+        if not project:
+            return None
+        from .team.background import join_hint
+
+        root = project_root_of(data, env)
+        return join_hint(store_dir, project, str(root) if root else None)
+    except Exception:
+        return None
 
 
 def _sync_beside(store_dir: Path, *, if_written: bool = False) -> bool:

@@ -54,6 +54,8 @@ def summary(shared: Shared, r: SyncResult) -> str:
             f"{'nothing' if not r.refused else len(r.refused)} refused")
     if r.pending:
         line += f", {r.pending} pending push"
+    if r.pull_only:
+        line += ", pull-only (the remote does not take this machine's pushes)"
     return line + f" ({r.seconds:.2f} s, git {r.git_seconds:.2f} s)"
 
 
@@ -173,6 +175,13 @@ def cmd_sync(args: argparse.Namespace) -> int:
 
     if getattr(args, "background", False):
         return _background(args)
+    if getattr(args, "probe", None):
+        from .paths import store_dir
+        from .team import background
+
+        root, key = args.probe
+        background.probe(store_dir(args.dir), root, key)
+        return EXIT_OK
     with _store(args) as store:
         results = share.sync_all(store)
     if not results:
@@ -220,3 +229,4 @@ def add_commands(add: Callable[[str, Callable[[argparse.Namespace], int], str], 
     import argparse as _argparse
 
     p.add_argument("--background", action="store_true", help=_argparse.SUPPRESS)  # what hooks start
+    p.add_argument("--probe", nargs=2, metavar=("CHECKOUT", "KEY"), help=_argparse.SUPPRESS)  # a look at a remote

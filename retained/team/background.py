@@ -77,3 +77,95 @@ def take_note(store_dir: Path) -> str | None:
         return None
     note = data.get("note") if isinstance(data, dict) else None
     return note if isinstance(note, str) and note else None
+
+
+# -- a fresh clone learns that its remote holds team memory ------------------------------------------------
+PROBE = "probe.json"
+#: How long a look at a project's remote is trusted before another is made (days are fine: a team's
+#: memory ref, once there, stays).
+PROBE_TTL_S = 3 * 24 * 3600
+#: A look that found nothing, or could not reach the remote, is made again sooner.
+PROBE_RETRY_S = 6 * 3600
+
+
+def _probes(store_dir: Path) -> dict:
+    try:
+        data = json.loads((_team(store_dir) / PROBE).read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _save_probes(store_dir: Path, data: dict) -> None:
+    """Whole and atomic, not fsynced: a cache whose loss costs one more look at the remote."""
+    with contextlib.suppress(OSError):
+        from .. import durable
+
+        _team(store_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
+        durable.write_atomic(_team(store_dir) / PROBE, json.dumps(data, sort_keys=True).encode() + b"\n", sync=False)
+
+
+def join_hint(store_dir: Path, key: str | None, root: str | None) -> str | None:
+    """Once per project: the line a session-start brief adds when the project's remote holds team memory
+    that this store does not read yet, with the one command that joins it. The look at the remote is
+    never made here: a cached answer is read (a stat and a small file), and when there is none, or an
+    old one, a look is started beside the hook (`retained sync --probe`), bounded, for a later session."""
+    if not key or not root:
+        return None
+    team = _team(store_dir)
+    try:
+        shared = json.loads((team / "shared.json").read_bytes()).get("projects") or {}
+    except (OSError, ValueError, AttributeError):
+        shared = {}
+    if key in shared:
+        return None
+    probes = _probes(store_dir)
+    entry = probes.get(key) if isinstance(probes.get(key), dict) else None
+    now = time.time()
+    if entry is None or now - float(entry.get("at", 0)) > (PROBE_TTL_S if entry.get("memory") else PROBE_RETRY_S):
+        if entry is None or now - float(entry.get("started", 0)) > 60:
+            probes[key] = {**(entry or {}), "started": now}
+            _save_probes(store_dir, probes)
+            _start_probe(store_dir, key, root)
+        return None
+    if entry.get("memory") and not entry.get("told"):
+        probes[key] = {**entry, "told": now}
+        _save_probes(store_dir, probes)
+        return ("this project's git remote holds team memory (refs/retained/memory) that this machine does not "
+                "read yet; `retained share`, run in the project's checkout, joins it")
+    return None
+
+
+def _start_probe(store_dir: Path, key: str, root: str) -> None:
+    import subprocess  # here, not at the top: the hook imports this module
+
+    with contextlib.suppress(OSError):
+        subprocess.Popen([sys.executable, "-m", "retained", "--dir", str(store_dir), "sync", "--probe", root, key],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True, close_fds=True)
+
+
+def probe(store_dir: Path, root: str, key: str, timeout: float = 15.0) -> bool | None:
+    """Look whether the checkout's origin holds a memory ref (`git ls-remote`, bounded), and note the
+    answer for `join_hint`. True or False; None when the remote could not be asked."""
+    import subprocess
+
+    from .git import MEMORY_REF, remote_url
+    from .git import environment as git_env
+
+    found: bool | None = None
+    try:
+        url = remote_url(root)
+        if url:
+            proc = subprocess.run(["git", "ls-remote", url, MEMORY_REF], capture_output=True, timeout=timeout,
+                                  env=git_env(), stdin=subprocess.DEVNULL)
+            found = MEMORY_REF.encode() in proc.stdout if proc.returncode == 0 else None
+        else:
+            found = False
+    except Exception:  # git missing, a hung remote, a checkout gone: asked again later
+        found = None
+    probes = _probes(store_dir)
+    entry = probes.get(key) if isinstance(probes.get(key), dict) else {}
+    probes[key] = {**entry, "at": time.time(), "memory": found}
+    _save_probes(store_dir, probes)
+    return found

@@ -162,7 +162,8 @@ def leaving(store: Store, shared: state.Shared) -> list[dict[str, Any]]:
     mirror.load({w: v["sha256"] for w, v in (saved.get("files") or {}).items()
                  if isinstance(v, dict) and isinstance(v.get("sha256"), str)})
     writer = state.writer_id(store.directory)
-    held = mirror.holding([r["id"] for r in outgoing] + [p.id for p in purges], writer)
+    held = mirror.holding([r["id"] for r in outgoing] + [p.id for p in purges]
+                          + [t for p in purges for t in p.targets], writer)
     out = []
     for rec in outgoing:
         if rec["id"] in held:
@@ -170,8 +171,11 @@ def leaving(store: Store, shared: state.Shared) -> list[dict[str, Any]]:
         body, _ = wlog.share_copy(rec, Counter())
         if body is not None:
             out.append(body)
-    out += [{"id": p.id, "kind": records.FORGET_KIND, "action": "purge", "targets": list(p.targets), "ts": p.ts}
-            for p in purges if p.id not in held]
+    for p in purges:
+        # As the sync publishes it: only a purge of lines some writer's log holds (not tombstoned yet).
+        targets = [t for t in p.targets if t in held and not held[t][1].tombstone]
+        if p.id not in held and targets:
+            out.append({"id": p.id, "kind": records.FORGET_KIND, "action": "purge", "targets": targets, "ts": p.ts})
     return out
 
 

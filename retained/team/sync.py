@@ -37,7 +37,7 @@ from typing import Any
 from .. import records, redact
 from ..errors import StoreError, UsageError
 from . import hlc, state, wlog
-from .git import FETCHED_REF, MEMORY_REF, NETWORK_TIMEOUT, Git, GitMissing, OutOfTime, TeamError, public_url
+from .git import FETCHED_REF, MEMORY_REF, NETWORK_TIMEOUT, Git, GitMissing, OutOfTime, PushOutcome, TeamError, public_url
 from .mirror import Mirror, blob_oid
 
 FORMAT_BYTES = b"retained-memory 1\n"
@@ -71,6 +71,7 @@ class SyncResult:
     notes: list[str] = field(default_factory=list)
     purged: list[dict[str, str]] = field(default_factory=list)  # {writer, id, by} tombstoned here by this sync
     rewrote: bool = False  # the ref's history was rewritten (a purge)
+    pull_only: bool = False  # the remote let this machine fetch but not push (read-only access)
     commit: str | None = None  # the remote's commit after the sync
     seconds: float = 0.0
     git_seconds: float = 0.0  # of which git itself
@@ -193,7 +194,19 @@ class _Run:
                 self._pushed(fetched, pushed=0)
                 return
             commit = self._commit(None if rewrite else fetched, rewrite or fetched is None, remote_files)
-            outcome = self.git.push(self.remote, commit, self.ref, fetched)
+            try:
+                outcome = self.git.push(self.remote, commit, self.ref, fetched)
+            except TeamError as e:
+                if fetched is None or not _read_only(e.message):
+                    raise
+                outcome = PushOutcome(False, False, e.message)
+            if not outcome.ok and fetched is not None and _read_only(outcome.reason or ""):
+                # A clone that may read but not write (a read-only teammate, CI): it pulled, and says so
+                # once, in its result; its own records wait here and no failure is left in every brief.
+                self.result.pull_only = True
+                self.result.notes.append("pull-only: the remote refused this machine's push "
+                                         f"({outcome.reason}); this machine's records stay here")
+                return
             if outcome.ok:
                 self.result.rewrote = self.result.rewrote or rewrite
                 self._pushed(commit, pushed=self._own_lines() - len(self.theirs.get(self.writer, [])))
@@ -480,6 +493,16 @@ def _clear_stale_locks(git_dir: Path) -> None:
                 lock.unlink()
         except OSError:
             continue
+
+
+#: What a remote says when this machine may read but not write (git hosts, git daemon, file permissions).
+_READ_ONLY = ("permission", "denied", "read-only", "read only", "403", "unable to access", "not exported",
+              "insufficient")
+
+
+def _read_only(reason: str) -> bool:
+    low = reason.lower()
+    return any(words in low for words in _READ_ONLY)
 
 
 def _covered(message: str) -> set[str]:
