@@ -324,8 +324,13 @@ def team_checks(store: Path, opened: Any) -> list[Check]:
                 f"last sync {t['last_sync']} " + ("ok" if t["last_ok"] else f"failed: {t['last_error']}"))
         detail = (f"{name} through {t['remote']}: {last}; {len(t['writers'])} writer(s) seen; "
                   f"{t['pending']} pending push; {t['conflicts']} open conflict(s)")
+        if t.get("pull_only"):
+            detail += "; pull-only (the remote does not take this machine's pushes)"
         out.append(Check("team", "team memory syncs", t["last_ok"] is not False, detail,
                          "retained sync (it says what failed); `retained maintain` lists open conflicts"))
+        if t.get("filed_apart"):
+            out.append(Check("team", "pulled records are read here", False, t["filed_apart"],
+                             "run `retained share` in the project's checkout again"))
     return out
 
 

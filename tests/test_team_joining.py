@@ -81,3 +81,22 @@ def test_share_dry_run_lists_exactly_what_share_pushes(tmp_path):
             on_remote += [json.loads(line)["id"] for line in blob.decode().splitlines()]
     assert sorted(r["id"] for r in listed["records"]) == sorted(on_remote)
     assert listed["would_share"] == len(on_remote)
+
+
+def test_a_sync_whose_records_the_checkout_would_not_show_says_so_and_doctor_fails(tmp_path):
+    origin = make_origin(tmp_path)
+    ann, bob = Teammate(tmp_path, "ann", origin), Teammate(tmp_path, "bob", origin)
+    ann.write("ann's decision", "--kind", "decision")
+    ann.ok("share")
+    bob.ok("share")
+    bob.write("bob's decision on the cache", "--kind", "decision")
+    bob.ok("sync")
+    moved = make_origin(tmp_path / "moved")
+    git("-C", str(ann.checkout), "remote", "set-url", "origin", moved)
+    proc = ann.run("sync")
+    assert proc.returncode == 0 and "run `retained share` in it again" in proc.stderr, proc.stderr
+    assert len([ln for ln in proc.stderr.splitlines() if "do not show them" in ln]) == 1
+    doctor = ann.run("doctor", "--json")
+    assert doctor.returncode == 1
+    failed = [c for c in json.loads(doctor.stdout)["checks"] if not c["ok"]]
+    assert any(c["check"] == "pulled records are read here" for c in failed), failed

@@ -11,7 +11,8 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
-from ..records import FORGET_KIND, text_key
+from ..project import canonical_key
+from ..records import FORGET_KIND, GLOBAL_SCOPE, text_key
 from .filters import filter_clause, marks, scope_clause, visible
 from .schema import first, rows
 
@@ -202,7 +203,8 @@ def scope_table(db: sqlite3.Connection) -> list[Row]:
 
 def same_project(db: sqlite3.Connection, scopes: list[str] | None, keys: dict[str, str]) -> list[str] | None:
     """`scopes` plus every scope whose project key is one of theirs (`keys`: scope → key known by
-    the caller, for scopes the index has not met yet)."""
+    the caller, for scopes the index has not met yet). Keys are compared in any spelling of the
+    remote's URL (protocol, case, `.git`, `www.`: project.canonical_key); paths as they are."""
     if not scopes:
         return scopes
     wanted = set(keys.values()) | set(scopes)  # a project's key is also the scope it files records under
@@ -210,9 +212,20 @@ def same_project(db: sqlite3.Connection, scopes: list[str] | None, keys: dict[st
         q = f"SELECT key FROM scope_keys WHERE key IS NOT NULL AND scope IN ({marks(scopes)})"
         wanted |= {r[0] for r in db.execute(q, scopes)}
     ordered = sorted(wanted)
-    found = db.execute(f"SELECT scope FROM scope_keys WHERE key IN ({marks(ordered)})", ordered)
-    extra = [r[0] for r in found if r[0] not in scopes]
+    found = {r[0] for r in db.execute(f"SELECT scope FROM scope_keys WHERE key IN ({marks(ordered)})", ordered)}
+    canon = {canonical_key(w) for w in wanted if w != GLOBAL_SCOPE and not _is_path(w)}
+    if canon:
+        for scope, key in db.execute("SELECT scope, key FROM scope_keys"):
+            for name in (scope, key):
+                if name and name != GLOBAL_SCOPE and not _is_path(name) and canonical_key(name) in canon:
+                    found.add(scope)
+    extra = [f for f in found if f not in scopes]
     return list(scopes) + sorted(extra)
+
+
+def _is_path(scope: str) -> bool:
+    """A path scope, or a repository's own folder as its key: compared as they are, never by spelling."""
+    return scope.startswith(("/", "~", "\\", "git-dir:")) or (len(scope) > 2 and scope[1] == ":" and scope[2] in "\\/")
 
 
 def retracted_ids(db: sqlite3.Connection) -> list[str]:

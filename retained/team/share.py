@@ -197,7 +197,29 @@ def sync_one(store: Store, shared: state.Shared, *, budget: float | None = None,
     for key, why in sorted(_refused(store).items()):
         if key not in before:
             result.refused.append(f"{why}: not imported")
+    apart = filed_apart(shared)
+    if apart and result.pulled:
+        result.notes.append(apart)
     return result
+
+
+def filed_apart(shared: state.Shared) -> str | None:
+    """One line when the checkout this project was shared from now reads memory under another key than
+    the one its team's records are filed under (its origin moved to another URL): what a sync pulls
+    would not be shown there. None when they agree, or when there is no checkout to ask."""
+    if shared.key == state.PERSONAL or not shared.checkout or not os.path.isdir(shared.checkout):
+        return None
+    from ..project import canonical_key, identity
+
+    try:
+        ident = identity(shared.checkout)
+    except Exception:
+        return None
+    here = ident["key"] if ident else None
+    if here is None or canonical_key(here) == canonical_key(shared.key):
+        return None
+    return (f"the team's records are filed under {shared.key}, but the checkout {shared.checkout} reads memory as "
+            f"{here} (its remote changed?), so its sessions do not show them: run `retained share` in it again")
 
 
 def _refused(store: Store) -> dict[int, str]:
@@ -226,7 +248,8 @@ def status(store_dir: Path) -> list[dict[str, Any]]:
         last = found.get("last") or {}
         out.append({"project": key, "remote": s.remote, "ref": s.ref, "since": s.since,
                     "last_sync": last.get("at"), "last_ok": last.get("ok"), "last_error": last.get("error"),
-                    "writers": found.get("writers", []), "pending": found.get("pending", 0)})
+                    "writers": found.get("writers", []), "pending": found.get("pending", 0),
+                    "pull_only": bool(last.get("pull_only")), "filed_apart": filed_apart(s)})
     return out
 
 

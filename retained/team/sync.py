@@ -443,6 +443,7 @@ class _Run:
         r.git_seconds, r.git_calls = self.git.spent, self.git.calls
         try:
             self._save_state(last={"at": records.now_rfc3339(), "ok": r.ok, "error": r.error, "pulled": r.pulled,
+                                   "pull_only": r.pull_only,
                                    "published": r.published, "pushed": r.pushed, "writers": r.writers,
                                    "refused": r.refused})
         except OSError as e:
