@@ -109,5 +109,7 @@ class Mirror:
     def digests(self) -> dict[str, str]:
         return {w: hashlib.sha256(d).hexdigest() for w, d in self.data.items()}
 
-    def oids(self) -> dict[str, str]:
-        return {w: blob_oid(d) for w, d in self.data.items()}
+    def segments(self, writer: str, lines: int) -> list[bytes]:
+        """The writer's log cut into pieces of `lines` lines each (the last one may hold fewer)."""
+        entries = self.files.get(writer, [])
+        return [wlog.encode(entries[i:i + lines]) for i in range(0, len(entries), lines)]

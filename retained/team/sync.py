@@ -15,6 +15,12 @@ What it promises:
   most `attempts` times) and no commit that held purged bytes is ever linked in again.
 - **Publishing.** This writer's new records (the `outgoing` records whose id no writer's log holds yet)
   are appended to its own log, redacted again, with `writer`, `author`, `hlc` (and `seen`).
+- **Growth bounded by what changed.** A writer's log travels cut into segments of SEGMENT_LINES
+  lines: a sync writes (and pushes) only the segments that changed, the trees above them and a
+  commit, in one git call; it reads (fetches and verifies) only the segments that differ from the
+  mirror. After each sync, retained's bare repository is packed back within `git.LOOSE_LIMIT` loose
+  objects and `git.PACK_LIMIT` packs. A ref in the older one-file-per-writer format is read, and
+  written again in segments by the next push.
 - **Purge.** A purge request appends a purge record listing the lines (in any writer's log); every
   clone tombstones them; the sync that publishes a purge (or finds purged bytes in what it fetched)
   rewrites the ref's history to a new root commit, pushed with a lease, and drops every unreachable
@@ -26,6 +32,7 @@ What it promises:
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from collections import Counter
@@ -37,11 +44,21 @@ from typing import Any
 from .. import records, redact
 from ..errors import StoreError, UsageError
 from . import hlc, state, wlog
-from .git import FETCHED_REF, MEMORY_REF, NETWORK_TIMEOUT, Git, GitMissing, OutOfTime, TeamError
+from .git import FETCHED_REF, MEMORY_REF, NETWORK_TIMEOUT, Git, GitMissing, OutOfTime, TeamError, object_id, tree_content
 from .mirror import Mirror, blob_oid
 
-FORMAT_BYTES = b"retained-memory 1\n"
+FORMAT = 2
+FORMAT_BYTES = b"retained-memory 2\n"
 FORMAT_OID = blob_oid(FORMAT_BYTES)
+#: The layout before segments, one file per writer (`writers/<writer>.jsonl`): still read, and written
+#: again as segments by the next push.
+_FORMATS = {FORMAT_OID: FORMAT, blob_oid(b"retained-memory 1\n"): 1}
+#: Lines per segment of a writer's log on the ref (`writers/<writer>/<n>.jsonl`, n from 000000): a sync
+#: that appends k lines writes the segments they fall in, the writer's tree of segments, two small
+#: trees and a commit, whatever the log's length. A purge rewrites the segments of the lines it names.
+SEGMENT_LINES = 128
+_SEGMENT = re.compile(r"writers/([^/]+)/(\d{6})\.jsonl\Z")
+_WHOLE = re.compile(r"writers/([^/]+)\.jsonl\Z")
 ATTEMPTS = 5
 _PURGES_TRAILER = "Purges:"
 
@@ -129,6 +146,7 @@ class _Run:
         self.tombs_before: set[tuple[str, int]] = set()
         self.root_made: dict[str, Any] | None = None  # the root commit this sync made, until it is pushed
         self.outgoing: list[Mapping[str, Any]] = []
+        self.remote_format = FORMAT  # the format of the tree fetched last
 
     def run(self, outgoing: list[Mapping[str, Any]], purges: list[PurgeRequest], attempts: int) -> SyncResult:
         self.outgoing = outgoing
@@ -189,10 +207,11 @@ class _Run:
             rewrite = self.purge_published or self._needs_rewrite(fetched)
             if rewrite:  # what was fetched holds purged bytes: they leave this repository whatever happens
                 self.saved["collect_due"] = True
-            if fetched is not None and not rewrite and self._tree_oids(remote_files) == remote_files:
+            tree, contents = self._tree_oids(remote_files)
+            if fetched is not None and not rewrite and tree == remote_files:
                 self._pushed(fetched, pushed=0)
                 return
-            commit = self._commit(None if rewrite else fetched, rewrite or fetched is None, remote_files)
+            commit = self._commit(None if rewrite else fetched, rewrite or fetched is None, tree, contents)
             outcome = self.git.push(self.remote, commit, self.ref, fetched)
             if outcome.ok:
                 self.result.rewrote = self.result.rewrote or rewrite
@@ -207,23 +226,23 @@ class _Run:
                         hint="run `retained sync` again in a moment; nothing was lost")
 
     def _pull(self, fetched: str | None) -> dict[str, str]:
-        """Verify what was fetched and merge it into the mirror (in memory). Returns {writer: blob oid}."""
+        """Verify what was fetched and merge it into the mirror (in memory). Returns the fetched tree,
+        {path: blob oid}. Only the pieces of a writer's log that differ from this machine's copy are read."""
         self.theirs, self.keep_remote = {}, set()
         if fetched is None:
             return {}
         paths = self.git.tree_files(fetched)
-        self._check_format(paths)
-        oids = {}
+        self.remote_format = self._check_format(paths)
+        pieces: dict[str, dict[int, str]] = {}
         for path, oid in paths.items():
-            name = path[len("writers/"):-len(".jsonl")] if path.startswith("writers/") and path.endswith(".jsonl") else ""
-            if wlog.WRITER_ID.match(name):
-                oids[name] = oid
+            found = _piece(path, self.remote_format)
+            if found is not None:
+                pieces.setdefault(found[0], {})[found[1]] = oid
             elif path != "format":
                 self._note(f"ignored {path} on the memory ref: not a writer's log")
-        mine = self.mirror.oids()
-        blobs = self.git.blobs([oid for w, oid in oids.items() if mine.get(w) != oid])
-        parsed = wlog.vouch({w: self._parse(w, blobs.get(oid)) for w, oid in oids.items()},
-                            wlog.listed(self.mirror.files))
+        parsed = {w: self._parse(w, self._remote_log(w, [oid for _, oid in sorted(p.items())]))
+                  for w, p in sorted(pieces.items())}
+        parsed = wlog.vouch(parsed, wlog.listed(self.mirror.files))
         before = {w: len(e) for w, e in self.mirror.files.items()}
         for w, p in sorted(parsed.items()):
             if p.problem:
@@ -231,15 +250,13 @@ class _Run:
             self.theirs[w] = p.entries
             self._merge(w, p.entries)
         self._note_import(before)
-        return oids
+        return paths
 
-    def _check_format(self, paths: dict[str, str]) -> None:
-        if paths.get("format") == FORMAT_OID:
-            return
+    def _check_format(self, paths: dict[str, str]) -> int:
+        if paths.get("format") in _FORMATS:
+            return _FORMATS[paths["format"]]
         found = self.git.blobs([paths["format"]])[paths["format"]] if "format" in paths else b""
         version = found.decode("utf-8", "replace").strip()
-        if version == FORMAT_BYTES.decode().strip():
-            return
         if version.startswith("retained-memory "):
             raise TeamError(f"the memory ref on {self.remote} is in format {version!r}, newer than this retained "
                             f"understands ({FORMAT_BYTES.decode().strip()!r})", hint="upgrade retained, then sync again")
@@ -248,12 +265,29 @@ class _Run:
                         hint=f"ask who pushed it; once {self.ref} is deleted on the remote, the next sync "
                              "publishes every writer's log again from this machine's mirror")
 
+    def _remote_log(self, writer: str, oids: list[str]) -> bytes | None:
+        """A writer's log on the ref from its pieces (`oids`, in order): the pieces this machine's copy
+        holds as they are come from the mirror, the others from git. None: the same as the mirror's."""
+        if self.remote_format == FORMAT:
+            mine = self.mirror.segments(writer, SEGMENT_LINES)
+        else:
+            mine = [self.mirror.data[writer]] if self.mirror.data.get(writer) else []
+        held = {blob_oid(piece): piece for piece in mine}
+        if len(oids) == len(mine) and all(oid in held for oid in oids):
+            return None
+        fetched = self.git.blobs([oid for oid in oids if oid not in held])
+        return b"".join(held[oid] if oid in held else fetched[oid] for oid in oids)
+
     def _parse(self, writer: str, data: bytes | None) -> wlog.Parsed:
         mine = self.mirror.files.get(writer, [])
-        if data is None:  # the same blob as this machine's copy
+        if data is None:  # the same as this machine's copy
             return wlog.Parsed(mine, None)
-        base = mine if mine and data.startswith(self.mirror.data[writer]) else None
-        return wlog.parse_log(writer, data, base)
+        base = mine if mine and data.startswith(self.mirror.data[writer]) else []
+        parsed = wlog.parse_log(writer, data, base or None)
+        # The new lines keep their bytes only (a record is read again when asked for): a first sync holds
+        # every line of every writer at once, and reads into few of them.
+        new = [wlog.Entry(e.raw) for e in parsed.entries[len(base):]]
+        return wlog.Parsed(parsed.entries[:len(base)] + new, parsed.problem)
 
     def _merge(self, writer: str, theirs: list[wlog.Entry]) -> None:
         merged = wlog.merge(writer, self.mirror.files.get(writer, []), theirs)
@@ -364,26 +398,50 @@ class _Run:
             return False
         return True
 
-    def _tree_oids(self, remote_files: dict[str, str]) -> dict[str, str]:
-        """{writer: blob oid} of the tree the next commit holds: the mirror, less the files kept as the
-        remote has them."""
-        oids = {w: oid for w, oid in self.mirror.oids().items() if self.mirror.files[w]}
-        for w in self.keep_remote:
-            oids[w] = remote_files[w]
-        return oids
+    def _tree_oids(self, remote_files: dict[str, str]) -> tuple[dict[str, str], dict[str, bytes]]:
+        """The tree the next commit holds, {path: blob oid}: `format` and every writer's log in the mirror
+        cut into segments, less the writers whose log on the remote is kept as it is (from a ref of the
+        older layout, its verified lines cut into segments). Also the content of each blob the fetched
+        tree lacks, {oid: bytes}."""
+        tree, contents = {"format": FORMAT_OID}, {}
+        known = set(remote_files.values())
+        if FORMAT_OID not in known:
+            contents[FORMAT_OID] = FORMAT_BYTES
+        for w, entries in sorted(self.mirror.files.items()):
+            if w in self.keep_remote and self.remote_format == FORMAT:
+                tree.update({p: oid for p, oid in remote_files.items() if (_piece(p, FORMAT) or ("",))[0] == w})
+                continue
+            if w in self.keep_remote:
+                entries = self.theirs.get(w, [])
+            for n in range(0, len(entries), SEGMENT_LINES):
+                data = wlog.encode(entries[n:n + SEGMENT_LINES])
+                oid = tree[_segment_path(w, n // SEGMENT_LINES)] = blob_oid(data)
+                if oid not in known:
+                    contents[oid] = data
+        return tree, contents
 
-    def _commit(self, parent: str | None, root: bool, remote_files: dict[str, str]) -> str:
-        oids = self._tree_oids(remote_files)
-        self.git.hash_files([self.mirror.path(w) for w, oid in sorted(oids.items()) if remote_files.get(w) != oid])
-        writers = self.git.mktree([("100644", "blob", oid, f"{w}.jsonl") for w, oid in sorted(oids.items())])
-        fmt = FORMAT_OID if parent else self.git.hash_data(FORMAT_BYTES)
-        tree = self.git.mktree([("100644", "blob", fmt, "format"), ("040000", "tree", writers, "writers")])
+    def _commit(self, parent: str | None, root: bool, tree: dict[str, str], contents: dict[str, bytes]) -> str:
+        """Write the tree's new objects (in one git call) and a commit of it."""
+        objects = [("blob", data) for _, data in sorted(contents.items())]
+        logs: dict[str, dict[str, tuple[str, str]]] = {}
+        for path, oid in tree.items():
+            if path != "format":
+                _, writer, name = path.split("/")
+                logs.setdefault(writer, {})[name] = ("blob", oid)
+        top = {}
+        for writer, segments in sorted(logs.items()):
+            objects.append(("tree", tree_content(segments)))
+            top[writer] = ("tree", object_id("tree", objects[-1][1]))
+        objects.append(("tree", tree_content(top)))
+        objects.append(("tree", tree_content({"format": ("blob", FORMAT_OID),
+                                              "writers": ("tree", object_id("tree", objects[-1][1]))})))
+        self.git.write_objects(objects)
         purges = sorted(self._purge_ids())
         if root:
-            message = f"retained memory of {len(oids)} writers\n\n{_PURGES_TRAILER} {' '.join(purges)}\n"
+            message = f"retained memory of {len(logs)} writers\n\n{_PURGES_TRAILER} {' '.join(purges)}\n"
         else:
             message = f"retained sync by {self.writer}: {self.result.published} new records\n"
-        commit = self.git.commit(tree, [parent] if parent else [], message)
+        commit = self.git.commit(object_id("tree", objects[-1][1]), [parent] if parent else [], message)
         self.root_made = {"commit": commit, "purges": purges} if root else None
         return commit
 
@@ -423,6 +481,8 @@ class _Run:
             r.purged.append({"writer": w, "id": rec["id"], "by": rec["forgotten"]["by"]})
         if r.rewrote or r.purged or self.saved.get("collect_due"):
             self.saved["collect_due"] = not self._collect()
+        elif r.ok:
+            self._maintain()
         r.git_seconds, r.git_calls = self.git.spent, self.git.calls
         try:
             self._save_state(last={"at": records.now_rfc3339(), "ok": r.ok, "error": r.error, "pulled": r.pulled,
@@ -444,6 +504,16 @@ class _Run:
         except TeamError as e:
             self._note(f"could not drop purged objects from retained's team repository yet: {e.message}")
             return False
+
+    def _maintain(self) -> None:
+        """Keep retained's bare repository within its bound (`Git.maintain`); a failure only waits for
+        the next sync."""
+        try:
+            self.git.maintain()
+        except TeamError as e:
+            self._note(f"could not pack retained's team repository yet: {e.message}")
+        except OSError as e:
+            self._note(f"could not pack retained's team repository yet: {e.strerror or e}")
 
     def _refuse(self, line: str) -> None:
         if line not in self.result.refused:  # a retry meets the same damage again
@@ -476,6 +546,19 @@ def _clear_stale_locks(git_dir: Path) -> None:
                 lock.unlink()
         except OSError:
             continue
+
+
+def _segment_path(writer: str, n: int) -> str:
+    return f"writers/{writer}/{n:06d}.jsonl"
+
+
+def _piece(path: str, version: int) -> tuple[str, int] | None:
+    """(writer, number) of a piece of a writer's log on a ref of this format: a segment, or (format 1)
+    the whole log as piece 0. None for any other path."""
+    found = (_SEGMENT if version == FORMAT else _WHOLE).match(path)
+    if found is None or not wlog.WRITER_ID.match(found[1]):
+        return None
+    return found[1], int(found[2]) if version == FORMAT else 0
 
 
 def _covered(message: str) -> set[str]:
