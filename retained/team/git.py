@@ -279,17 +279,17 @@ class Git:
     def packs(self) -> int:
         return sum(1 for _ in (self.git_dir / "objects" / "pack").glob("*.pack"))
 
-    def maintain(self, loose_limit: int = LOOSE_LIMIT, pack_limit: int = PACK_LIMIT) -> list[str]:
-        """Keep the repository within its bound after a sync: at most `loose_limit` loose objects (past
-        it, they go into one new pack and the unreachable ones are dropped) and at most `pack_limit`
-        packs (past it, all become one). Each step costs in proportion to what it packs, and the full
-        one comes once per `pack_limit` packs. Returns the steps taken."""
+    def maintain(self) -> list[str]:
+        """Keep the repository within its bound after a sync: at most LOOSE_LIMIT loose objects (past it,
+        they go into one new pack and the unreachable ones are dropped) and at most PACK_LIMIT packs
+        (past it, all become one). The first step costs in proportion to the loose objects, the second
+        to the whole repository but comes once per PACK_LIMIT packs. Returns the steps taken."""
         steps = []
-        if self.loose_objects() > loose_limit:
+        if self.loose_objects() > LOOSE_LIMIT:
             self.run("repack", "-d", "-q")  # the loose objects any ref reaches, into one new pack
             self.run("prune", "--expire=now")  # the rest: a commit whose push lost a race, nothing else
             steps.append("packed loose objects")
-        if self.packs() > pack_limit:
+        if self.packs() > PACK_LIMIT:
             self.run("repack", "-a", "-d", "-q")
             steps.append("joined packs")
         return steps

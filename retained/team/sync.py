@@ -45,7 +45,7 @@ from .. import records, redact
 from ..errors import StoreError, UsageError
 from . import hlc, state, wlog
 from .git import FETCHED_REF, MEMORY_REF, NETWORK_TIMEOUT, Git, GitMissing, OutOfTime, TeamError, object_id, tree_content
-from .mirror import Mirror, blob_oid
+from .mirror import TOMBSTONE_MARK, Mirror, blob_oid
 
 FORMAT = 2
 FORMAT_BYTES = b"retained-memory 2\n"
@@ -240,9 +240,13 @@ class _Run:
                 pieces.setdefault(found[0], {})[found[1]] = oid
             elif path != "format":
                 self._note(f"ignored {path} on the memory ref: not a writer's log")
-        parsed = {w: self._parse(w, self._remote_log(w, [oid for _, oid in sorted(p.items())]))
-                  for w, p in sorted(pieces.items())}
-        parsed = wlog.vouch(parsed, wlog.listed(self.mirror.files))
+        parsed, marked = {}, False
+        for w, p in sorted(pieces.items()):
+            data = self._remote_log(w, [oid for _, oid in sorted(p.items())])
+            marked = marked or TOMBSTONE_MARK in (self.mirror.data.get(w, b"") if data is None else data)
+            parsed[w] = self._parse(w, data)
+        if marked:  # else no line fetched is a tombstone, and there is nothing to vouch for
+            parsed = wlog.vouch(parsed, wlog.listed(self.mirror.files))
         before = {w: len(e) for w, e in self.mirror.files.items()}
         for w, p in sorted(parsed.items()):
             if p.problem:
@@ -271,12 +275,13 @@ class _Run:
         if self.remote_format == FORMAT:
             mine = self.mirror.segments(writer, SEGMENT_LINES)
         else:
-            mine = [self.mirror.data[writer]] if self.mirror.data.get(writer) else []
-        held = {blob_oid(piece): piece for piece in mine}
+            entries = self.mirror.files.get(writer, [])
+            mine = [(blob_oid(self.mirror.data[writer]), entries)] if entries else []
+        held = dict(mine)
         if len(oids) == len(mine) and all(oid in held for oid in oids):
             return None
         fetched = self.git.blobs([oid for oid in oids if oid not in held])
-        return b"".join(held[oid] if oid in held else fetched[oid] for oid in oids)
+        return b"".join(wlog.encode(held[oid]) if oid in held else fetched[oid] for oid in oids)
 
     def _parse(self, writer: str, data: bytes | None) -> wlog.Parsed:
         mine = self.mirror.files.get(writer, [])
@@ -407,17 +412,20 @@ class _Run:
         known = set(remote_files.values())
         if FORMAT_OID not in known:
             contents[FORMAT_OID] = FORMAT_BYTES
-        for w, entries in sorted(self.mirror.files.items()):
+        for w in sorted(self.mirror.files):
             if w in self.keep_remote and self.remote_format == FORMAT:
                 tree.update({p: oid for p, oid in remote_files.items() if (_piece(p, FORMAT) or ("",))[0] == w})
                 continue
             if w in self.keep_remote:
-                entries = self.theirs.get(w, [])
-            for n in range(0, len(entries), SEGMENT_LINES):
-                data = wlog.encode(entries[n:n + SEGMENT_LINES])
-                oid = tree[_segment_path(w, n // SEGMENT_LINES)] = blob_oid(data)
+                theirs = self.theirs.get(w, [])
+                pieces = [(blob_oid(wlog.encode(theirs[n:n + SEGMENT_LINES])), theirs[n:n + SEGMENT_LINES])
+                          for n in range(0, len(theirs), SEGMENT_LINES)]
+            else:
+                pieces = self.mirror.segments(w, SEGMENT_LINES)
+            for n, (oid, lines) in enumerate(pieces):
+                tree[_segment_path(w, n)] = oid
                 if oid not in known:
-                    contents[oid] = data
+                    contents[oid] = wlog.encode(lines)
         return tree, contents
 
     def _commit(self, parent: str | None, root: bool, tree: dict[str, str], contents: dict[str, bytes]) -> str:
