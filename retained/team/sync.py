@@ -240,9 +240,10 @@ class _Run:
                 pieces.setdefault(found[0], {})[found[1]] = oid
             elif path != "format":
                 self._note(f"ignored {path} on the memory ref: not a writer's log")
-        parsed, marked = {}, False
-        for w, p in sorted(pieces.items()):
-            data = self._remote_log(w, [oid for _, oid in sorted(p.items())])
+        parsed: dict[str, wlog.Parsed] = {}
+        marked = False
+        for w, numbered in sorted(pieces.items()):
+            data = self._remote_log(w, [oid for _, oid in sorted(numbered.items())])
             marked = marked or TOMBSTONE_MARK in (self.mirror.data.get(w, b"") if data is None else data)
             parsed[w] = self._parse(w, data)
         if marked:  # else no line fetched is a tombstone, and there is nothing to vouch for
