@@ -206,12 +206,14 @@ class Git:
                 files[path.decode("utf-8", "surrogateescape")] = oid.decode()
         return files
 
-    def blobs(self, oids: list[str]) -> dict[str, bytes]:
-        """The contents of many blobs, in one `git cat-file --batch` call."""
+    def blobs(self, oids: list[str]) -> dict[str, memoryview]:
+        """The contents of many blobs, in one `git cat-file --batch` call (views into its output, not
+        copies: a first sync reads every writer's whole log this way)."""
         if not oids:
             return {}
         wanted = list(dict.fromkeys(oids))
         out = self.run("cat-file", "--batch", input=("\n".join(wanted) + "\n").encode()).stdout
+        view = memoryview(out)
         found, pos = {}, 0
         for oid in wanted:
             header_end = out.index(b"\n", pos)
@@ -220,7 +222,7 @@ class Git:
                 raise TeamError(f"object {oid} is missing from retained's copy of the team repository",
                                 hint="run `retained sync` again (it fetches again)")
             size = int(header[2])
-            found[oid] = out[header_end + 1 : header_end + 1 + size]
+            found[oid] = view[header_end + 1 : header_end + 1 + size]
             pos = header_end + 2 + size
         return found
 

@@ -260,7 +260,7 @@ class _Run:
     def _check_format(self, paths: dict[str, str]) -> int:
         if paths.get("format") in _FORMATS:
             return _FORMATS[paths["format"]]
-        found = self.git.blobs([paths["format"]])[paths["format"]] if "format" in paths else b""
+        found = bytes(self.git.blobs([paths["format"]])[paths["format"]]) if "format" in paths else b""
         version = found.decode("utf-8", "replace").strip()
         if version.startswith("retained-memory "):
             raise TeamError(f"the memory ref on {self.remote} is in format {version!r}, newer than this retained "
