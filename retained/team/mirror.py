@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
+from collections.abc import Mapping
 from pathlib import Path
 
 from . import state, wlog
 
-#: Bytes every tombstone line holds (its lines are canonical JSON; `wlog.Entry.tombstone` looks for them
-#: first): a log without them has no tombstone to vouch for.
+#: Bytes every tombstone line and every purge record holds (lines are canonical JSON; `wlog.Entry`
+#: looks for them first): a log without them holds none.
 TOMBSTONE_MARK = b'"forgotten":'
+PURGE_MARK = b'"action":"purge"'
 
 
 def blob_oid(data: bytes) -> str:
@@ -35,13 +38,15 @@ class Mirror:
         self._sha256: dict[str, str] = {}  # of `data`, per writer, once computed
         self._lines: dict[str, list[wlog.Entry]] = {}  # the line objects `data` was made of
         self._oids: dict[tuple[str, int], tuple[list[wlog.Entry], str]] = {}  # see `segments`
+        self._ids: dict[str, tuple[list[wlog.Entry], dict[str, wlog.Entry]]] = {}  # see `_ids_of`
 
     def path(self, writer: str) -> Path:
         return self.directory / f"{writer}.jsonl"
 
-    def load(self, trusted: dict[str, str]) -> list[str]:
+    def load(self, trusted: dict[str, str], segments: Mapping[str, list[str]] | None = None, lines: int = 0) -> list[str]:
         """Read every writer's file; `trusted`: {writer: sha256} of the files as this machine last wrote
-        them. Returns one line per file that was damaged (its verified lines are kept)."""
+        them, `segments`: {writer: oids} of their pieces of `lines` lines as noted then (see `segments`).
+        Returns one line per file that was damaged (its verified lines are kept)."""
         notes: list[str] = []
         parsed: dict[str, wlog.Parsed] = {}
         on_disk: dict[str, bytes] = {}
@@ -67,6 +72,10 @@ class Mirror:
             # A file taken whole is its own encoding; one cut short is encoded again.
             self.data[writer] = on_disk[writer] if p.problem is None else wlog.encode(p.entries)
             self._lines[writer] = list(p.entries)
+            oids = (segments or {}).get(writer)
+            if writer in self._sha256 and lines > 0 and oids and len(oids) == -(-len(p.entries) // lines):
+                for n, oid in zip(range(0, len(p.entries), lines), oids, strict=True):
+                    self._oids[(writer, n)] = (p.entries[n:n + lines], oid)
             if p.problem is None and self.data[writer] == on_disk[writer]:
                 self.exact.add(writer)
         return notes
@@ -96,8 +105,7 @@ class Mirror:
         """What `entries` encode to; `data` serves for the line objects it was made of, when they start
         `entries` (a line's bytes never change: a tombstone is a new line)."""
         old, lines = self.data.get(writer), self._lines.get(writer)
-        if old is None or lines is None or len(lines) > len(entries) or \
-                any(a is not b for a, b in zip(lines, entries, strict=False)):
+        if old is None or lines is None or len(lines) > len(entries) or not _same(lines, entries):
             return wlog.encode(entries)
         return old + wlog.encode(entries[len(lines):]) if len(entries) > len(lines) else old
 
@@ -106,7 +114,8 @@ class Mirror:
         file line by line (this writer's own records are there), then, for the few left, by their bytes
         in the other files (lines are canonical JSON); past 64 left, line by line everywhere."""
         wanted = {i for i in ids if isinstance(i, str)}
-        found = {rid: (first, e) for e in self.files.get(first, []) if (rid := _line_id(e)) in wanted}
+        own = self._ids_of(first)
+        found = {rid: (first, own[rid]) for rid in wanted if rid in own}
         wanted -= set(found)
         if not wanted:
             return found
@@ -123,6 +132,17 @@ class Mirror:
                     found[rid] = (w, hit)
                     break
         return found
+
+    def _ids_of(self, writer: str) -> dict[str, wlog.Entry]:
+        """{record id: line} of the writer's log, kept for the line objects it was made of."""
+        entries = self.files.get(writer, [])
+        lines, ids = self._ids.get(writer, ([], {}))
+        if len(lines) > len(entries) or not _same(lines, entries):
+            lines, ids = [], {}
+        for e in entries[len(lines):]:
+            ids[_line_id(e)] = e
+        self._ids[writer] = (list(entries), ids)
+        return ids
 
     def _line_with(self, writer: str, data: bytes, needle: bytes, rid: str) -> wlog.Entry | None:
         pos = data.find(needle)
@@ -143,15 +163,35 @@ class Mirror:
         """(blob oid, lines) of each piece of `lines` lines of the writer's log, in order (the last one
         may hold fewer). An oid is remembered with the line objects it was computed from: a line's bytes
         never change (a tombstone is a new line), so a piece of the same objects has the same oid."""
-        entries = self.files.get(writer, [])
+        return self._pieces(writer, self.files.get(writer, []), lines)
+
+    def may_hold(self, writer: str, mark: bytes) -> bool:
+        """Whether a line of the writer's log may hold `mark`: False only when its lines are the ones on
+        disk (`data`) and lines added since, and `mark` is in none of them (one search in `data` instead
+        of a look at every line)."""
+        lines, entries = self._lines.get(writer), self.files.get(writer, [])
+        if lines is None or len(lines) > len(entries) or not _same(lines, entries):
+            return True
+        return mark in self.data[writer] or any(mark in e.raw for e in entries[len(lines):])
+
+    def installed_segments(self, writer: str, lines: int) -> list[str]:
+        """The oids of `segments` of the log as written to disk (what `data` holds), to note beside its digest."""
+        return [oid for oid, _ in self._pieces(writer, self._lines.get(writer, []), lines)]
+
+    def _pieces(self, writer: str, entries: list[wlog.Entry], lines: int) -> list[tuple[str, list[wlog.Entry]]]:
         out = []
         for n in range(0, len(entries), lines):
             piece = entries[n:n + lines]
             known = self._oids.get((writer, n))
-            if known is None or len(known[0]) != len(piece) or any(a is not b for a, b in zip(known[0], piece, strict=True)):
+            if known is None or len(known[0]) != len(piece) or not _same(known[0], piece):
                 known = self._oids[(writer, n)] = (piece, blob_oid(wlog.encode(piece)))
             out.append((known[1], piece))
         return out
+
+
+def _same(a: list[wlog.Entry], b: list[wlog.Entry]) -> bool:
+    """Whether `b` starts with the very line objects of `a`."""
+    return all(map(operator.is_, a, b))
 
 
 def _line_id(entry: wlog.Entry) -> str:

@@ -45,7 +45,7 @@ from .. import records, redact
 from ..errors import StoreError, UsageError
 from . import hlc, state, wlog
 from .git import FETCHED_REF, MEMORY_REF, NETWORK_TIMEOUT, Git, GitMissing, OutOfTime, TeamError, object_id, tree_content
-from .mirror import TOMBSTONE_MARK, Mirror, blob_oid
+from .mirror import PURGE_MARK, TOMBSTONE_MARK, Mirror, blob_oid
 
 FORMAT = 2
 FORMAT_BYTES = b"retained-memory 2\n"
@@ -174,7 +174,11 @@ class _Run:
         self.imports = hlc.parse_imports(self.saved.get("imports"))
         trusted = {w: v["sha256"] for w, v in (self.saved.get("files") or {}).items()
                    if isinstance(v, dict) and isinstance(v.get("sha256"), str)}
-        self.result.notes += self.mirror.load(trusted)
+        noted = self.saved.get("files") or {}
+        segments = {w: v["segments"] for w, v in noted.items() if isinstance(v, dict) and isinstance(v.get("segments"), list)
+                    and all(isinstance(oid, str) for oid in v["segments"])}
+        self.result.notes += self.mirror.load(trusted, segments, SEGMENT_LINES if self.saved.get("segment_lines") ==
+                                              SEGMENT_LINES else 0)
         self.tombs_before = self._tombstones()
         self._ensure_repo()
         _clear_stale_locks(self.git.git_dir)
@@ -193,7 +197,8 @@ class _Run:
             self.git.ensure()
 
     def _tombstones(self) -> set[tuple[str, int]]:
-        return {(w, i) for w, entries in self.mirror.files.items() for i, e in enumerate(entries, 1) if e.tombstone}
+        return {(w, i) for w, entries in self.mirror.files.items() if self.mirror.may_hold(w, TOMBSTONE_MARK)
+                for i, e in enumerate(entries, 1) if e.tombstone}
 
     # -- the loop: fetch, merge, publish, push --------------------------------------------------------------
     def _attempts(self, outgoing: list[Mapping[str, Any]], purges: list[PurgeRequest], attempts: int) -> None:
@@ -202,7 +207,8 @@ class _Run:
             remote_files = self._pull(fetched)
             if attempt == 0:
                 self._publish(outgoing, purges)
-            wlog.apply_purges(self.mirror.files)
+            if any(self.mirror.may_hold(w, PURGE_MARK) for w in self.mirror.files):  # else no purge to apply
+                wlog.apply_purges(self.mirror.files)
             self._install()
             rewrite = self.purge_published or self._needs_rewrite(fetched)
             if rewrite:  # what was fetched holds purged bytes: they leave this repository whatever happens
@@ -469,7 +475,8 @@ class _Run:
         self.result.commit = commit
 
     def _purge_ids(self) -> set[str]:
-        return {e.rec["id"] for entries in self.mirror.files.values() for e in entries if e.purge}
+        return {e.rec["id"] for w, entries in self.mirror.files.items() if self.mirror.may_hold(w, PURGE_MARK)
+                for e in entries if e.purge}
 
     def _unpublished(self) -> int:
         """Records given to this sync that no writer's log holds yet and that may be shared."""
@@ -538,8 +545,9 @@ class _Run:
         oldest = min((t for t in (hlc.ts_ms(e.rec.get("ts")) for e in unpushed) if t is not None), default=None)
         self.imports = hlc.prune(self.imports, oldest, _now_ms())
         self.saved.update(version=1, remote=self.remote, ref=self.ref, imports=[i.as_json() for i in self.imports],
-                          files={w: {"sha256": d, "lines": len(self.mirror.files[w])}
-                                 for w, d in self.mirror.digests().items()})
+                          files={w: {"sha256": d, "lines": len(self.mirror.files[w]),
+                                     "segments": self.mirror.installed_segments(w, SEGMENT_LINES)}
+                                 for w, d in self.mirror.digests().items()}, segment_lines=SEGMENT_LINES)
         if last is not None:
             self.saved["last"] = last
         state.write_json(self.dir / state.SYNC_FILE, self.saved)
