@@ -148,3 +148,22 @@ def test_retaineds_bare_repository_is_packed_back_within_its_bound_after_every_s
 
 def test_a_segment_holds_a_fixed_number_of_lines():
     assert SEGMENT_LINES == 64  # docs/FORMAT.md says so; a change is a format change
+
+
+def test_a_pull_reads_only_the_segments_that_changed(machines, monkeypatch):
+    ann, bob = machines("ann"), machines("bob")
+    recs = [local_record(f"ann decision {i}") for i in range(5 * SEGMENT_LINES - 1)]
+    with ann.environment():
+        assert sync(ann.team_dir, ann.remote, ann.writer, recs).ok
+    assert bob.sync().ok
+    read: list[list[str]] = []
+    real = team_git.Git.blobs
+    monkeypatch.setattr(team_git.Git, "blobs", lambda self, oids: read.append(list(oids)) or real(self, oids))
+    recs += [local_record("ann decision that starts a segment"), local_record("and one more")]
+    with ann.environment():
+        assert sync(ann.team_dir, ann.remote, ann.writer, recs).ok
+    read.clear()
+    result = bob.sync()
+    assert result.ok and result.pulled == {ann.writer: 2}
+    assert [len(oids) for oids in read] == [2]  # the last segment, completed, and the new one
+    assert texts(bob) == {r["text"] for r in recs}
