@@ -16,7 +16,7 @@ from retained import records
 from retained.team import git as team_git
 from retained.team import state, wlog
 from retained.team.sync import sync
-from tests.helpers.team import bare_remote, free_port, git, texts
+from tests.helpers.team import bare_remote, free_port, git, put_remote_log, remote_log, texts
 
 
 def one_line(text: str | None) -> bool:
@@ -24,23 +24,13 @@ def one_line(text: str | None) -> bool:
 
 
 def remote_file(remote_dir: Path, writer: str) -> bytes:
-    return git("--git-dir", str(remote_dir), "show", f"{team_git.MEMORY_REF}:writers/{writer}.jsonl").stdout
+    return remote_log(remote_dir, writer)
 
 
 def force_remote_file(remote_dir: Path, writer: str, data: bytes) -> None:
-    """What a person (or a broken tool) outside retained could do: put other bytes in a writer's file
+    """What a person (or a broken tool) outside retained could do: put other bytes in a writer's log
     and force-push the ref."""
-    g = ["--git-dir", str(remote_dir)]
-    blob = git(*g, "hash-object", "-w", "--stdin", input=data).stdout.decode().strip()
-    listing = git(*g, "ls-tree", f"{team_git.MEMORY_REF}:writers").stdout.decode().splitlines()
-    entries = [line if not line.endswith(f"\t{writer}.jsonl") else f"100644 blob {blob}\t{writer}.jsonl" for line in listing]
-    writers = git(*g, "mktree", input=("\n".join(entries) + "\n").encode()).stdout.decode().strip()
-    fmt = git(*g, "rev-parse", f"{team_git.MEMORY_REF}:format").stdout.decode().strip()
-    tree = git(*g, "mktree", input=f"100644 blob {fmt}\tformat\n040000 tree {writers}\twriters\n".encode()).stdout.decode().strip()
-    who = {"GIT_AUTHOR_NAME": "m", "GIT_AUTHOR_EMAIL": "m@e", "GIT_COMMITTER_NAME": "m", "GIT_COMMITTER_EMAIL": "m@e"}
-    parent = git(*g, "rev-parse", team_git.MEMORY_REF).stdout.decode().strip()
-    commit = git(*g, "commit-tree", tree, "-p", parent, "-m", "tampered", env=who).stdout.decode().strip()
-    git(*g, "update-ref", team_git.MEMORY_REF, commit)
+    put_remote_log(remote_dir, writer, data)
 
 
 def test_an_unreachable_remote_gives_one_line_keeps_the_records_pending_and_a_later_sync_recovers(tmp_path, machines):

@@ -14,7 +14,7 @@ from retained import records
 from retained.team import git as team_git
 from retained.team import hlc, state, verifier, wlog
 from retained.team.sync import sync
-from tests.helpers.team import PROJECT, all_objects, bare_remote, git, git_daemon, local_record, texts
+from tests.helpers.team import PROJECT, all_objects, bare_remote, git, git_daemon, local_record, put_remote_log, remote_log, texts
 
 # Run as a script without site-packages (-S) or the environment (-I): only the standard library is there.
 VERIFIER = [sys.executable, "-I", "-S", verifier.__file__]
@@ -86,7 +86,7 @@ def test_the_memory_ref_holds_only_a_format_file_and_one_log_per_writer(machines
     ann.sync(), bob.sync()
     listing = git("--git-dir", remote.removeprefix("file://"), "ls-tree", "-r", "--name-only",
                   team_git.MEMORY_REF).stdout.decode().split()
-    assert sorted(listing) == sorted(["format", f"writers/{ann.writer}.jsonl", f"writers/{bob.writer}.jsonl"])
+    assert sorted(listing) == sorted(["format", f"writers/{ann.writer}/000000.jsonl", f"writers/{bob.writer}/000000.jsonl"])
     refs = git("--git-dir", remote.removeprefix("file://"), "for-each-ref", "--format=%(refname)").stdout.split()
     assert refs == [team_git.MEMORY_REF.encode()]
 
@@ -144,17 +144,8 @@ def test_the_standalone_verifier_passes_on_a_real_shared_remote_and_fails_on_a_t
     proc = subprocess.run([*VERIFIER, str(copy)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"{ann.writer}: intact: 5 records" in proc.stdout and f"{bob.writer}: intact: 3 records" in proc.stdout
-    data = git("--git-dir", str(copy), "show", f"{team_git.MEMORY_REF}:writers/{bob.writer}.jsonl").stdout
-    tampered = data.replace(b"bob decision 1", b"bob decision X")
-    blob = git("--git-dir", str(copy), "hash-object", "-w", "--stdin", input=tampered).stdout.decode().strip()
-    fmt = git("--git-dir", str(copy), "rev-parse", f"{team_git.MEMORY_REF}:format").stdout.decode().strip()
-    ann_blob = git("--git-dir", str(copy), "rev-parse", f"{team_git.MEMORY_REF}:writers/{ann.writer}.jsonl").stdout.decode().strip()
-    writers = git("--git-dir", str(copy), "mktree", input=(f"100644 blob {blob}\t{bob.writer}.jsonl\n"
-                                                            f"100644 blob {ann_blob}\t{ann.writer}.jsonl\n").encode()).stdout.decode().strip()
-    tree = git("--git-dir", str(copy), "mktree", input=(f"100644 blob {fmt}\tformat\n040000 tree {writers}\twriters\n").encode()).stdout.decode().strip()
-    commit = git("--git-dir", str(copy), "commit-tree", tree, "-m", "forged", env={
-        "GIT_AUTHOR_NAME": "x", "GIT_AUTHOR_EMAIL": "x@e", "GIT_COMMITTER_NAME": "x", "GIT_COMMITTER_EMAIL": "x@e"}).stdout.decode().strip()
-    git("--git-dir", str(copy), "update-ref", "refs/forged", commit)
+    tampered = remote_log(copy, bob.writer).replace(b"bob decision 1", b"bob decision X")
+    put_remote_log(copy, bob.writer, tampered, to="refs/forged")
     proc = subprocess.run([*VERIFIER, str(copy), "refs/forged"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     assert f"{bob.writer}: line 2 (seq 2): bad hash (1 lines verified before it)" in proc.stdout, proc.stdout

@@ -2,9 +2,10 @@
 
 Each writer (a machine + user, `state.writer_id`) appends the records it shares to its own hash-chained
 log on a ref of the project's remote that holds only memory (`refs/retained/memory`: `format` and
-`writers/<writer>.jsonl`), through retained's own bare repository in the store directory, never the
-project's `.git`. A sync fetches, verifies every writer's chain, merges each file by content into a
-verified local mirror that the index reads, appends this writer's new records and pushes.
+`writers/<writer>/<n>.jsonl`, each log cut into segments of fixed length), through retained's own bare
+repository in the store directory, never the project's `.git`. A sync fetches, verifies every writer's
+chain, merges each file by content into a verified local mirror that the index reads, appends this
+writer's new records and pushes.
 
     hlc       the hybrid logical clock and the team's total order (pure)
     wlog      the writer log: format, verify, merge, purge (pure)

@@ -10,12 +10,15 @@ Failures become one-line `TeamError`s that say what to do.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import time
+import zlib
 from pathlib import Path
 from typing import NamedTuple
 
@@ -34,6 +37,12 @@ _OPTIONS = ("--no-pager", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgSig
 _COMMITTER = {"GIT_AUTHOR_NAME": "retained", "GIT_AUTHOR_EMAIL": "retained@invalid",
               "GIT_COMMITTER_NAME": "retained", "GIT_COMMITTER_EMAIL": "retained@invalid"}
 LOCAL_TIMEOUT = 60.0
+#: Fewer objects than this are written (and fetched, git's own default) as loose objects, more as a pack.
+UNPACK_LIMIT = 100
+#: The bound retained keeps its bare repository within after each sync (`Git.maintain`).
+LOOSE_LIMIT = 256
+PACK_LIMIT = 8
+_PACK_TYPES = {"commit": 1, "tree": 2, "blob": 3}
 NETWORK_TIMEOUT = 60.0
 
 
@@ -222,12 +231,14 @@ class Git:
                 files[path.decode("utf-8", "surrogateescape")] = oid.decode()
         return files
 
-    def blobs(self, oids: list[str]) -> dict[str, bytes]:
-        """The contents of many blobs, in one `git cat-file --batch` call."""
+    def blobs(self, oids: list[str]) -> dict[str, memoryview]:
+        """The contents of many blobs, in one `git cat-file --batch` call (views into its output, not
+        copies: a first sync reads every writer's whole log this way)."""
         if not oids:
             return {}
         wanted = list(dict.fromkeys(oids))
         out = self.run("cat-file", "--batch", input=("\n".join(wanted) + "\n").encode()).stdout
+        view = memoryview(out)
         found, pos = {}, 0
         for oid in wanted:
             header_end = out.index(b"\n", pos)
@@ -236,25 +247,31 @@ class Git:
                 raise TeamError(f"object {oid} is missing from retained's copy of the team repository",
                                 hint="run `retained sync` again (it fetches again)")
             size = int(header[2])
-            found[oid] = out[header_end + 1 : header_end + 1 + size]
+            found[oid] = view[header_end + 1 : header_end + 1 + size]
             pos = header_end + 2 + size
         return found
 
-    def hash_files(self, paths: list[Path]) -> list[str]:
-        """Write the files as blobs (one call for all); their oids in the same order."""
-        if not paths:
-            return []
-        out = self.run("hash-object", "-w", "--no-filters", "--stdin-paths",
-                       input=("\n".join(str(p) for p in paths) + "\n").encode()).stdout
-        return out.decode().split()
-
-    def hash_data(self, data: bytes) -> str:
-        return self.run("hash-object", "-w", "--stdin", input=data).stdout.decode().strip()
-
-    def mktree(self, entries: list[tuple[str, str, str, str]]) -> str:
-        """A tree of (mode, type, oid, name) entries."""
-        lines = "".join(f"{mode} {kind} {oid}\t{name}\0" for mode, kind, oid, name in entries)
-        return self.run("mktree", "-z", input=lines.encode()).stdout.decode().strip()
+    def write_objects(self, objects: list[tuple[str, bytes]]) -> None:
+        """Write (type, content) objects, in one git call: a pack without deltas made here, unpacked into
+        loose objects when small (as `git fetch` does below its unpack limit), else kept as a pack. An
+        object the repository already holds is not written again (when unpacked)."""
+        if not objects:
+            return
+        parts = [b"PACK", struct.pack(">II", 2, len(objects))]
+        for kind, data in objects:
+            size = len(data)
+            head, byte, size = bytearray(), (_PACK_TYPES[kind] << 4) | (size & 0x0F), size >> 4
+            while size:
+                head.append(byte | 0x80)
+                byte, size = size & 0x7F, size >> 7
+            head.append(byte)
+            parts += [bytes(head), zlib.compress(data, 1)]
+        pack = b"".join(parts)
+        pack += hashlib.sha1(pack).digest()
+        if len(objects) < UNPACK_LIMIT:
+            self.run("unpack-objects", "-q", input=pack)
+        else:
+            self.run("index-pack", "--stdin", input=pack)
 
     def commit(self, tree: str, parents: list[str], message: str) -> str:
         args = ["commit-tree", tree]
@@ -276,6 +293,47 @@ class Git:
         """Drop every object no ref reaches (after a purge rewrote the history): nothing purged stays here."""
         self.run("reflog", "expire", "--expire=now", "--all")
         self.run("gc", "--prune=now", "--quiet")
+
+    def loose_objects(self) -> int:
+        """How many loose objects the repository holds (its `objects/xx/` folders, counted here)."""
+        count = 0
+        with os.scandir(self.git_dir / "objects") as folders:
+            for folder in folders:
+                if len(folder.name) == 2 and folder.is_dir():
+                    count += sum(1 for _ in os.scandir(folder.path))
+        return count
+
+    def packs(self) -> int:
+        return sum(1 for _ in (self.git_dir / "objects" / "pack").glob("*.pack"))
+
+    def maintain(self) -> list[str]:
+        """Keep the repository within its bound after a sync: at most LOOSE_LIMIT loose objects (past it,
+        they go into one new pack and the unreachable ones are dropped) and at most PACK_LIMIT packs
+        (past it, all become one). The first step costs in proportion to the loose objects, the second
+        to the whole repository but comes once per PACK_LIMIT packs. Returns the steps taken."""
+        steps = []
+        if self.loose_objects() > LOOSE_LIMIT:
+            self.run("repack", "-d", "-q")  # the loose objects any ref reaches, into one new pack
+            self.run("prune", "--expire=now")  # the rest: a commit whose push lost a race, nothing else
+            steps.append("packed loose objects")
+        if self.packs() > PACK_LIMIT:
+            self.run("repack", "-a", "-d", "-q")
+            steps.append("joined packs")
+        return steps
+
+
+def object_id(kind: str, data: bytes) -> str:
+    """The git object id (SHA-1 object format) of an object with this content, without running git."""
+    return hashlib.sha1(b"%s %d\0" % (kind.encode(), len(data)) + data).hexdigest()
+
+
+def tree_content(entries: dict[str, tuple[str, str]]) -> bytes:
+    """The content of a tree object of {name: (type, oid)} entries, "tree" or "blob", in git's order
+    (a tree's name sorts as if it ended in "/")."""
+    mode = {"tree": b"40000", "blob": b"100644"}
+    key = {name: name + "/" if kind == "tree" else name for name, (kind, _) in entries.items()}
+    return b"".join(mode[entries[name][0]] + b" " + name.encode() + b"\0" + bytes.fromhex(entries[name][1])
+                    for name in sorted(entries, key=key.__getitem__))
 
 
 def author(cwd: str | os.PathLike[str] | None = None) -> dict[str, str]:

@@ -15,6 +15,12 @@ What it promises:
   most `attempts` times) and no commit that held purged bytes is ever linked in again.
 - **Publishing.** This writer's new records (the `outgoing` records whose id no writer's log holds yet)
   are appended to its own log, redacted again, with `writer`, `author`, `hlc` (and `seen`).
+- **Growth bounded by what changed.** A writer's log travels cut into segments of SEGMENT_LINES
+  lines: a sync writes (and pushes) only the segments that changed, the trees above them and a
+  commit, in one git call; it reads (fetches and verifies) only the segments that differ from the
+  mirror. After each sync, retained's bare repository is packed back within `git.LOOSE_LIMIT` loose
+  objects and `git.PACK_LIMIT` packs. A ref in the older one-file-per-writer format is read, and
+  written again in segments by the next push.
 - **Purge.** A purge request appends a purge record listing the lines (in any writer's log); every
   clone tombstones them; the sync that publishes a purge (or finds purged bytes in what it fetched)
   rewrites the ref's history to a new root commit, pushed with a lease, and drops every unreachable
@@ -26,6 +32,7 @@ What it promises:
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from collections import Counter
@@ -37,11 +44,35 @@ from typing import Any
 from .. import records, redact
 from ..errors import StoreError, UsageError
 from . import hlc, state, wlog
-from .git import FETCHED_REF, MEMORY_REF, NETWORK_TIMEOUT, Git, GitMissing, OutOfTime, PushOutcome, TeamError, public_url
-from .mirror import Mirror, blob_oid
+from .git import (
+    FETCHED_REF,
+    MEMORY_REF,
+    NETWORK_TIMEOUT,
+    Git,
+    GitMissing,
+    OutOfTime,
+    PushOutcome,
+    TeamError,
+    object_id,
+    public_url,
+    tree_content,
+)
+from .mirror import PURGE_MARK, TOMBSTONE_MARK, Mirror, blob_oid
 
-FORMAT_BYTES = b"retained-memory 1\n"
+FORMAT = 2
+FORMAT_BYTES = b"retained-memory 2\n"
 FORMAT_OID = blob_oid(FORMAT_BYTES)
+#: The layout before segments, one file per writer (`writers/<writer>.jsonl`): still read, and written
+#: again as segments by the next push.
+_FORMATS = {FORMAT_OID: FORMAT, blob_oid(b"retained-memory 1\n"): 1}
+#: Lines per segment of a writer's log on the ref (`writers/<writer>/<n>.jsonl`, n from 000000): a sync
+#: that appends k lines writes the segments they fall in, the writer's tree of segments (about 40 bytes
+#: per segment), two small trees and a commit. A purge rewrites the segments of the lines it names.
+#: Measured at 10k lines per writer, 64 lines keep the worst one-record sync smallest (128: a bigger
+#: last segment; 32: a bigger tree).
+SEGMENT_LINES = 64
+_SEGMENT = re.compile(r"writers/([^/]+)/(\d{6})\.jsonl\Z")
+_WHOLE = re.compile(r"writers/([^/]+)\.jsonl\Z")
 ATTEMPTS = 5
 _PURGES_TRAILER = "Purges:"
 
@@ -130,6 +161,7 @@ class _Run:
         self.tombs_before: set[tuple[str, int]] = set()
         self.root_made: dict[str, Any] | None = None  # the root commit this sync made, until it is pushed
         self.outgoing: list[Mapping[str, Any]] = []
+        self.remote_format = FORMAT  # the format of the tree fetched last
 
     def run(self, outgoing: list[Mapping[str, Any]], purges: list[PurgeRequest], attempts: int) -> SyncResult:
         self.outgoing = outgoing
@@ -157,7 +189,11 @@ class _Run:
         self.imports = hlc.parse_imports(self.saved.get("imports"))
         trusted = {w: v["sha256"] for w, v in (self.saved.get("files") or {}).items()
                    if isinstance(v, dict) and isinstance(v.get("sha256"), str)}
-        self.result.notes += self.mirror.load(trusted)
+        noted = self.saved.get("files") or {}
+        segments = {w: v["segments"] for w, v in noted.items() if isinstance(v, dict) and isinstance(v.get("segments"), list)
+                    and all(isinstance(oid, str) for oid in v["segments"])}
+        self.result.notes += self.mirror.load(trusted, segments, SEGMENT_LINES if self.saved.get("segment_lines") ==
+                                              SEGMENT_LINES else 0)
         self.tombs_before = self._tombstones()
         self._ensure_repo()
         _clear_stale_locks(self.git.git_dir)
@@ -176,7 +212,8 @@ class _Run:
             self.git.ensure()
 
     def _tombstones(self) -> set[tuple[str, int]]:
-        return {(w, i) for w, entries in self.mirror.files.items() for i, e in enumerate(entries, 1) if e.tombstone}
+        return {(w, i) for w, entries in self.mirror.files.items() if self.mirror.may_hold(w, TOMBSTONE_MARK)
+                for i, e in enumerate(entries, 1) if e.tombstone}
 
     # -- the loop: fetch, merge, publish, push --------------------------------------------------------------
     def _attempts(self, outgoing: list[Mapping[str, Any]], purges: list[PurgeRequest], attempts: int) -> None:
@@ -185,15 +222,17 @@ class _Run:
             remote_files = self._pull(fetched)
             if attempt == 0:
                 self._publish(outgoing, purges)
-            wlog.apply_purges(self.mirror.files)
+            if any(self.mirror.may_hold(w, PURGE_MARK) for w in self.mirror.files):  # else no purge to apply
+                wlog.apply_purges(self.mirror.files)
             self._install()
             rewrite = self.purge_published or self._needs_rewrite(fetched)
             if rewrite:  # what was fetched holds purged bytes: they leave this repository whatever happens
                 self.saved["collect_due"] = True
-            if fetched is not None and not rewrite and self._tree_oids(remote_files) == remote_files:
+            tree, contents = self._tree_oids(remote_files)
+            if fetched is not None and not rewrite and tree == remote_files:
                 self._pushed(fetched, pushed=0)
                 return
-            commit = self._commit(None if rewrite else fetched, rewrite or fetched is None, remote_files)
+            commit = self._commit(None if rewrite else fetched, rewrite or fetched is None, tree, contents)
             try:
                 outcome = self.git.push(self.remote, commit, self.ref, fetched)
             except TeamError as e:
@@ -220,23 +259,28 @@ class _Run:
                         hint="run `retained sync` again in a moment; nothing was lost")
 
     def _pull(self, fetched: str | None) -> dict[str, str]:
-        """Verify what was fetched and merge it into the mirror (in memory). Returns {writer: blob oid}."""
+        """Verify what was fetched and merge it into the mirror (in memory). Returns the fetched tree,
+        {path: blob oid}. Only the pieces of a writer's log that differ from this machine's copy are read."""
         self.theirs, self.keep_remote = {}, set()
         if fetched is None:
             return {}
         paths = self.git.tree_files(fetched)
-        self._check_format(paths)
-        oids = {}
+        self.remote_format = self._check_format(paths)
+        pieces: dict[str, dict[int, str]] = {}
         for path, oid in paths.items():
-            name = path[len("writers/"):-len(".jsonl")] if path.startswith("writers/") and path.endswith(".jsonl") else ""
-            if wlog.WRITER_ID.match(name):
-                oids[name] = oid
+            found = _piece(path, self.remote_format)
+            if found is not None:
+                pieces.setdefault(found[0], {})[found[1]] = oid
             elif path != "format":
                 self._note(f"ignored {path} on the memory ref: not a writer's log")
-        mine = self.mirror.oids()
-        blobs = self.git.blobs([oid for w, oid in oids.items() if mine.get(w) != oid])
-        parsed = wlog.vouch({w: self._parse(w, blobs.get(oid)) for w, oid in oids.items()},
-                            wlog.listed(self.mirror.files))
+        parsed: dict[str, wlog.Parsed] = {}
+        marked = False
+        for w, numbered in sorted(pieces.items()):
+            data = self._remote_log(w, [oid for _, oid in sorted(numbered.items())])
+            marked = marked or TOMBSTONE_MARK in (self.mirror.data.get(w, b"") if data is None else data)
+            parsed[w] = self._parse(w, data)
+        if marked:  # else no line fetched is a tombstone, and there is nothing to vouch for
+            parsed = wlog.vouch(parsed, wlog.listed(self.mirror.files))
         before = {w: len(e) for w, e in self.mirror.files.items()}
         for w, p in sorted(parsed.items()):
             if p.problem:
@@ -244,15 +288,13 @@ class _Run:
             self.theirs[w] = p.entries
             self._merge(w, p.entries)
         self._note_import(before)
-        return oids
+        return paths
 
-    def _check_format(self, paths: dict[str, str]) -> None:
-        if paths.get("format") == FORMAT_OID:
-            return
-        found = self.git.blobs([paths["format"]])[paths["format"]] if "format" in paths else b""
+    def _check_format(self, paths: dict[str, str]) -> int:
+        if paths.get("format") in _FORMATS:
+            return _FORMATS[paths["format"]]
+        found = bytes(self.git.blobs([paths["format"]])[paths["format"]]) if "format" in paths else b""
         version = found.decode("utf-8", "replace").strip()
-        if version == FORMAT_BYTES.decode().strip():
-            return
         if version.startswith("retained-memory "):
             raise TeamError(f"the memory ref on {public_url(self.remote)} is in format {version!r}, newer than this retained "
                             f"understands ({FORMAT_BYTES.decode().strip()!r})", hint="upgrade retained, then sync again")
@@ -261,12 +303,30 @@ class _Run:
                         hint=f"ask who pushed it; once {self.ref} is deleted on the remote, the next sync "
                              "publishes every writer's log again from this machine's mirror")
 
+    def _remote_log(self, writer: str, oids: list[str]) -> bytes | None:
+        """A writer's log on the ref from its pieces (`oids`, in order): the pieces this machine's copy
+        holds as they are come from the mirror, the others from git. None: the same as the mirror's."""
+        if self.remote_format == FORMAT:
+            mine = self.mirror.segments(writer, SEGMENT_LINES)
+        else:
+            entries = self.mirror.files.get(writer, [])
+            mine = [(blob_oid(self.mirror.data[writer]), entries)] if entries else []
+        held = dict(mine)
+        if len(oids) == len(mine) and all(oid in held for oid in oids):
+            return None
+        fetched = self.git.blobs([oid for oid in oids if oid not in held])
+        return b"".join(wlog.encode(held[oid]) if oid in held else fetched[oid] for oid in oids)
+
     def _parse(self, writer: str, data: bytes | None) -> wlog.Parsed:
         mine = self.mirror.files.get(writer, [])
-        if data is None:  # the same blob as this machine's copy
+        if data is None:  # the same as this machine's copy
             return wlog.Parsed(mine, None)
-        base = mine if mine and data.startswith(self.mirror.data[writer]) else None
-        return wlog.parse_log(writer, data, base)
+        base = mine if mine and data.startswith(self.mirror.data[writer]) else []
+        parsed = wlog.parse_log(writer, data, base or None)
+        # The new lines keep their bytes only (a record is read again when asked for): a first sync holds
+        # every line of every writer at once, and reads into few of them.
+        new = [wlog.Entry(e.raw) for e in parsed.entries[len(base):]]
+        return wlog.Parsed(parsed.entries[:len(base)] + new, parsed.problem)
 
     def _merge(self, writer: str, theirs: list[wlog.Entry]) -> None:
         merged = wlog.merge(writer, self.mirror.files.get(writer, []), theirs)
@@ -381,26 +441,53 @@ class _Run:
             return False
         return True
 
-    def _tree_oids(self, remote_files: dict[str, str]) -> dict[str, str]:
-        """{writer: blob oid} of the tree the next commit holds: the mirror, less the files kept as the
-        remote has them."""
-        oids = {w: oid for w, oid in self.mirror.oids().items() if self.mirror.files[w]}
-        for w in self.keep_remote:
-            oids[w] = remote_files[w]
-        return oids
+    def _tree_oids(self, remote_files: dict[str, str]) -> tuple[dict[str, str], dict[str, bytes]]:
+        """The tree the next commit holds, {path: blob oid}: `format` and every writer's log in the mirror
+        cut into segments, less the writers whose log on the remote is kept as it is (from a ref of the
+        older layout, its verified lines cut into segments). Also the content of each blob the fetched
+        tree lacks, {oid: bytes}."""
+        tree, contents = {"format": FORMAT_OID}, {}
+        known = set(remote_files.values())
+        if FORMAT_OID not in known:
+            contents[FORMAT_OID] = FORMAT_BYTES
+        for w in sorted(self.mirror.files):
+            if w in self.keep_remote and self.remote_format == FORMAT:
+                tree.update({p: oid for p, oid in remote_files.items() if (_piece(p, FORMAT) or ("",))[0] == w})
+                continue
+            if w in self.keep_remote:
+                theirs = self.theirs.get(w, [])
+                pieces = [(blob_oid(wlog.encode(theirs[n:n + SEGMENT_LINES])), theirs[n:n + SEGMENT_LINES])
+                          for n in range(0, len(theirs), SEGMENT_LINES)]
+            else:
+                pieces = self.mirror.segments(w, SEGMENT_LINES)
+            for n, (oid, lines) in enumerate(pieces):
+                tree[_segment_path(w, n)] = oid
+                if oid not in known:
+                    contents[oid] = wlog.encode(lines)
+        return tree, contents
 
-    def _commit(self, parent: str | None, root: bool, remote_files: dict[str, str]) -> str:
-        oids = self._tree_oids(remote_files)
-        self.git.hash_files([self.mirror.path(w) for w, oid in sorted(oids.items()) if remote_files.get(w) != oid])
-        writers = self.git.mktree([("100644", "blob", oid, f"{w}.jsonl") for w, oid in sorted(oids.items())])
-        fmt = FORMAT_OID if parent else self.git.hash_data(FORMAT_BYTES)
-        tree = self.git.mktree([("100644", "blob", fmt, "format"), ("040000", "tree", writers, "writers")])
+    def _commit(self, parent: str | None, root: bool, tree: dict[str, str], contents: dict[str, bytes]) -> str:
+        """Write the tree's new objects (in one git call) and a commit of it."""
+        objects = [("blob", data) for _, data in sorted(contents.items())]
+        logs: dict[str, dict[str, tuple[str, str]]] = {}
+        for path, oid in tree.items():
+            if path != "format":
+                _, writer, name = path.split("/")
+                logs.setdefault(writer, {})[name] = ("blob", oid)
+        top = {}
+        for writer, segments in sorted(logs.items()):
+            objects.append(("tree", tree_content(segments)))
+            top[writer] = ("tree", object_id("tree", objects[-1][1]))
+        objects.append(("tree", tree_content(top)))
+        objects.append(("tree", tree_content({"format": ("blob", FORMAT_OID),
+                                              "writers": ("tree", object_id("tree", objects[-1][1]))})))
+        self.git.write_objects(objects)
         purges = sorted(self._purge_ids())
         if root:
-            message = f"retained memory of {len(oids)} writers\n\n{_PURGES_TRAILER} {' '.join(purges)}\n"
+            message = f"retained memory of {len(logs)} writers\n\n{_PURGES_TRAILER} {' '.join(purges)}\n"
         else:
             message = f"retained sync by {self.writer}: {self.result.published} new records\n"
-        commit = self.git.commit(tree, [parent] if parent else [], message)
+        commit = self.git.commit(object_id("tree", objects[-1][1]), [parent] if parent else [], message)
         self.root_made = {"commit": commit, "purges": purges} if root else None
         return commit
 
@@ -419,7 +506,8 @@ class _Run:
         self.result.commit = commit
 
     def _purge_ids(self) -> set[str]:
-        return {e.rec["id"] for entries in self.mirror.files.values() for e in entries if e.purge}
+        return {e.rec["id"] for w, entries in self.mirror.files.items() if self.mirror.may_hold(w, PURGE_MARK)
+                for e in entries if e.purge}
 
     def _unpublished(self) -> int:
         """Records given to this sync that no writer's log holds yet and that may be shared."""
@@ -440,6 +528,8 @@ class _Run:
             r.purged.append({"writer": w, "id": rec["id"], "by": rec["forgotten"]["by"]})
         if r.rewrote or r.purged or self.saved.get("collect_due"):
             self.saved["collect_due"] = not self._collect()
+        elif r.ok:
+            self._maintain()
         r.git_seconds, r.git_calls = self.git.spent, self.git.calls
         try:
             self._save_state(last={"at": records.now_rfc3339(), "ok": r.ok, "error": r.error, "pulled": r.pulled,
@@ -463,6 +553,16 @@ class _Run:
             self._note(f"could not drop purged objects from retained's team repository yet: {e.message}")
             return False
 
+    def _maintain(self) -> None:
+        """Keep retained's bare repository within its bound (`Git.maintain`); a failure only waits for
+        the next sync."""
+        try:
+            self.git.maintain()
+        except TeamError as e:
+            self._note(f"could not pack retained's team repository yet: {e.message}")
+        except OSError as e:
+            self._note(f"could not pack retained's team repository yet: {e.strerror or e}")
+
     def _refuse(self, line: str) -> None:
         if line not in self.result.refused:  # a retry meets the same damage again
             self.result.refused.append(line)
@@ -477,8 +577,9 @@ class _Run:
         oldest = min((t for t in (hlc.ts_ms(e.rec.get("ts")) for e in unpushed) if t is not None), default=None)
         self.imports = hlc.prune(self.imports, oldest, _now_ms())
         self.saved.update(version=1, remote=public_url(self.remote), ref=self.ref, imports=[i.as_json() for i in self.imports],
-                          files={w: {"sha256": d, "lines": len(self.mirror.files[w])}
-                                 for w, d in self.mirror.digests().items()})
+                          files={w: {"sha256": d, "lines": len(self.mirror.files[w]),
+                                     "segments": self.mirror.installed_segments(w, SEGMENT_LINES)}
+                                 for w, d in self.mirror.digests().items()}, segment_lines=SEGMENT_LINES)
         if last is not None:
             self.saved["last"] = last
         state.write_json(self.dir / state.SYNC_FILE, self.saved)
@@ -504,6 +605,19 @@ _READ_ONLY = ("permission", "denied", "read-only", "read only", "403", "unable t
 def _read_only(reason: str) -> bool:
     low = reason.lower()
     return any(words in low for words in _READ_ONLY)
+
+
+def _segment_path(writer: str, n: int) -> str:
+    return f"writers/{writer}/{n:06d}.jsonl"
+
+
+def _piece(path: str, version: int) -> tuple[str, int] | None:
+    """(writer, number) of a piece of a writer's log on a ref of this format: a segment, or (format 1)
+    the whole log as piece 0. None for any other path."""
+    found = (_SEGMENT if version == FORMAT else _WHOLE).match(path)
+    if found is None or not wlog.WRITER_ID.match(found[1]):
+        return None
+    return found[1], int(found[2]) if version == FORMAT else 0
 
 
 def _covered(message: str) -> set[str]:

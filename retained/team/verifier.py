@@ -116,19 +116,29 @@ def read_ref(git_dir, ref):
     return files
 
 
+def writer_logs(files, version):
+    """{writer: log} from the tree: format 2 cuts each log into segments `writers/<writer>/<n>.jsonl`
+    (n zero-padded, so that their names sort in order), format 1 holds it whole in `writers/<writer>.jsonl`."""
+    pieces: dict = {}
+    for path in sorted(files):
+        parts = path.split("/")
+        if parts[0] == "writers" and path.endswith(".jsonl") and len(parts) == version + 1:
+            pieces.setdefault(parts[1].removesuffix(".jsonl"), []).append(files[path])
+    return {writer: b"".join(segments) for writer, segments in pieces.items()}
+
+
 def verify(files):
     """One line per writer, and whether all hold."""
-    if files.get("format", b"").strip() != b"retained-memory 1":
-        return ["no `format` file saying retained-memory 1"], False
+    version = {b"retained-memory 1": 1, b"retained-memory 2": 2}.get(files.get("format", b"").strip())
+    if version is None:
+        return ["no `format` file saying retained-memory 1 or 2"], False
     purges: set = set()
     results: dict = {}
     tombs: dict = {}
     shas: dict = {}
-    for path, data in sorted(files.items()):
-        if path.startswith("writers/") and path.endswith(".jsonl"):
-            writer = path[len("writers/"):-len(".jsonl")]
-            count, problem, tombs[writer], shas[writer] = check_writer(writer, data, purges)
-            results[writer] = [count, problem]
+    for writer, data in sorted(writer_logs(files, version).items()):
+        count, problem, tombs[writer], shas[writer] = check_writer(writer, data, purges)
+        results[writer] = [count, problem]
     for writer, found in tombs.items():
         unlisted = [n for key, n in found.items() if key not in purges]
         if unlisted and results[writer][1] is None:

@@ -22,7 +22,7 @@ import pytest
 from retained import records
 from retained.team import git as team_git
 from retained.team import state, wlog
-from retained.team.sync import PurgeRequest, SyncResult, sync
+from retained.team.sync import SEGMENT_LINES, PurgeRequest, SyncResult, sync
 
 SHARED_KINDS = ("decision", "convention", "fact", "todo")
 PROJECT = "example.com/acme/shop"
@@ -72,6 +72,40 @@ def reachable_objects(git_dir: Path, ref: str = team_git.MEMORY_REF) -> bytes:
     listing = git("--git-dir", str(git_dir), "rev-list", "--objects", ref).stdout.decode().split("\n")
     oids = "\n".join(line.split()[0] for line in listing if line.strip()) + "\n"
     return git("--git-dir", str(git_dir), "cat-file", "--batch", input=oids.encode()).stdout
+
+
+def remote_log(git_dir: Path, writer: str, ref: str = team_git.MEMORY_REF) -> bytes:
+    """A writer's log on the memory ref of a repository: its segments joined, as a reader does."""
+    from retained.team import verifier
+
+    return verifier.writer_logs(verifier.read_ref(str(git_dir), ref), 2).get(writer, b"")
+
+
+def put_remote_log(git_dir: Path, writer: str, data: bytes, *, ref: str = team_git.MEMORY_REF,
+                   to: str | None = None, segment_lines: int = SEGMENT_LINES) -> str:
+    """What a person (or a broken tool) outside retained could do: put other bytes in a writer's log,
+    cut into segments of `segment_lines` lines, in a commit on top of `ref`, and set `to` (default:
+    `ref`, a forced update) to it. Returns the commit."""
+    g = ["--git-dir", str(git_dir)]
+    lines = [line + b"\n" for line in data.split(b"\n")]
+    lines[-1] = lines[-1][:-1]  # what followed the last newline: a torn line, or nothing
+    if not lines[-1]:
+        lines.pop()
+    segments = []
+    for n in range(0, len(lines), segment_lines):
+        blob = git(*g, "hash-object", "-w", "--stdin", input=b"".join(lines[n:n + segment_lines])).stdout.decode().strip()
+        segments.append(f"100644 blob {blob}\t{n // segment_lines:06d}.jsonl\n")
+    log_tree = git(*g, "mktree", input="".join(segments).encode()).stdout.decode().strip()
+    others = [line + "\n" for line in git(*g, "ls-tree", f"{ref}:writers").stdout.decode().splitlines()
+              if not line.endswith(f"\t{writer}")]
+    writers = git(*g, "mktree", input="".join([*others, f"040000 tree {log_tree}\t{writer}\n"]).encode()).stdout.decode().strip()
+    fmt = git(*g, "rev-parse", f"{ref}:format").stdout.decode().strip()
+    tree = git(*g, "mktree", input=f"100644 blob {fmt}\tformat\n040000 tree {writers}\twriters\n".encode()).stdout.decode().strip()
+    who = {"GIT_AUTHOR_NAME": "m", "GIT_AUTHOR_EMAIL": "m@e", "GIT_COMMITTER_NAME": "m", "GIT_COMMITTER_EMAIL": "m@e"}
+    parent = git(*g, "rev-parse", ref).stdout.decode().strip()
+    commit = git(*g, "commit-tree", tree, "-p", parent, "-m", "tampered", env=who).stdout.decode().strip()
+    git(*g, "update-ref", to or ref, commit)
+    return commit
 
 
 def files_under(directory: Path) -> bytes:
