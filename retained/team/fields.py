@@ -15,6 +15,7 @@ it is trusted: not its id, kind, author, writer, scope, clock or field names. Tw
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -36,27 +37,27 @@ MAX_AUTHOR = 200
 MAX_DEPTH = 8
 #: Fields that hold a label, never free text: one printable line each.
 LABELS = ("scope", "source", "session_id", "client_op_id", "action", "ts")
-ID_FIELDS = ("supersedes",)
 ID_LISTS = ("targets", "resolves")
+_WRITER = re.compile(r"[a-z0-9][a-z0-9_-]{2,63}\Z")
 
 
-def _label(value: object, name: str, limit: int = MAX_LABEL) -> str | None:
-    if not isinstance(value, str):
+def _label(value: object, name: str, limit: int = MAX_LABEL, clean: bool = False) -> str | None:
+    if type(value) is not str:
         return f"its {name} is not a string"
     if not value or len(value) > limit:
         return f"its {name} is empty or longer than {limit} characters"
-    if _CONTROL_IN_LABEL.search(value):
+    if not clean and _CONTROL_IN_LABEL.search(value):
         return f"its {name} holds a control character"
     return None
 
 
-def _name(key: object) -> str | None:
-    if not isinstance(key, str) or not key or len(key) > MAX_FIELD_NAME or _CONTROL_IN_LABEL.search(key):
+def _name(key: object, clean: bool = False) -> str | None:
+    if type(key) is not str or not key or len(key) > MAX_FIELD_NAME or (not clean and _CONTROL_IN_LABEL.search(key)):
         return f"has a field name that is empty, longer than {MAX_FIELD_NAME} characters or holds a control character"
     return None
 
 
-def _value(value: Any, where: str, depth: int) -> str | None:
+def _value(value: Any, where: str, depth: int, clean: bool = False) -> str | None:
     """Free values at any depth: field names one printable line, nesting bounded."""
     if depth > MAX_DEPTH:
         return f"{where} is nested deeper than {MAX_DEPTH} levels"
@@ -64,16 +65,16 @@ def _value(value: Any, where: str, depth: int) -> str | None:
         return None  # free text is anything a person may write: every path that shows it escapes it
     if isinstance(value, dict):
         for k, v in value.items():
-            why = _name(k)
+            why = _name(k, clean)
             if why:
                 return f"{where} {why}"
-            why = _value(v, f"{where}.{k}", depth + 1)
+            why = _value(v, f"{where}.{k}", depth + 1, clean)
             if why:
                 return why
         return None
     if isinstance(value, list):
         for i, v in enumerate(value):
-            why = _value(v, f"{where}[{i}]", depth + 1)
+            why = _value(v, f"{where}[{i}]", depth + 1, clean)
             if why:
                 return why
         return None
@@ -82,49 +83,72 @@ def _value(value: Any, where: str, depth: int) -> str | None:
     return None
 
 
-def problem(rec: Mapping[str, Any], writer: str) -> str | None:
+#: In a canonical line, a control character is written as an escape (a backslash) and the others above
+#: as raw UTF-8: a line with neither holds none anywhere, and its labels need no character check.
+_SUSPECT = re.compile(rb"\\|\xc2[\x80-\x9f]|\xe2\x80[\xa8-\xae]|\xe2\x81[\xa6-\xa9]")
+#: Fields whose values `problem` checks itself (the rest may nest: their field names are checked).
+_CHECKED = frozenset(("author", "hlc", "seen", "targets", "resolves"))
+
+
+def problem(rec: Mapping[str, Any], writer: str, raw: bytes | None = None) -> str | None:
     """Why a (chain-valid) line of `writer`'s file is not a record another retained wrote, or None.
-    Tombstones keep only their chain fields and are vouched for elsewhere."""
-    for name in ("id",):
-        if not isinstance(rec.get(name), str) or not ID.match(rec[name]):
-            return f"its {name} is not a record id ({str(rec.get(name))[:40]!r})"
-    if not isinstance(rec.get("kind"), str) or not KIND.match(rec["kind"]):
-        return f"its kind is not a plain word ({str(rec.get('kind'))[:40]!r})"
+    Tombstones keep only their chain fields and are vouched for elsewhere. `raw`: the line's canonical
+    bytes, when at hand (a line with no escape and no suspect character skips the character checks)."""
+    rid, kind = rec.get("id"), rec.get("kind")
+    if type(rid) is not str or not ID.match(rid):
+        return f"its id is not a record id ({str(rid)[:40]!r})"
+    if type(kind) is not str or not KIND.match(kind):
+        return f"its kind is not a plain word ({str(kind)[:40]!r})"
     if "writer" in rec and rec["writer"] != writer:
         return f"it names writer {str(rec.get('writer'))[:40]!r}, not the file's writer"
+    clean = raw is not None and _SUSPECT.search(raw) is None
     author = rec.get("author")
     if author is not None:
-        if not isinstance(author, dict) or not set(author) <= {"name", "email"}:
+        if type(author) is not dict or not set(author) <= {"name", "email"}:
             return "its author is not {name, email}"
         for k, v in author.items():
-            why = _label(v, f"author's {k}", MAX_AUTHOR)
+            why = _label(v, f"author's {k}", MAX_AUTHOR, clean)
             if why:
                 return why
     for name in LABELS:
-        if name in rec:
-            why = _label(rec[name], name, MAX_SCOPE_CHARS if name == "scope" else MAX_LABEL)
+        value = rec.get(name)
+        if value is not None or name in rec:
+            why = _label(value, name, MAX_SCOPE_CHARS if name == "scope" else MAX_LABEL, clean)
             if why:
                 return why
-    for name in ID_FIELDS:
-        if name in rec and (not isinstance(rec[name], str) or not ID.match(rec[name])):
-            return f"its {name} is not a record id"
+    target = rec.get("supersedes")
+    if target is not None and (type(target) is not str or not ID.match(target)):
+        return "its supersedes is not a record id"
     for name in ID_LISTS:
-        if name in rec and (not isinstance(rec[name], list) or len(rec[name]) > 500
-                            or not all(isinstance(t, str) and ID.match(t) for t in rec[name])):
+        if name in rec and (type(rec[name]) is not list or len(rec[name]) > 500
+                            or not all(type(t) is str and ID.match(t) for t in rec[name])):
             return f"its {name} is not a list of record ids"
     seen = rec.get("seen")
-    if seen is not None and not (isinstance(seen, dict) and all(isinstance(k, str) and re.match(r"[a-z0-9][a-z0-9_-]{2,63}\Z", k)
-                                                                and isinstance(v, int) and not isinstance(v, bool)
-                                                                for k, v in seen.items())):
+    if seen is not None and not (type(seen) is dict and all(type(k) is str and _WRITER.match(k) and type(v) is int
+                                                            for k, v in seen.items())):
         return "its seen is not {writer: seq}"
     for key, value in rec.items():
-        why = _name(key)
-        if why:
-            return f"it {why}"
-        why = _value(value, key, 1)
-        if why:
-            return why
+        if key not in _KNOWN:
+            why = _name(key, clean)
+            if why:
+                return f"it {why}"
+        if key not in _CHECKED and isinstance(value, (dict, list)):
+            why = _value(value, key, 1, clean)
+            if why:
+                return why
     return None
+
+
+#: Fields retained itself writes, whose names need no check (their values are checked above or are free text).
+_KNOWN = frozenset(("seq", "id", "ts", "kind", "text", "prev", "sha256", "scope", "source", "supersedes",
+                    "client_op_id", "resolves", "hlc", "writer", "author", "seen", "session_id", "action",
+                    "targets", "purged", "reason", "forgotten", "private", "shared", "imported"))
+
+
+@functools.lru_cache(maxsize=256)
+def _same(scope: str, key: str) -> bool:
+    """project.same_project_key, remembered: a log's lines name one scope, over and over."""
+    return same_project_key(scope, key)
 
 
 def confined(rec: Mapping[str, Any], key: str) -> str | None:
@@ -142,6 +166,6 @@ def confined(rec: Mapping[str, Any], key: str) -> str | None:
         return None
     if scope == GLOBAL_SCOPE:
         return "it claims scope 'global', and a project's ref carries only that project's memory"
-    if not isinstance(scope, str) or not same_project_key(scope, key):
+    if not isinstance(scope, str) or not _same(scope, key):
         return f"it claims scope {str(scope)[:60]!r}, another project than the one this ref is shared for"
     return None

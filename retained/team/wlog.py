@@ -137,7 +137,7 @@ def last_clock(entries: list[Entry]) -> hlc.HLC:
 
 
 # -- reading and verifying ------------------------------------------------------------------------------
-def _line_problem(writer: str, rec: dict[str, Any], clock: hlc.HLC) -> str | None:
+def _line_problem(writer: str, rec: dict[str, Any], clock: hlc.HLC, raw: bytes | None = None) -> str | None:
     """What the writer log adds to a valid record's checks (a tombstone has only the chain to keep):
     every field's shape (fields.problem), the writer's own name, a clock that moves forward."""
     if records.is_tombstone(rec):
@@ -149,7 +149,7 @@ def _line_problem(writer: str, rec: dict[str, Any], clock: hlc.HLC) -> str | Non
         return "its hlc is not [ms, counter]"
     if new <= clock:
         return f"its hlc {new.as_json()} does not come after the line before it ({clock.as_json()})"
-    why = fields.problem(rec, writer)
+    why = fields.problem(rec, writer, raw)
     if why is not None:
         return why
     if rec.get("kind") == records.FORGET_KIND and rec.get("action") == "purge" and \
@@ -176,7 +176,7 @@ def parse_log(writer: str, data: bytes, base: list[Entry] | None = None) -> Pars
         if rec["prev"] != prev or rec["seq"] != number:
             return Parsed(entries, f"writer {writer}: line {number} breaks the chain (seq {rec['seq']} "
                                    f"after {number - 1}, or prev is not the line before's sha256)")
-        why = _line_problem(writer, rec, clock) or (None if records.format_line(rec)[:-1] == raw else
+        why = _line_problem(writer, rec, clock, raw) or (None if records.format_line(rec)[:-1] == raw else
                                                      "it is not written as canonical JSON")
         if why is not None:
             return Parsed(entries, f"writer {writer}: line {number} is not a valid writer record: {why}")
