@@ -219,6 +219,6 @@ def make_brief(store: Store, project: str | None, *, budget: int = DEFAULT_BUDGE
     result["host_loaded"] = host_loaded
     if note:
         lines = result["text"].split("\n", 1)
-        result["text"] = "\n".join([lines[0], f"Note: {note}.", *lines[1:]])
+        result["text"] = "\n".join([lines[0], f"Note: {_flat(note)}.", *lines[1:]])  # data, one line
         result["team_note"] = note
     return result
