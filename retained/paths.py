@@ -129,6 +129,19 @@ def unwritable_reason(directory: Path) -> str | None:
     return None
 
 
+# A folder holding the log and one of these is a store (retained's own, or another of this machine's).
+_STORE_SIGNS = ("log.lock", "index.sqlite3", "vectors.sqlite3", os.path.join("team", "shared.json"))
+
+
+def store_holding(path: str | os.PathLike[str]) -> Path | None:
+    """The store folder that `path` (symlinks resolved) is or lies inside, recognised by its files, or None."""
+    real = Path(os.path.realpath(path))
+    for folder in (real, *real.parents):
+        if os.path.isfile(folder / LOG_NAME) and any(os.path.exists(folder / sign) for sign in _STORE_SIGNS):
+            return folder
+    return None
+
+
 def has_team(store_dir: str | os.PathLike[str]) -> bool:
     """Whether this store shares anything through git (issue 19): then it may hold teammates' records
     before a log of its own. Here, not in team/, so the hook and a server's opening ask without importing it."""

@@ -172,12 +172,17 @@ def export(store: Store, *, scopes: list[str] | None, fmt: str = "jsonl", includ
 
 
 def _refuse_inside_store(store: Store, target: Path) -> None:
-    """An export never writes over or into a file of the store it reads (through a symlink or `..` too)."""
+    """An export never writes over or into a file of a store: the one it reads, or any other this
+    machine holds (recognised by its files), through a symlink or `..` too."""
+    from .paths import store_holding
+
     home = Path(os.path.realpath(store.directory))
     where = Path(os.path.realpath(target))
-    if where == home or home in where.parents:
-        raise StoreError(f"{target} is inside the store at {store.directory}; an export never writes over the "
-                         "store's own files", hint="write the export somewhere outside the store directory")
+    other = store_holding(where)
+    if where == home or home in where.parents or other is not None:
+        which = store.directory if other is None or other == home else other
+        raise StoreError(f"{target} is inside the store at {which}; an export never writes over a "
+                         "store's own files", hint="write the export somewhere outside any store directory")
 
 
 def _export_jsonl_to(store: Store, scopes: list[str] | None, include_history: bool, target: Path | None,
