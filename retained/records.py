@@ -193,6 +193,12 @@ def content_strings(record: dict[str, Any]) -> list[str]:
     return out
 
 
+def defang_markers(text: str) -> str:
+    """`text` with `<<<` and `>>>` made lookalikes (‹‹‹ ›››): stored data shown between the fence
+    markers (the brief, recall, MCP search/list/get text) can never close the block or open a fake one."""
+    return text.replace("<<<", "‹‹‹").replace(">>>", "›››")
+
+
 def normalise_text(text: str) -> str:
     """What makes two texts the same memory: case and runs of white space do not count."""
     return " ".join(text.split()).casefold()
