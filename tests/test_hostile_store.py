@@ -538,3 +538,28 @@ def test_export_next_to_a_lone_log_named_file_still_writes(store_dir, tmp_path):
     _write("exported")
     assert cli("export", "-o", str(tmp_path / "plain" / "out.jsonl")).returncode == 0
     assert b"exported" in (tmp_path / "plain" / "out.jsonl").read_bytes()
+
+
+def _strict(text: str):
+    def refuse(word: str):
+        raise AssertionError(f"bare {word} in --json output: {text[:300]}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("command", [["get", "--json"], ["get"]])
+def test_json_output_never_prints_a_bare_nan(store_dir, command):
+    """Issue 29 item 7: a line another program appended may hold NaN or Infinity (Python's json reads
+    them); what retained prints as JSON stays strict JSON, with null in their place."""
+    _write("first")
+    (rec,) = sealed_chain([{"text": "a record with odd numbers", "fields": {"weight": float("nan"),
+                                                                               "limit": float("inf")}}], start_seq=2,
+                          prev=json.loads((store_dir / "log.jsonl").read_bytes().splitlines()[-1])["sha256"])
+    append_line(store_dir, records.format_line(rec).rstrip(b"\n"))
+    proc = cli(*command, rec["id"])
+    no_crash(proc)
+    out = proc.stdout
+    docs = [line for line in out.splitlines() if line.startswith("{")] if command == ["get"] else [out]
+    assert docs and "NaN" not in out and "Infinity" not in out, out
+    for doc in docs:
+        _strict(doc)
