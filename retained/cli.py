@@ -7,7 +7,6 @@ Only this module (and the hook entry point) prints. Errors are one line with a h
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence

@@ -59,7 +59,8 @@ from .embed import (
     numpy_module,
     one_heap,
 )
-from .warm import listen_private
+from .paths import others_can_write
+from .warm import listen_private, ours
 
 if TYPE_CHECKING:
     from typing import Any
@@ -117,6 +118,8 @@ def host_dir(env: dict[str, str], create: bool = True) -> Path | None:
             os.chmod(d, 0o700)
     except OSError:
         return None
+    if others_can_write(d, itself=False) is not None:
+        return None  # another user could put another folder (and a socket of theirs) in its place
     return d
 
 
@@ -178,6 +181,9 @@ def _connect(path: Path) -> socket.socket:
     except OSError as e:
         s.close()
         raise HostUnavailable(f"model host not answering ({e.strerror or e})", gone=True) from None
+    if not ours(s):
+        s.close()
+        raise HostUnavailable("the model host's socket is another user's: not asked", gone=False)
     return s
 
 
@@ -462,6 +468,9 @@ class Host:
                 except (BlockingIOError, InterruptedError):
                     continue
                 conn.setblocking(True)
+                if not ours(conn):
+                    conn.close()  # another user's process (the socket is 0600; this holds if it is not)
+                    continue
                 if not self._slots.acquire(blocking=False):
                     self._reply(conn, {"v": PROTOCOL, "error": "busy"})
                     conn.close()
