@@ -705,7 +705,7 @@ class Semantic:
             if not rows:
                 break
             hashes = [text_hash(r[2]) for r in rows]
-            known = self.index.kept.get(key, hashes)
+            known = self.index.kept.get(key, hashes, self.embedder.dim)  # unfit ones left out: embedded again
             unknown = [i for i, h in enumerate(hashes) if h not in known]
             if len(unknown) > new_batch:  # rows are put in line order: stop before the next batch's first
                 rows, hashes, unknown = rows[:unknown[new_batch]], hashes[:unknown[new_batch]], unknown[:new_batch]

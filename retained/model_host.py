@@ -270,10 +270,33 @@ def embed(path: Path, env: dict[str, str], texts: list[str]) -> Any:
         head, payload = _exchange(path, _stamped(env, "embed", texts=chunk), timeout)
         if head.get("n") != len(chunk) or head.get("dim") != LOCAL_DIM:
             raise HostUnavailable("model host answered the wrong shape", gone=False)
-        parts.append(np.frombuffer(payload, dtype="<f4").reshape(len(chunk), LOCAL_DIM))
+        parts.append(_checked(np, np.frombuffer(payload, dtype="<f4").reshape(len(chunk), LOCAL_DIM), chunk))
     if not parts:
         return np.zeros((0, LOCAL_DIM), dtype=np.float32)
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+class BadVectors(HostUnavailable):
+    """The host answered vectors no embedder makes: none of them is used (the texts are embedded in this
+    process instead), and `bad` says how many were unfit."""
+
+    def __init__(self, bad: int, why: str) -> None:
+        super().__init__(f"model host answered {bad} unfit vector{'s' if bad != 1 else ''} ({why}): not used",
+                         gone=False)
+        self.bad = bad
+
+
+def _checked(np: Any, vecs: Any, texts: list[str]) -> Any:
+    """`vecs` when every row is a vector of the model (finite, unit length: kept.unit_rows) and distinct
+    texts did not all get one same vector (a squatter's constant answer); else BadVectors."""
+    from .index.kept import unit_rows
+
+    ok = unit_rows(vecs, LOCAL_DIM)
+    if not ok.all():
+        raise BadVectors(int((~ok).sum()), "not finite, or not of unit length")
+    if len(set(texts)) > 1 and bool((vecs == vecs[0]).all()):
+        raise BadVectors(len(texts), "one same vector for different texts")
+    return vecs
 
 
 def start(path: Path, env: dict[str, str]) -> None:
@@ -333,6 +356,7 @@ class HostedEmbedder(LocalEmbedder):
         self.host_path = path
         self._host_down_until = 0.0
         self.host_reason: str | None = None  # why the last texts were embedded in-process, if they were
+        self.bad_vectors = 0  # vectors the host answered that were unfit (never used: embedded here instead)
         self._lease: socket.socket | None = None
         self._lease_lock = threading.Lock()
 
@@ -353,6 +377,7 @@ class HostedEmbedder(LocalEmbedder):
                     return embed(self.host_path, self.env, texts)
             except HostUnavailable as e:
                 self.host_reason = str(e)
+                self.bad_vectors += getattr(e, "bad", 0)
                 self._host_down_until = time.monotonic() + RETRY_AFTER_S
         return super().embed(texts)
 

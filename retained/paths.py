@@ -118,7 +118,8 @@ def unreadable_reason(directory: Path) -> str | None:
 
 
 def unwritable_reason(directory: Path) -> str | None:
-    """Why this user cannot change the store at `directory` (an existing directory), or None."""
+    """Why this user cannot (or, when another user could change it too, may not) change the store at
+    `directory` (an existing directory), or None: the store is then opened read-only."""
     if _read_only_fs(directory):
         return "it is on a read-only file system"
     if not os.access(directory, os.W_OK | os.X_OK):
@@ -127,6 +128,9 @@ def unwritable_reason(directory: Path) -> str | None:
         path = directory / name
         if os.path.exists(path) and not os.access(path, os.W_OK):
             return f"{name} belongs to {_owner(path)}; running as {_me()}"
+    foreign = others_can_write(directory)  # issue 29: then what it holds may be another user's doing
+    if foreign is not None:
+        return f"another user can change it: {foreign}; chmod go-w makes it this user's alone"
     return None
 
 

@@ -108,24 +108,13 @@ class Store:
                 self.read_only, self.read_only_reason = True, reason
                 self._notice = (f"the store at {self.directory} is read-only for this user ({reason}): "
                                 "opened read-only, so memory can be read but not written")
-        if not self.read_only:
-            from .paths import others_can_write
-
-            reason = others_can_write(self.directory)  # issue 29: another user could change what it holds
-            if reason is not None:
-                self.read_only, self.read_only_reason = True, f"another user can change it: {reason}"
-                self._notice = (f"the store at {self.directory} is opened read-only: another user can change it "
-                                f"({reason}); make it yours alone (chmod go-w, or move it) to write to it")
 
     def check_writable(self) -> None:
         """Raise the reason this store refuses writes (read-only for this user, or RETAINED_READ_ONLY)."""
         if self.read_only and self.read_only_reason:
-            foreign = self.read_only_reason.startswith("another user can change it")
             raise StoreError(f"cannot write: the store at {self.directory} is read-only for this user "
                              f"({self.read_only_reason})",
-                             hint=f"make it this user's alone (chmod go-w {self.directory} and the folders above), "
-                                  "or pass --dir for a store of your own" if foreign else
-                                  "run as the store's owner, or pass --dir for a store of your own")
+                             hint="run as the store's owner, or pass --dir for a store of your own")
         if self.read_only:
             raise StoreError(f"the store at {self.directory} is open read-only (RETAINED_READ_ONLY is set)",
                              hint="unset RETAINED_READ_ONLY to write")
