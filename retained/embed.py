@@ -876,6 +876,8 @@ class Vectors:
         and joining the pages at the end held every row twice (at 1M, 380 MB more at the peak)."""
         import numpy as np
 
+        from .index.kept import fit_rows
+
         vid, dim = after_vid, self.dim
         expected = index.vectors_after(key, vid)
         into: tuple[Any, Any, Any] | None = None  # (lines, q8, scale), `expected` rows each
@@ -889,6 +891,9 @@ class Vectors:
                 return False
             dim = width
             rows = np.frombuffer(b"".join(blobs), dtype=np.float16).reshape(len(lines), width).astype(np.float32)
+            lines, rows = fit_rows(lines, rows)  # issue 29: a NaN or unnormalised row never ranks a search
+            if not lines:
+                continue
             page = (np.asarray(lines, dtype=np.int64), *_quantise(np, rows))
             if into is None and expected:
                 into = (np.empty(expected, np.int64), np.empty((expected, width), np.int8), np.empty(expected, np.float32))

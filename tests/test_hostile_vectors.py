@@ -9,7 +9,6 @@ The real local model; a fake model host (a thread on this user's socket) answers
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import os
 import shutil
@@ -25,11 +24,10 @@ import pytest
 
 from retained import embed, model_host
 from retained.embed import LOCAL_DIM, LocalEmbedder
+from retained.index import kept as kept_module
 from retained.index.kept import KEPT_NAME, text_hash, unit_rows
 from retained.store import Store
 from tests.conftest import run_cli
-
-index_vectors = importlib.import_module("retained.index.vectors")  # the package's `vectors` is another name
 
 TEXTS = ["Deploys go out on Tuesdays", "the cache is redis", "error E4012 means the token expired"]
 TEAM = ["Secrets live in 1Password, in the vault 'shop-prod'; never commit .env files.",
@@ -179,10 +177,10 @@ def test_an_unfit_vector_in_the_index_is_never_used_by_a_search(store_dir, model
         db.execute("UPDATE vectors SET vec = ? WHERE line = (SELECT line FROM records WHERE text = ?)",
                    (BAD_BLOBS[bad], TEAM[1]))
     db.close()
-    before = index_vectors.BAD_READ[0]
+    before = kept_module.UNFIT_READ[0]
     with Store(store_dir) as store:
         result, cosines = store.search_scored("what day of the week do we ship?", scopes=["/p/a"], k=8)
-    assert index_vectors.BAD_READ[0] == before + 1
+    assert kept_module.UNFIT_READ[0] == before + 1
     assert all(np.isfinite(c) for c in cosines.values()), cosines
     texts = {h["text"]: h for h in result["hits"]}
     assert TEAM[1] not in texts or texts[TEAM[1]].get("match") == "words"

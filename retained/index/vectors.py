@@ -98,40 +98,23 @@ def stats(db: sqlite3.Connection, model: str) -> tuple[int, int]:
     return int(n), int(v)
 
 
-#: Vectors of the index's table this process read and left out as unfit (see `page`).
-BAD_READ = [0]
-
-
 def page(db: sqlite3.Connection, model: str, vid: int, limit: int) -> list[tuple[int, int, bytes, int]]:
-    """(vid, line, blob, dim) of up to `limit` vectors of `model` after `vid`, by vid. A vector another
-    process wrote that is no vector of an embedder (NaN, a length other than 1, a blob of another size:
-    kept.unit_rows) is left out and counted in BAD_READ (each time it is read): a search never ranks by
-    it, and `retained reindex` embeds its record again. A page of nothing else reads on."""
+    """(vid, line, blob, dim) of up to `limit` vectors of `model` after `vid`, by vid. A row another
+    process wrote whose blob is not `dim` float16 values is left out and counted in kept.UNFIT_READ (each
+    time it is read; a page of nothing else reads on); the reader checks the values (kept.fit_rows)."""
     while True:
         # `+model`: walk the table in vid order rather than the model index (which then needs a sort of
         # every row): half the time of a cold read, one model's vectors being nearly all.
         found = db.execute("SELECT vid, line, vec, dim FROM vectors WHERE +model = ? AND vid > ?"
                            " ORDER BY vid LIMIT ?", (model, vid, limit)).fetchall()
-        fit = _fit(found)
+        fit = [r for r in found if isinstance(r[2], bytes) and isinstance(r[3], int) and len(r[2]) == 2 * r[3] > 0]
+        if len(fit) < len(found):
+            from .kept import UNFIT_READ
+
+            UNFIT_READ[0] += len(found) - len(fit)
         if fit or not found:
             return fit
         vid = found[-1][0]
-
-
-def _fit(found: list[tuple[int, int, bytes, int]]) -> list[tuple[int, int, bytes, int]]:
-    if not found:
-        return found
-    from .kept import unit_rows
-
-    ok = []
-    for width in {d for _v, _l, _b, d in found}:
-        rows = [r for r in found if r[3] == width]
-        ok += [r for r, good in zip(rows, unit_rows([r[2] for r in rows], width if isinstance(width, int) else None),
-                                    strict=True) if good]
-    if len(ok) == len(found):
-        return found
-    BAD_READ[0] += len(found) - len(ok)
-    return sorted(ok)
 
 
 def count_after(db: sqlite3.Connection, model: str, vid: int) -> int:
