@@ -101,11 +101,7 @@ def _identity(env: dict[str, str]) -> list[Any]:
 def host_dir(env: dict[str, str], create: bool = True) -> Path | None:
     """This user's directory for the host's socket, lock and log (made 0700), or None if none is usable
     (without `create`, None as well when it is not there: a look that changes nothing)."""
-    from .embed import cache_dir
-
-    runtime = env.get("XDG_RUNTIME_DIR", "").strip()
-    usable = runtime and os.path.isabs(runtime) and os.path.isdir(runtime)
-    d = Path(runtime) / "retained" if usable else cache_dir() / "host"
+    d = _where(env)
     try:
         if create:
             d.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -121,6 +117,14 @@ def host_dir(env: dict[str, str], create: bool = True) -> Path | None:
     if others_can_write(d, itself=False) is not None:
         return None  # another user could put another folder (and a socket of theirs) in its place
     return d
+
+
+def _where(env: dict[str, str]) -> Path:
+    from .embed import cache_dir
+
+    runtime = env.get("XDG_RUNTIME_DIR", "").strip()
+    usable = runtime and os.path.isabs(runtime) and os.path.isdir(runtime)
+    return Path(runtime) / "retained" if usable else cache_dir() / "host"
 
 
 def socket_path(env: dict[str, str], create: bool = True) -> Path | None:
@@ -207,6 +211,10 @@ def status(env: dict[str, str]) -> str:
     if not hasattr(socket, "AF_UNIX"):
         return "no model host on this system (no unix sockets): each server loads the model itself"
     path = socket_path(env, create=False)
+    foreign = others_can_write(_where(env), itself=False) if path is None else None
+    if foreign is not None:
+        return (f"no model host: another user can change the folder its socket would be in ({foreign}); "
+                "each server loads the model itself")
     try:
         answer = _exchange(path, _stamped(env, "status"), 1.0)[0] if path is not None else None
     except HostUnavailable:

@@ -255,8 +255,11 @@ def test_a_model_host_folder_under_a_folder_another_user_can_write_is_refused(mo
     runtime = _private_tmp()
     os.chmod(runtime, 0o777)  # XDG_RUNTIME_DIR that anyone may write, without the sticky bit
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    monkeypatch.setenv("RETAINED_MODEL_HOST", "on")
     try:
         assert model_host.host_dir(dict(os.environ)) is None
         assert model_host.socket_path(dict(os.environ)) is None  # no host: each server embeds in-process
+        said = model_host.status(dict(os.environ))  # what `retained doctor` says of it: one line, why
+        assert "another user can change" in said and str(runtime) in said and "\n" not in said, said
     finally:
         shutil.rmtree(runtime, ignore_errors=True)
