@@ -59,8 +59,8 @@ PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
         r"https://(?:(?:canary\.|ptb\.)?discord(?:app)?\.com/api/webhooks/\d{5,}/[A-Za-z0-9_-]{20,}"
         r"|[A-Za-z0-9-]+\.webhook\.office\.com/webhookb2/[^\s\"'<>]{20,}"
         r"|outlook\.office(?:365)?\.com/webhook/[^\s\"'<>]{20,}"
-        r"|[A-Za-z0-9.-]+\.logic\.azure\.com(?::\d+)?/workflows/[^\s\"'<>]*[?&]sig=[^\s\"'<>&]{10,}[^\s\"'<>]*"
-        r"|chat\.googleapis\.com/v1/spaces/[^\s\"'<>]*[?&]token=[^\s\"'<>&]{10,}[^\s\"'<>]*)"), 0),
+        r"|[A-Za-z0-9.-]+\.logic\.azure\.com(?::\d+)?/workflows/[^\s\"'<>]{0,400}?[?&]sig=[^\s\"'<>&]{10,}[^\s\"'<>]*"
+        r"|chat\.googleapis\.com/v1/spaces/[^\s\"'<>]{0,400}?[?&]token=[^\s\"'<>&]{10,}[^\s\"'<>]*)"), 0),
     ("anthropic_api_key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{20,}"), 0),
     ("openai_api_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"), 0),
     ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), 0),
@@ -93,11 +93,14 @@ PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
     ("cli_password", re.compile(r"(\bsshpass\s+-p\s*['\"]?)(?![$<{%-]|\[REDACTED)([^\s'\"]{3,})"), 2),
     # A registry login's -p PASSWORD (docker, podman, helm registry, oras...; `--password-stdin` is not
     # one), and the password flags of other database clients: redis-cli -a, sqlcmd/bcp -P, mongo -p.
+    # (Every run of the command line here is bounded: an unbounded one is tried from each occurrence of
+    # the command's name to the line's end, quadratic in a line that repeats it.)
     ("cli_password", re.compile(r"((?:^|[\s;&|(])(?:(?:docker|podman|nerdctl|buildah|skopeo|oras|crane|regctl|helm"
-                                r"(?:\s+registry)?|finch)\s+(?:[^\n;&|]*?\s)?login\b[^\n;&|]*?\s-p"
-                                r"|(?:redis-cli|keydb-cli)\b[^\n;&|]*?\s-a|(?:sqlcmd|bcp|osql)\b[^\n;&|]*?\s-P"
-                                r"|(?:mongo|mongosh|mongodump|mongorestore|mongoexport|mongoimport)\b[^\n;&|]*?\s"
-                                r"(?:-p|--password))\s*['\"]?)(?![$<{%-]|\[REDACTED)([^\s'\"]{3,})"), 2),
+                                r"(?:[ \t]+registry)?|finch)[ \t]+(?:[\w.=/:@-]{1,100}[ \t]+){0,4}login[ \t]"
+                                r"(?:[^\n;&|]{0,160}?[ \t])?-p"
+                                r"|(?:redis-cli|keydb-cli)\b[^\n;&|]{0,160}?[ \t]-a|(?:sqlcmd|bcp|osql)\b[^\n;&|]{0,160}?[ \t]-P"
+                                r"|(?:mongo|mongosh|mongodump|mongorestore|mongoexport|mongoimport)\b[^\n;&|]{0,160}?[ \t]"
+                                r"(?:-p|--password))[ \t]*['\"]?)(?![$<{%-]|\[REDACTED)([^\s'\"]{3,})"), 2),
     # A .netrc line: machine HOST login USER password VALUE
     ("cli_password", re.compile(r"(\b(?:machine\s+\S+|default)\s+login\s+\S+\s+password\s+)(?![$<{%])(\S{3,})"), 2),
     # ... a password line of its own (.netrc spreads an entry over lines): a value with letters and a
