@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # the hook path imports no more than it runs
 
     from .store import Store
 
-from .records import GLOBAL_SCOPE, defang_markers
+from .records import GLOBAL_SCOPE
 from .tokens import estimate_tokens
 
 DEFAULT_BUDGET = 800
@@ -37,7 +37,7 @@ NO_PROJECT = "global only (no current project: not inside a git repository)"  # 
 def _line(row: dict[str, Any], project: str | None) -> str:
     text = " / ".join(" ".join(part.split()) for part in row["text"].splitlines() if part.strip())
     # Stored text must never be able to close the block early or open a fake one.
-    text = defang_markers(text)
+    text = text.replace("<<<", "‹‹‹").replace(">>>", "›››")
     if len(text) > LINE_CHARS:
         text = text[:LINE_CHARS].rstrip() + TRIM_MARK
     where = "" if row["scope"] == project else f", {row['scope']}"

@@ -194,8 +194,12 @@ def content_strings(record: dict[str, Any]) -> list[str]:
 
 
 def defang_markers(text: str) -> str:
-    """`text` with `<<<` and `>>>` made lookalikes (‹‹‹ ›››): stored data shown between the fence
-    markers (the brief, recall, MCP search/list/get text) can never close the block or open a fake one."""
+    """`text` as a line of data between the fence markers (MCP search/list/get text; the brief's own
+    `_flat` does the same and folds white space too): `<<<` and `>>>` made lookalikes (‹‹‹ ›››), so it can
+    never close the block or open a fake one, and every character that is not printable (a newline, a
+    terminal escape, a line separator) a space, so it stays one line."""
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else " " for c in text)
     return text.replace("<<<", "‹‹‹").replace(">>>", "›››")
 
 
