@@ -7,13 +7,12 @@ Only this module (and the hook entry point) prints. Errors are one line with a h
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 
-from . import __version__
+from . import __version__, safejson
 from .errors import NotFound, RetainedError, UsageError
 
 TYPE_CHECKING = False  # typing's, without importing typing: the hook path imports no more than it runs
@@ -54,7 +53,7 @@ def _err(text: str) -> None:
 
 
 def _print_json(data: Any) -> None:
-    _out(json.dumps(data, ensure_ascii=False, indent=2))
+    _out(safejson.dumps(data, ensure_ascii=False, indent=2))  # strict: never a bare NaN
 
 
 def _progress(label: str, *, rate: bool = False) -> Callable[[int, int], None] | None:
@@ -259,7 +258,7 @@ def cmd_get(args: argparse.Namespace) -> int:
         _print_json(result)
     else:
         for rec in result["records"]:
-            _out(json.dumps(rec, ensure_ascii=False, sort_keys=True))
+            _out(safejson.dumps(rec, ensure_ascii=False, sort_keys=True))
         for rid in result["missing"]:
             _err(f"missing: {rid}")
         if not result["chain_ok"]:
@@ -600,7 +599,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:
         say = _err if to_stdout else _out
         if args.json:
-            say(json.dumps(result, ensure_ascii=False))
+            say(safejson.dumps(result, ensure_ascii=False))
         elif result["format"] == "jsonl":
             left = result["left_out"]
             extra = "".join([f", {result['tombstones']} tombstone(s)" if result["tombstones"] else "",

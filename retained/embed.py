@@ -705,7 +705,7 @@ class Semantic:
             if not rows:
                 break
             hashes = [text_hash(r[2]) for r in rows]
-            known = self.index.kept.get(key, hashes)
+            known = self.index.kept.get(key, hashes, self.embedder.dim)  # unfit ones left out: embedded again
             unknown = [i for i, h in enumerate(hashes) if h not in known]
             if len(unknown) > new_batch:  # rows are put in line order: stop before the next batch's first
                 rows, hashes, unknown = rows[:unknown[new_batch]], hashes[:unknown[new_batch]], unknown[:new_batch]
@@ -876,6 +876,8 @@ class Vectors:
         and joining the pages at the end held every row twice (at 1M, 380 MB more at the peak)."""
         import numpy as np
 
+        from .index.kept import fit_rows
+
         vid, dim = after_vid, self.dim
         expected = index.vectors_after(key, vid)
         into: tuple[Any, Any, Any] | None = None  # (lines, q8, scale), `expected` rows each
@@ -889,6 +891,9 @@ class Vectors:
                 return False
             dim = width
             rows = np.frombuffer(b"".join(blobs), dtype=np.float16).reshape(len(lines), width).astype(np.float32)
+            lines, rows = fit_rows(lines, rows)  # issue 29: a NaN or unnormalised row never ranks a search
+            if not lines:
+                continue
             page = (np.asarray(lines, dtype=np.int64), *_quantise(np, rows))
             if into is None and expected:
                 into = (np.empty(expected, np.int64), np.empty((expected, width), np.int8), np.empty(expected, np.float32))

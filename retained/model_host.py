@@ -59,7 +59,8 @@ from .embed import (
     numpy_module,
     one_heap,
 )
-from .warm import listen_private
+from .paths import others_can_write
+from .warm import listen_private, ours
 
 if TYPE_CHECKING:
     from typing import Any
@@ -100,11 +101,7 @@ def _identity(env: dict[str, str]) -> list[Any]:
 def host_dir(env: dict[str, str], create: bool = True) -> Path | None:
     """This user's directory for the host's socket, lock and log (made 0700), or None if none is usable
     (without `create`, None as well when it is not there: a look that changes nothing)."""
-    from .embed import cache_dir
-
-    runtime = env.get("XDG_RUNTIME_DIR", "").strip()
-    usable = runtime and os.path.isabs(runtime) and os.path.isdir(runtime)
-    d = Path(runtime) / "retained" if usable else cache_dir() / "host"
+    d = _where(env)
     try:
         if create:
             d.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -117,7 +114,17 @@ def host_dir(env: dict[str, str], create: bool = True) -> Path | None:
             os.chmod(d, 0o700)
     except OSError:
         return None
+    if others_can_write(d, itself=False) is not None:
+        return None  # another user could put another folder (and a socket of theirs) in its place
     return d
+
+
+def _where(env: dict[str, str]) -> Path:
+    from .embed import cache_dir
+
+    runtime = env.get("XDG_RUNTIME_DIR", "").strip()
+    usable = runtime and os.path.isabs(runtime) and os.path.isdir(runtime)
+    return Path(runtime) / "retained" if usable else cache_dir() / "host"
 
 
 def socket_path(env: dict[str, str], create: bool = True) -> Path | None:
@@ -178,6 +185,9 @@ def _connect(path: Path) -> socket.socket:
     except OSError as e:
         s.close()
         raise HostUnavailable(f"model host not answering ({e.strerror or e})", gone=True) from None
+    if not ours(s):
+        s.close()
+        raise HostUnavailable("the model host's socket is another user's: not asked", gone=False)
     return s
 
 
@@ -201,6 +211,10 @@ def status(env: dict[str, str]) -> str:
     if not hasattr(socket, "AF_UNIX"):
         return "no model host on this system (no unix sockets): each server loads the model itself"
     path = socket_path(env, create=False)
+    foreign = others_can_write(_where(env), itself=False) if path is None else None
+    if foreign is not None:
+        return (f"no model host: another user can change the folder its socket would be in ({foreign}); "
+                "each server loads the model itself")
     try:
         answer = _exchange(path, _stamped(env, "status"), 1.0)[0] if path is not None else None
     except HostUnavailable:
@@ -264,10 +278,41 @@ def embed(path: Path, env: dict[str, str], texts: list[str]) -> Any:
         head, payload = _exchange(path, _stamped(env, "embed", texts=chunk), timeout)
         if head.get("n") != len(chunk) or head.get("dim") != LOCAL_DIM:
             raise HostUnavailable("model host answered the wrong shape", gone=False)
-        parts.append(np.frombuffer(payload, dtype="<f4").reshape(len(chunk), LOCAL_DIM))
+        parts.append(_checked(np, np.frombuffer(payload, dtype="<f4").reshape(len(chunk), LOCAL_DIM), chunk))
     if not parts:
         return np.zeros((0, LOCAL_DIM), dtype=np.float32)
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+class BadVectors(HostUnavailable):
+    """The host answered vectors no embedder makes: none of them is used (the texts are embedded in this
+    process instead), and `bad` says how many were unfit."""
+
+    def __init__(self, bad: int, why: str) -> None:
+        super().__init__(f"model host answered {bad} unfit vector{'s' if bad != 1 else ''} ({why}): not used",
+                         gone=False)
+        self.bad = bad
+
+
+def _checked(np: Any, vecs: Any, texts: list[str]) -> Any:
+    """`vecs` when every row is a vector of the model (finite, unit length: kept.unit_rows) and three or
+    more distinct texts did not all get one same vector (a squatter's constant answer); else BadVectors."""
+    from .index.kept import unit_rows
+
+    ok = unit_rows(vecs, LOCAL_DIM)
+    if not ok.all():
+        raise BadVectors(int((~ok).sum()), "not finite, or not of unit length")
+    if len(vecs) > 2 and bool((vecs == vecs[0]).all()) and len(_as_read(texts)) > 2:
+        raise BadVectors(len(texts), "one same vector for different texts")
+    return vecs
+
+
+def _as_read(texts: list[str]) -> set[str]:
+    """The texts as the model tells them apart, nearly (case and spacing aside, as far as it reads):
+    three of them that differ so and got one same vector were not embedded by the model."""
+    from .wordpiece import MAX_CHARS
+
+    return {" ".join(t[:MAX_CHARS].split()).lower()[:512] for t in texts}
 
 
 def start(path: Path, env: dict[str, str]) -> None:
@@ -327,6 +372,7 @@ class HostedEmbedder(LocalEmbedder):
         self.host_path = path
         self._host_down_until = 0.0
         self.host_reason: str | None = None  # why the last texts were embedded in-process, if they were
+        self.bad_vectors = 0  # vectors the host answered that were unfit (never used: embedded here instead)
         self._lease: socket.socket | None = None
         self._lease_lock = threading.Lock()
 
@@ -347,6 +393,7 @@ class HostedEmbedder(LocalEmbedder):
                     return embed(self.host_path, self.env, texts)
             except HostUnavailable as e:
                 self.host_reason = str(e)
+                self.bad_vectors += getattr(e, "bad", 0)
                 self._host_down_until = time.monotonic() + RETRY_AFTER_S
         return super().embed(texts)
 
@@ -462,6 +509,9 @@ class Host:
                 except (BlockingIOError, InterruptedError):
                     continue
                 conn.setblocking(True)
+                if not ours(conn):
+                    conn.close()  # another user's process (the socket is 0600; this holds if it is not)
+                    continue
                 if not self._slots.acquire(blocking=False):
                     self._reply(conn, {"v": PROTOCOL, "error": "busy"})
                     conn.close()

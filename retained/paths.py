@@ -9,6 +9,7 @@ Every answer is read from an environment passed in (default: this process's), ne
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -117,7 +118,8 @@ def unreadable_reason(directory: Path) -> str | None:
 
 
 def unwritable_reason(directory: Path) -> str | None:
-    """Why this user cannot change the store at `directory` (an existing directory), or None."""
+    """Why this user cannot (or, when another user could change it too, may not) change the store at
+    `directory` (an existing directory), or None: the store is then opened read-only."""
     if _read_only_fs(directory):
         return "it is on a read-only file system"
     if not os.access(directory, os.W_OK | os.X_OK):
@@ -126,6 +128,84 @@ def unwritable_reason(directory: Path) -> str | None:
         path = directory / name
         if os.path.exists(path) and not os.access(path, os.W_OK):
             return f"{name} belongs to {_owner(path)}; running as {_me()}"
+    foreign = others_can_write(directory)  # issue 29: then what it holds may be another user's doing
+    if foreign is not None:
+        return f"another user can change it: {foreign}; chmod go-w makes it this user's alone"
+    return None
+
+
+def others_can_write(directory: str | os.PathLike[str], *, itself: bool = True) -> str | None:
+    """Why a user other than this one (and root) could change what is in `directory` or put another
+    folder in its place, or None: the folder (unless not `itself`) may not be writable by its group or
+    by everyone, nor belong to another user; every folder above it (symlinks resolved) may not belong to
+    another user, nor be writable by others without the sticky bit (`/tmp` is fine: nobody else may
+    rename what is in it). A store folder or a socket's folder that fails this is not trusted
+    (retained/store.py, retained/warm.py, retained/model_host.py). A few stats, no import: the hook asks."""
+    if not hasattr(os, "getuid"):
+        return None  # Windows: folders are private by their ACLs, which this does not read
+    me = os.getuid()
+    real = os.path.realpath(directory)
+    first = True
+    while True:
+        try:
+            st = os.stat(real)
+        except OSError:
+            return None  # not there (yet): whoever makes it makes it 0700
+        what = "the folder" if first else f"the folder above it, {real},"
+        if st.st_uid not in (me, 0):
+            return f"{what} belongs to {_name_of(st.st_uid)}"
+        if not (first and not itself):
+            if st.st_mode & stat.S_IWOTH and (first or not st.st_mode & stat.S_ISVTX):
+                return f"{what} is writable by every user (mode {stat.S_IMODE(st.st_mode):o})"
+            if st.st_mode & stat.S_IWGRP and (first or not st.st_mode & stat.S_ISVTX) and _group_shared(st.st_gid):
+                return f"{what} is writable by group {_group_name(st.st_gid)} (mode {stat.S_IMODE(st.st_mode):o})"
+        parent = os.path.dirname(real)
+        if parent == real:
+            return None
+        real, first = parent, False
+
+
+def _group_shared(gid: int) -> bool:
+    """Whether users besides this one may be in group `gid` (not this user's own private group)."""
+    try:
+        import grp
+        import pwd
+
+        group = grp.getgrgid(gid)
+        me = pwd.getpwuid(os.getuid())
+    except (ImportError, KeyError):
+        return True
+    return not (gid == me.pw_gid and group.gr_name == me.pw_name and set(group.gr_mem) <= {me.pw_name})
+
+
+def _name_of(uid: int) -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(uid).pw_name
+    except (ImportError, KeyError):
+        return f"uid {uid}"
+
+
+def _group_name(gid: int) -> str:
+    try:
+        import grp
+
+        return grp.getgrgid(gid).gr_name
+    except (ImportError, KeyError):
+        return f"gid {gid}"
+
+
+# A folder holding the log and one of these is a store (retained's own, or another of this machine's).
+_STORE_SIGNS = ("log.lock", "index.sqlite3", "vectors.sqlite3", os.path.join("team", "shared.json"))
+
+
+def store_holding(path: str | os.PathLike[str]) -> Path | None:
+    """The store folder that `path` (symlinks resolved) is or lies inside, recognised by its files, or None."""
+    real = Path(os.path.realpath(path))
+    for folder in (real, *real.parents):
+        if os.path.isfile(folder / LOG_NAME) and any(os.path.exists(folder / sign) for sign in _STORE_SIGNS):
+            return folder
     return None
 
 

@@ -193,6 +193,16 @@ def content_strings(record: dict[str, Any]) -> list[str]:
     return out
 
 
+def defang_markers(text: str) -> str:
+    """`text` as a line of data between the fence markers (MCP search/list/get text; the brief's own
+    `_flat` does the same and folds white space too): `<<<` and `>>>` made lookalikes (‹‹‹ ›››), so it can
+    never close the block or open a fake one, and every character that is not printable (a newline, a
+    terminal escape, a line separator) a space, so it stays one line."""
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else " " for c in text)
+    return text.replace("<<<", "‹‹‹").replace(">>>", "›››")
+
+
 def normalise_text(text: str) -> str:
     """What makes two texts the same memory: case and runs of white space do not count."""
     return " ".join(text.split()).casefold()

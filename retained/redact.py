@@ -15,7 +15,7 @@ from typing import Any
 # A key that may name a secret: one of these words somewhere in it. Whether it does is decided by
 # `_names_a_secret` from the key's segments (`token_expiry` holds a duration, `GITHUB_TOKEN` a token).
 _ASSIGN_KEY = (r"[\w.-]*(?:password|passwd|passphrase|pwd|pass|secret|token|api[_-]?key|access[_-]?key"
-               r"|private[_-]?key|secret[_-]?key|credentials?)[\w.-]*")
+               r"|private[_-]?key|secret[_-]?key|client[_-]?key|credentials?)[\w.-]*")
 # A secret value's characters: anything up to white space, a quote or a delimiter of the text around it.
 _VALUE = r"[^\s\"',;&)}\]]{3,}"
 # ... or, after an opening quote, everything up to the closing one (`"Tr0ub4dor&3"`, `'two words'`).
@@ -53,7 +53,14 @@ PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
     ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"), 0),
     ("gitlab_token", re.compile(r"\bgl(?:pat|dt|rt|ptt|cbt|oas)-[A-Za-z0-9_-]{20,}"), 0),
     ("slack_token", re.compile(r"\b(?:xox[abposre]|xapp)-[A-Za-z0-9-]{10,}"), 0),
-    ("slack_webhook", re.compile(r"https://hooks\.slack\.com/services/[A-Za-z0-9/_-]{20,}"), 0),
+    ("slack_webhook", re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_-]{20,}"), 0),
+    # Other chat services' incoming webhooks: the URL is the credential (anyone holding it posts).
+    ("chat_webhook", re.compile(
+        r"https://(?:(?:canary\.|ptb\.)?discord(?:app)?\.com/api/webhooks/\d{5,}/[A-Za-z0-9_-]{20,}"
+        r"|[A-Za-z0-9-]+\.webhook\.office\.com/webhookb2/[^\s\"'<>]{20,}"
+        r"|outlook\.office(?:365)?\.com/webhook/[^\s\"'<>]{20,}"
+        r"|[A-Za-z0-9.-]+\.logic\.azure\.com(?::\d+)?/workflows/[^\s\"'<>]{0,400}?[?&]sig=[^\s\"'<>&]{10,}[^\s\"'<>]*"
+        r"|chat\.googleapis\.com/v1/spaces/[^\s\"'<>]{0,400}?[?&]token=[^\s\"'<>&]{10,}[^\s\"'<>]*)"), 0),
     ("anthropic_api_key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{20,}"), 0),
     ("openai_api_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"), 0),
     ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), 0),
@@ -84,14 +91,41 @@ PATTERNS: list[tuple[str, re.Pattern[str], int]] = [
     ("cli_password", re.compile(r"((?:^|[\s;&|(])(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mariadb)\b"
                                 r"[^\n;&|]*?\s-p)(?![$<{%]|\[REDACTED)([^\s'\"]{3,})"), 2),
     ("cli_password", re.compile(r"(\bsshpass\s+-p\s*['\"]?)(?![$<{%-]|\[REDACTED)([^\s'\"]{3,})"), 2),
+    # A registry login's -p PASSWORD (docker, podman, helm registry, oras...; `--password-stdin` is not
+    # one), and the password flags of other database clients: redis-cli -a, sqlcmd/bcp -P, mongo -p.
+    # (Every run of the command line here is bounded: an unbounded one is tried from each occurrence of
+    # the command's name to the line's end, quadratic in a line that repeats it.)
+    ("cli_password", re.compile(r"((?:^|[\s;&|(])(?:(?:docker|podman|nerdctl|buildah|skopeo|oras|crane|regctl|helm"
+                                r"(?:[ \t]+registry)?|finch)[ \t]+(?:[\w.=/:@-]{1,100}[ \t]+){0,4}login[ \t]"
+                                r"(?:[^\n;&|]{0,160}?[ \t])?-p"
+                                r"|(?:redis-cli|keydb-cli)\b[^\n;&|]{0,160}?[ \t]-a|(?:sqlcmd|bcp|osql)\b[^\n;&|]{0,160}?[ \t]-P"
+                                r"|(?:mongo|mongosh|mongodump|mongorestore|mongoexport|mongoimport)\b[^\n;&|]{0,160}?[ \t]"
+                                r"(?:-p|--password))[ \t]*['\"]?)(?![$<{%-]|\[REDACTED)([^\s'\"]{3,})"), 2),
     # A .netrc line: machine HOST login USER password VALUE
-    ("cli_password", re.compile(r"(\bmachine\s+\S+\s+login\s+\S+\s+password\s+)(?![$<{%])(\S{3,})"), 2),
+    ("cli_password", re.compile(r"(\b(?:machine\s+\S+|default)\s+login\s+\S+\s+password\s+)(?![$<{%])(\S{3,})"), 2),
+    # ... a password line of its own (.netrc spreads an entry over lines): a value with letters and a
+    # digit or sign, so that "password reset" or "password required" is prose.
+    ("cli_password", re.compile(r"(?m)(^[ \t]*(?:login\s+\S+\s+)?password[ \t]+)(?![$<{%]|\[REDACTED)"
+                                r"((?=\S*[A-Za-z])(?=\S*[0-9!@#%^&*_+=~?])\S{3,})[ \t]*$"), 2),
+    # A .pgpass line, hostname:port:database:username:password (port a number or *).
+    ("password_file_line", re.compile(r"(?m)(^[ \t]*[A-Za-z0-9*._\[\]-]+:(?:\d{1,5}|\*):[^\s:]+:[^\s:]+:)"
+                                      r"(?![$<{%]|\[REDACTED)((?=\S*[^\d\s])(?:\\:|[^\s:]){3,})[ \t]*$"), 2),
+    # An htpasswd (or shadow) line: user:hash, the hash of a known crypt scheme.
+    ("password_file_line", re.compile(r"((?:^|\s)[\w.@-]+:)(\$(?:apr1|2[abxy]?|1|5|6|y|7|gy|sha1)\$[./A-Za-z0-9$]{8,}"
+                                      r"|\{SHA\}[A-Za-z0-9+/]{27}=|\{SSHA\}[A-Za-z0-9+/]{20,}={0,2})"), 2),
     # Keys inside connection strings (Azure storage and service bus, ODBC): Name=value;...
     # (Pwd= only after a `;`: a bare PWD= is a shell's working directory, not a password.)
     ("connection_string_key", re.compile(r"(?i)((?:(?:^|[;\s\"'])(?:AccountKey|SharedAccessKey|SharedAccessSignature)"
                                          r"|;\s*Pwd)=)(?![$<{%]|\[REDACTED)([^;\s\"']{6,})"), 2),
     # (the user may be empty: redis://:password@host)
     ("url_password", re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/?#@\"']*:)(?![$<{%]|\[REDACTED)([^\s@/\"']+)(@)"), 2),
+    # Prose: "the admin password is hunter2", "pw is X", "root password for staging was 'two words'".
+    # Bare, the value needs letters and a digit or sign ("the password is wrong" is prose); quoted, anything.
+    ("password_prose", re.compile(
+        r"(?i)(\b(?:password|passwd|passphrase|passcode|pw|pwd)(?:\s+(?:for|of|on|to)\s+(?:the\s+)?[\w.@/-]+)?"
+        r"\s*(?:\s(?:is|was)(?:\s+(?:now|still|set\s+to|changed\s+to))?|:)\s+)(?![$<{%]|\[REDACTED)"
+        r"(?:[\"'`](?![$<{%]|\[REDACTED)([^\"'`\n]{3,128}?)[\"'`]"
+        r"|((?=[^\s\"'`]*[A-Za-z])(?=[^\s\"'`]*[0-9!@#%^&*_+=~?])[^\s\"'`]{3,128}?)(?=[.,;:!?)]*(?:[\s\"'`]|\Z)))"), -1),
     (
         "password_assignment",
         # `=`, or `:` before a quoted value or one with both letters and digits (YAML, headers); not a
@@ -120,6 +154,7 @@ GATES: list[tuple[tuple[str, ...], bool]] = [
     (("gl",), False),
     (("xox", "xapp"), False),
     (("hooks.slack.com",), False),
+    (("discord", "webhook", "logic.azure", "chat.googleapis"), False),
     (("sk-ant-",), False),
     (("sk-",), False),
     (("eyJ",), False),
@@ -137,9 +172,14 @@ GATES: list[tuple[tuple[str, ...], bool]] = [
     (("--",), False),
     (("-p",), False),
     (("sshpass",), False),
-    (("machine",), False),
+    (("login", "redis-cli", "keydb-cli", "sqlcmd", "bcp", "osql", "mongo"), False),
+    (("machine", "default"), False),
+    (("password",), False),
+    ((":",), False),
+    (("$apr1$", "$2", "$1$", "$5$", "$6$", "$y$", "$7$", "$gy$", "$sha1$", "{SHA}", "{SSHA}"), False),
     (("accountkey", "sharedaccess", "pwd"), True),
     (("://",), False),
+    (("pass", "pw"), True),
     (("pass", "pwd", "secret", "token", "key", "credential"), True),
 ]
 # What `(?i)` lets match an ASCII letter besides its two cases (dotted and dotless I, long s, the
@@ -173,6 +213,10 @@ def redact_text(text: str, gated: bool = True) -> tuple[str, Counter[str]]:
         def _sub(m: re.Match[str], kind: str = kind, group: int = group) -> str:
             if kind == "password_assignment" and not _assigns_a_secret(m):
                 return m.group(0)
+            if kind == "password_prose" and not _may_be_secret(m.group(2) or m.group(3)):
+                return m.group(0)
+            if group < 0:  # the secret is in whichever of the alternative groups matched
+                group = 2 if m.group(2) is not None else 3
             found[kind] += 1
             if group == 0:
                 return f"[REDACTED:{kind}]"
@@ -240,6 +284,11 @@ def _assigns_a_secret(m: re.Match[str]) -> bool:
         return False
     # A bare `pass=12` is a test tally, not a password.
     return not (key.lower() == "pass" and value.isdigit())
+
+
+def _may_be_secret(value: str) -> bool:
+    """A value prose names as a password that is not a placeholder, a variable or code fetching it."""
+    return not (value.lower() in _NOT_SECRETS or _DOTTED.match(value) or _CALL.match(value))
 
 
 def redact_value(value: Any, found: Counter[str], keys: bool = False) -> Any:

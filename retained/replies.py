@@ -12,6 +12,8 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
+from .records import defang_markers
+
 LINE_TEXT_CHARS = 1600  # a record's text past this is cut in the reply text (memory_get gives it whole)
 SHORT_HASH = 12  # a receipt's text names the record's sha256 by its first characters (structuredContent: whole)
 # Stored text is fenced as data in search and list replies, as in the brief (retained/brief.py).
@@ -88,8 +90,9 @@ def _search(data: dict[str, Any], project: str | None, now: datetime) -> str:
 
 
 def _fenced(lines: list[str]) -> list[str]:
-    """Record lines between the markers that say stored text is data (nothing when there are none)."""
-    return [BEGIN, *lines, END] if lines else []
+    """Record lines between the markers that say stored text is data (nothing when there are none);
+    no stored field can close the block or open a fake one (as in the brief)."""
+    return [BEGIN, *map(defang_markers, lines), END] if lines else []
 
 
 def _list(data: dict[str, Any], project: str | None, now: datetime) -> str:
@@ -97,7 +100,7 @@ def _list(data: dict[str, Any], project: str | None, now: datetime) -> str:
         lines = [f"{len(data['scopes'])} scopes (current records, records in all):"]
         for s in data["scopes"]:
             mark = " (current project)" if s.get("current_project") else ""
-            lines.append(f"{s['scope']}: {s['current']} current, {s['records']} in all{mark}")
+            lines.append(f"{defang_markers(str(s['scope']))}: {s['current']} current, {s['records']} in all{mark}")
         return "\n".join([*lines, *_warnings(data)])
     recs = data.get("records") or []
     head = (f"{len(recs)} of {data.get('total', len(recs))} records, newest first"

@@ -172,12 +172,17 @@ def export(store: Store, *, scopes: list[str] | None, fmt: str = "jsonl", includ
 
 
 def _refuse_inside_store(store: Store, target: Path) -> None:
-    """An export never writes over or into a file of the store it reads (through a symlink or `..` too)."""
+    """An export never writes over or into a file of a store: the one it reads, or any other this
+    machine holds (recognised by its files), through a symlink or `..` too."""
+    from .paths import store_holding
+
     home = Path(os.path.realpath(store.directory))
     where = Path(os.path.realpath(target))
-    if where == home or home in where.parents:
-        raise StoreError(f"{target} is inside the store at {store.directory}; an export never writes over the "
-                         "store's own files", hint="write the export somewhere outside the store directory")
+    other = store_holding(where)
+    if where == home or home in where.parents or other is not None:
+        which = store.directory if other is None or other == home else other
+        raise StoreError(f"{target} is inside the store at {which}; an export never writes over a "
+                         "store's own files", hint="write the export somewhere outside any store directory")
 
 
 def _export_jsonl_to(store: Store, scopes: list[str] | None, include_history: bool, target: Path | None,
@@ -285,8 +290,8 @@ def looks_like_jsonl(path: Path) -> bool:
 def plan_jsonl(store: Store, path: Path, scope: str | None) -> tuple[list[Action], list[str]]:
     """A retained export: each record keeps its id, kind, scope, supersede link and unknown fields.
 
-    An import only adds. What an imported record says about other records (a `supersedes` link, a
-    retraction or an undo) stands only for records this same import brings; about any other record
+    An import only adds. What an imported record says about other records (a `supersedes` or `resolves`
+    link, a retraction or an undo) stands only for records this same import brings; about any other record
     of this store it is refused, and the dry run names that record by id. Fields that hold this
     store's own state (`retracted`, `superseded_by`, `forgotten`) are not taken from a file."""
     actions: list[Action] = []
@@ -329,13 +334,8 @@ def plan_jsonl(store: Store, path: Path, scope: str | None) -> tuple[list[Action
         if action is not None:
             actions.append(Action("skip", kind, target_scope, rec["text"], origin, rid=rid, why=action))
             continue
-        if isinstance(rec.get("supersedes"), str) and rec["supersedes"] not in brought:
-            why = (f"supersedes {rec['supersedes']}, which this import does not bring: added without that link "
-                   "(an import never replaces a record of this store)")
-            rec = {k: v for k, v in rec.items() if k != "supersedes"}
-            actions.append(Action("add", kind, target_scope, rec["text"], origin, rid=rid, record=rec, why=why))
-        else:
-            actions.append(Action("add", kind, target_scope, rec["text"], origin, rid=rid, record=rec))
+        rec, why = _links_to_brought(rec, brought)
+        actions.append(Action("add", kind, target_scope, rec["text"], origin, rid=rid, record=rec, why=why))
         brought.add(rid)
     if reserved:
         notes.append(f"field(s) {', '.join(sorted(reserved))} of imported lines left out: they are this store's "
@@ -347,6 +347,28 @@ def plan_jsonl(store: Store, path: Path, scope: str | None) -> tuple[list[Action
     if counts["unreadable"]:
         notes.append(f"{counts['unreadable']} line(s) are not records; skipped")
     return actions, notes
+
+
+def _links_to_brought(rec: dict[str, Any], brought: set[str]) -> tuple[dict[str, Any], str]:
+    """`rec` with its `supersedes` and `resolves` links kept only where they name records this import
+    brings, and why any went: a link to a record of this store would replace (supersede, or resolve a
+    fork of) it by a field of a file."""
+    gone: list[str] = []
+    if "supersedes" in rec and not (isinstance(rec["supersedes"], str) and rec["supersedes"] in brought):
+        gone.append(f"supersedes {_shown(rec['supersedes'])}")
+        rec = {k: v for k, v in rec.items() if k != "supersedes"}
+    if "resolves" in rec:
+        given = rec["resolves"] if isinstance(rec["resolves"], list) else [rec["resolves"]]
+        keep = [r for r in given if isinstance(r, str) and r in brought]
+        if len(keep) != len(given):
+            gone.append(f"resolves {_shown([r for r in given if r not in keep])}")
+        rec = {k: v for k, v in rec.items() if k != "resolves"}
+        if keep:
+            rec["resolves"] = keep
+    if not gone:
+        return rec, ""
+    return rec, (f"{' and '.join(gone)}, which this import does not bring: added without that link "
+                 "(an import never replaces a record of this store)")
 
 
 def _shown(value: Any, width: int = 60) -> str:
@@ -560,7 +582,7 @@ def _kept_record(a: Action, source: str, now: str, found: Counter[str]) -> dict[
     rec["imported"] = provenance
     rec.setdefault("kind", "note")
     rec.setdefault("ts", now)
-    kept = ("id", "ts", "kind", "scope", "supersedes", "imported")
+    kept = ("id", "ts", "kind", "scope", "supersedes", "resolves", "imported")
     extra = {k: v for k, v in rec.items() if k not in kept}
     if redaction_enabled():
         from . import redact

@@ -21,6 +21,7 @@ import _socket  # the hook's side: socket.py would cost every prompt ~4 ms of im
 import json
 import os
 import stat
+import sys
 import time
 from pathlib import Path
 
@@ -48,6 +49,41 @@ def socket_path(directory: Path) -> Path | None:
     if not hasattr(_socket, "AF_UNIX") or len(os.fsencode(str(path))) >= _SUN_PATH_MAX:
         return None
     return path
+
+
+def peer_uid(sock: Any) -> int | None:
+    """The user id of the process at the other end of a connected unix socket (Linux: SO_PEERCRED,
+    `struct ucred` = pid, uid, gid as C ints), or None where the system does not say."""
+    opt = getattr(_socket, "SO_PEERCRED", None)
+    if opt is None:
+        return None
+    try:
+        raw = sock.getsockopt(_socket.SOL_SOCKET, opt, 12)
+    except OSError:
+        return None
+    return int.from_bytes(raw[4:8], sys.byteorder) if len(raw) >= 8 else None
+
+
+def ours(sock: Any) -> bool:
+    """Whether the other end of `sock` runs as this user (true where the system cannot say: the socket
+    file's owner and its folder are checked before connecting)."""
+    uid = peer_uid(sock)
+    return uid is None or not hasattr(os, "getuid") or uid == os.getuid()
+
+
+def trusted_socket(path: Path) -> bool:
+    """Whether the socket at `path` may be asked: a socket file of this user, in a folder no other user
+    can write (nor replace: the folders above it are checked too). Issue 29: a `recall.sock` someone
+    else put in a folder they can write would answer the hook with their text."""
+    from .paths import others_can_write
+
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    if not stat.S_ISSOCK(st.st_mode) or (hasattr(os, "getuid") and st.st_uid != os.getuid()):
+        return False
+    return others_can_write(path.parent) is None
 
 
 def listen_private(path: Path, backlog: int) -> socket.socket:
@@ -78,12 +114,7 @@ def _stamp(request: dict[str, Any]) -> dict[str, Any]:
 def ask(directory: Path, request: dict[str, Any], timeout: float = ASK_TIMEOUT_S) -> dict[str, Any] | None:
     """The server's reply to `request`, or None (no server, a timeout, a refusal, anything odd)."""
     path = socket_path(directory)
-    if path is None:
-        return None
-    try:
-        if not stat.S_ISSOCK(os.stat(path).st_mode):
-            return None
-    except OSError:
+    if path is None or not trusted_socket(path):
         return None
     deadline = time.monotonic() + timeout
     data = (json.dumps(_stamp(request), ensure_ascii=False) + "\n").encode("utf-8")
@@ -92,6 +123,8 @@ def ask(directory: Path, request: dict[str, Any], timeout: float = ASK_TIMEOUT_S
         try:
             s.settimeout(timeout)
             s.connect(str(path))
+            if not ours(s):
+                return None  # a listener of another user: its answer is not this store's
             s.sendall(data)
             chunks: list[bytes] = []
             size = 0
@@ -229,6 +262,8 @@ class Lender:
 
     def _serve(self, conn: socket.socket) -> None:
         with conn:
+            if not ours(conn):
+                return  # only this user's hooks are answered (the socket is 0600; this holds if it is not)
             try:
                 conn.settimeout(5)
                 raw = b""

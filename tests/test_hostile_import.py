@@ -160,3 +160,24 @@ def test_an_imported_record_with_a_ts_that_is_no_timestamp_is_skipped_and_named(
     assert isinstance(ts, str) is ("ts is not a timestamp" in dry.stderr)  # (others fail the record's own check)
     assert cli("import", str(path), "--apply").returncode == 0
     assert _current() == {good["id"]}
+
+
+def test_a_resolves_link_to_a_local_record_is_dropped_so_an_import_never_resolves_it(store_dir, tmp_path):
+    """Issue 29 item 7: `resolves` (a fork's resolution: more records superseded) is a lifecycle claim
+    too; naming a record of this store, it is left out and named, and the local record stays current."""
+    local = cli_json("write", "the cache lives in redis")["id"]
+    (new,) = sealed_chain([{"text": "the cache lives in memcached", "resolves": [local]}])
+    path = _file(tmp_path, [new])
+    (act,) = cli_json("import", str(path))["actions"]
+    assert act["action"] == "add" and "resolves" in act["why"] and local in act["why"], act
+    assert cli("import", str(path), "--apply").returncode == 0
+    assert {local, new["id"]} <= _current()
+    assert "resolves" not in cli_json("get", new["id"])["records"][0]
+    assert b'"resolves"' not in (store_dir / "log.jsonl").read_bytes()
+
+
+def test_a_resolves_link_to_a_record_the_import_brings_stands(store_dir, tmp_path):
+    a, b, fix = sealed_chain([{"text": "port 8080"}, {"text": "port 9090"}, {"text": "port 7070"}])
+    fix = records.seal(dict(fix, supersedes=a["id"], resolves=[b["id"]]))
+    assert cli("import", str(_file(tmp_path, [a, b, fix])), "--apply").returncode == 0
+    assert _current() == {fix["id"]}

@@ -225,3 +225,121 @@ def test_an_imported_export_has_its_scope_op_id_and_field_keys_redacted(store_di
     for secret in (GITHUB[:-1].encode(), ANTHROPIC.encode(), b"Hunter2xyz99"):
         assert secret not in data, secret
     assert recs[0]["id"].encode() in data  # the record itself came in
+
+
+# -- issue 29 item 7: the secret classes still missed, each with near-misses that must stay as they are ------------
+# Written in the shapes people paste (not copied from the patterns): a class's members and its look-alikes.
+CLASSES = {
+    "registry and database client passwords on a command line": {
+        "secrets": [
+            ("docker login -u deploy -p Rg7!kLm2Qz registry.example.com", "Rg7!kLm2Qz"),
+            ("podman login quay.io --username ci -p Zq8xWv3Nt", "Zq8xWv3Nt"),
+            ("helm registry login ghcr.io -u me -p hX4tPq9LmW", "hX4tPq9LmW"),
+            ("echo ok && nerdctl login -p 'Qw3rtyReg' harbor.local", "Qw3rtyReg"),
+            ("docker login --password=Rg7kLm2Qzz ghcr.io", "Rg7kLm2Qzz"),
+            ("mariadb -h db -u app -pM4riaS3cret appdb", "M4riaS3cret"),
+            ("redis-cli -h cache.internal -a Redis0nlyPw ping", "Redis0nlyPw"),
+            ("sqlcmd -S tcp:db,1433 -U sa -P 'SqlS3rver!Pw'", "SqlS3rver!Pw"),
+            ("mongosh --host db -u root -p M0ngoR00tPw", "M0ngoR00tPw"),
+            ("PGPASSWORD=Pg9LocalPw psql -h localhost -U app", "Pg9LocalPw"),
+            ("psql 'postgresql://report:R3portPw@analytics:5432/dw'", "R3portPw"),
+        ],
+        "survivors": [
+            "docker login -u deploy registry.example.com (it prompts for the password)",
+            "cat token.txt | docker login --password-stdin -u ci ghcr.io",
+            "mysql -u root -p appdb prompts for the password",
+            "redis-cli -h cache.internal ping",
+            "psql postgresql://report@analytics:5432/dw",
+            "PGPASSWORD is read by psql when no .pgpass matches",
+        ],
+    },
+    "client keys in a cluster config": {
+        "secrets": [
+            ("users:\n- name: admin\n  user:\n    client-key-data: LS0tLS1CRUdJTiBFQyBQUklWQVRFIEtFWS0tLS0tCk1IY0NBUUVF",
+             "LS0tLS1CRUdJTiBFQyBQUklWQVRFIEtFWS0tLS0tCk1IY0NBUUVF"),
+            ("    token: k8sSaT0ken9a8b7c6d5e4f3a2b1c0d", "k8sSaT0ken9a8b7c6d5e4f3a2b1c0d"),
+        ],
+        "survivors": [
+            "client-key-data: holds the base64 of the client's PEM key in a kubeconfig",
+            "client-certificate-data: LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0t",
+            "the token: field of a kubeconfig user holds a bearer token",
+        ],
+    },
+    "password-file lines": {
+        "secrets": [
+            ("db.prod.internal:5432:billing:billing_rw:Bi11ingRw!", "Bi11ingRw!"),
+            ("*:*:*:replicator:r3plPass", "r3plPass"),
+            ("machine git.example.com\n  login ci-bot\n  password Ci8otN3trc", "Ci8otN3trc"),
+            ("default login anonymous password An0nPw99", "An0nPw99"),
+            ("alice:$apr1$x9Kq2mZ1$Vd8cJkq0QGf1oWb7u2RrS.", "$apr1$x9Kq2mZ1$Vd8cJkq0QGf1oWb7u2RrS."),
+            ("ops:{SHA}W6ph5Mm5Pz8GgiULbPgzG37mj9g=", "{SHA}W6ph5Mm5Pz8GgiULbPgzG37mj9g="),
+        ],
+        "survivors": [
+            "localhost:5432:*:*:*",
+            "the .pgpass format is hostname:port:database:username:password",
+            "password reset links expire after an hour",
+            "10:20:30:40:50",
+            "machine learning login page redesign",
+        ],
+    },
+    "chat webhooks": {
+        "secrets": [
+            ("post to https://discord.com/api/webhooks/112233445566778899/Zx_9yWv-8UtSr7QpOnM6lKjI5hGfE4dCbA3",
+             "Zx_9yWv-8UtSr7QpOnM6lKjI5hGfE4dCbA3"),
+            ("https://hooks.slack.com/workflows/T0ABCDEF1/A0ABCDEF2/123456789/aBcDeFgHiJkLmNoPqRsTuV",
+             "aBcDeFgHiJkLmNoPqRsTuV"),
+            ("teams: https://acme.webhook.office.com/webhookb2/0f1e2d3c-aaaa-bbbb-cccc-0123456789ab@1a2b/IncomingWebhook/"
+             "9f8e7d6c5b4a39281706f5e4d3c2b1a0/77aa", "9f8e7d6c5b4a39281706f5e4d3c2b1a0"),
+            ("https://chat.googleapis.com/v1/spaces/AAAAbCdEfG/messages?key=k&token=Q1w2E3r4T5y6U7i8O9p0-AsDf",
+             "Q1w2E3r4T5y6U7i8O9p0-AsDf"),
+        ],
+        "survivors": [
+            "Discord webhooks live under https://discord.com/api/webhooks (see the bot docs)",
+            "incoming webhooks post to hooks.slack.com; ours is in the vault",
+            "https://learn.microsoft.com/en-us/microsoftteams/platform/webhooks-and-connectors/what-are-webhooks",
+        ],
+    },
+    "passwords in prose": {
+        "secrets": [
+            ("the admin password is hunter2", "hunter2"),
+            ("FYI the staging db password is now Sp4rkl3!", "Sp4rkl3!"),
+            ("pw is blue42sky", "blue42sky"),
+            ("the root password for the NAS was 'correct horse battery'", "correct horse battery"),
+            ("password: l3tm3in", "l3tm3in"),
+            ("router passphrase: Tr0ub4dor&3.", "Tr0ub4dor&3"),
+        ],
+        "survivors": [
+            "the admin password is stored in the team vault",
+            "the password is wrong, reset it",
+            "the password is at least 12 characters",
+            "password: see the vault",
+            "the wifi password is on the fridge",
+            "the password is $DB_PASSWORD",
+            "pw is empty in dev",
+        ],
+    },
+}
+_SECRETS = [(name, text, secret) for name, c in CLASSES.items() for text, secret in c["secrets"]]
+_SURVIVORS = [(name, text) for name, c in CLASSES.items() for text in c["survivors"]]
+
+
+@pytest.mark.parametrize("name,text,secret", _SECRETS, ids=[f"{n}: {t[:40]}" for n, t, _ in _SECRETS])
+def test_each_newly_named_secret_class_is_redacted(name, text, secret):
+    clean, found = redact_text(text)
+    assert secret not in clean and "[REDACTED:" in clean and found, (name, clean)
+
+
+@pytest.mark.parametrize("name,text", _SURVIVORS, ids=[f"{n}: {t[:40]}" for n, t in _SURVIVORS])
+def test_near_misses_of_the_new_secret_classes_stay_unchanged(name, text):
+    clean, found = redact_text(text)
+    assert clean == text and not found, (name, clean)
+
+
+@pytest.mark.parametrize("name", list(CLASSES))
+def test_the_new_secret_classes_never_reach_the_store(store_dir, name):
+    text, secret = CLASSES[name]["secrets"][0]
+    receipt = cli_json("write", f"setup notes:\n{text}")
+    assert receipt["durable"] and any("redacted" in w for w in receipt["warnings"])
+    cli("search", "setup")
+    for path, data in every_file_bytes(store_dir).items():
+        assert secret.encode() not in data, path

@@ -501,3 +501,65 @@ def test_a_codex_memory_folder_named_by_path_says_what_it_skipped(tmp_path):
     no_crash(proc)
     assert "would add 7" in proc.stdout, proc.stdout
     assert "What's in Memory" in proc.stderr and "Task 1" in proc.stderr and "skipped" in proc.stderr, proc.stderr
+
+
+# -- issue 29 item 7: export -o refuses any store's own files --------------------------------------------------
+@pytest.mark.parametrize("target", ["log.jsonl", "index.sqlite3", "vectors.sqlite3", "team/shared.json",
+                                    "team/new-file.jsonl", "fresh.jsonl"])
+def test_export_refuses_another_stores_files_recognised_by_its_files(store_dir, tmp_path, target):
+    other = tmp_path / "elsewhere" / "other-store"
+    assert cli("--dir", str(other), "write", "the other store's own record").returncode == 0
+    (other / "team").mkdir(exist_ok=True)
+    (other / "team" / "shared.json").write_text("{}")
+    _write("a record of this store")
+    files = every_file_bytes(other)
+    proc = cli("export", "-o", str(other / target))
+    line = one_line_error(proc, f"export -o {target} of another store")
+    assert str(other) in line and "store" in line
+    assert every_file_bytes(other) == files
+    assert cli("--dir", str(other), "verify").returncode == 0
+
+
+def test_export_through_a_symlinked_folder_into_another_store_is_refused(store_dir, tmp_path):
+    other = tmp_path / "other-store"
+    assert cli("--dir", str(other), "write", "kept as it is").returncode == 0
+    _write("a record of this store")
+    (tmp_path / "innocent").symlink_to(other)
+    before = (other / "log.jsonl").read_bytes()
+    one_line_error(cli("export", "-o", str(tmp_path / "innocent" / "log.jsonl")), "export through a symlinked folder")
+    one_line_error(cli("export", "--format", "markdown", "-o", str(tmp_path / "innocent")), "markdown into it")
+    assert (other / "log.jsonl").read_bytes() == before
+
+
+def test_export_next_to_a_lone_log_named_file_still_writes(store_dir, tmp_path):
+    """A folder with a file called log.jsonl and nothing else of a store is not a store."""
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "log.jsonl").write_text("not a store\n")
+    _write("exported")
+    assert cli("export", "-o", str(tmp_path / "plain" / "out.jsonl")).returncode == 0
+    assert b"exported" in (tmp_path / "plain" / "out.jsonl").read_bytes()
+
+
+def _strict(text: str):
+    def refuse(word: str):
+        raise AssertionError(f"bare {word} in --json output: {text[:300]}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize("command", [["get", "--json"], ["get"]])
+def test_json_output_never_prints_a_bare_nan(store_dir, command):
+    """Issue 29 item 7: a line another program appended may hold NaN or Infinity (Python's json reads
+    them); what retained prints as JSON stays strict JSON, with null in their place."""
+    _write("first")
+    (rec,) = sealed_chain([{"text": "a record with odd numbers", "fields": {"weight": float("nan"),
+                                                                               "limit": float("inf")}}], start_seq=2,
+                          prev=json.loads((store_dir / "log.jsonl").read_bytes().splitlines()[-1])["sha256"])
+    append_line(store_dir, records.format_line(rec).rstrip(b"\n"))
+    proc = cli(*command, rec["id"])
+    no_crash(proc)
+    out = proc.stdout
+    docs = [line for line in out.splitlines() if line.startswith("{")] if command == ["get"] else [out]
+    assert docs and "NaN" not in out and "Infinity" not in out, out
+    for doc in docs:
+        _strict(doc)

@@ -22,8 +22,53 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 KEPT_NAME = "vectors.sqlite3"
 _CHUNK = 500  # hashes per look-up (SQLite's default limit on parameters is far above)
+#: How far from 1 a vector's length may be: every embedder's rows are L2-normalised, and float16 keeps a
+#: unit vector's length within ~0.001 of 1. NaN, infinities, zeros and other lengths are not vectors of it.
+NORM_TOLERANCE = 0.01
+
+
+def unit_rows(rows: Any, dim: int | None = None) -> Any:
+    """A boolean mask of the rows of `rows` (a 2-D array, or a list of float16 blobs of `dim` values each)
+    that can be vectors of an embedder: `dim` wide (when given), every value finite, of unit length within
+    NORM_TOLERANCE. Vectors from outside this process (the model host's replies, this file, the index's
+    table, which another process wrote) pass here before they are used or kept (issue 29)."""
+    import numpy as np
+
+    if isinstance(rows, list):
+        sized = np.array([isinstance(b, bytes) and dim is not None and len(b) == 2 * dim for b in rows], dtype=bool)
+        if sized.any():
+            assert dim is not None
+            fit = [b for b, ok in zip(rows, sized, strict=True) if ok]
+            sized[sized] = unit_rows(np.frombuffer(b"".join(fit), dtype=np.float16).reshape(len(fit), dim), dim)
+        return sized
+    mat = np.asarray(rows, dtype=np.float32)
+    if mat.ndim != 2 or (dim is not None and mat.shape[1] != dim):
+        return np.zeros(len(mat), dtype=bool)
+    with np.errstate(all="ignore"):
+        norms = np.sqrt(np.einsum("ij,ij->i", mat, mat))
+    return np.isfinite(norms) & (np.abs(norms - 1.0) <= NORM_TOLERANCE)
+
+
+#: Vectors of the index's table this process read and left out as unfit (vectors.page, `fit_rows`).
+UNFIT_READ = [0]
+
+
+def fit_rows(lines: list[int], rows: Any) -> tuple[list[int], Any]:
+    """The (lines, float32 rows) of a page read from the index's table whose vectors are fit (finite, of
+    unit length: `unit_rows`); the others are counted in UNFIT_READ and never reach a search (`retained
+    reindex` embeds their records again). Checked on the float32 rows the reader makes anyway (embed.py
+    Vectors.add_from): a check of its own would convert each page twice (+18 ms a 4096-row page)."""
+    ok = unit_rows(rows)
+    if ok.all():
+        return lines, rows
+    UNFIT_READ[0] += int((~ok).sum())
+    return [line for line, good in zip(lines, ok, strict=True) if good], rows[ok]
 
 
 def text_hash(text: str) -> bytes:
@@ -41,6 +86,7 @@ class Kept:
         self._ino: int | None = None
         self._lock = threading.Lock()
         self._broken = False
+        self.bad = 0  # kept vectors found unfit (NaN, another length or width) and left out: embedded again
 
     def _conn(self) -> sqlite3.Connection | None:
         if self._broken:
@@ -81,8 +127,10 @@ class Kept:
         with self._lock:
             self._close()
 
-    def get(self, model: str, hashes: list[bytes]) -> dict[bytes, tuple[int, bytes]]:
-        """{text hash: (dim, float16 blob)} of the hashes kept for `model`."""
+    def get(self, model: str, hashes: list[bytes], dim: int | None = None) -> dict[bytes, tuple[int, bytes]]:
+        """{text hash: (dim, float16 blob)} of the hashes kept for `model`: only vectors that pass
+        `unit_rows` (`dim` wide, when given); the others are left out, so that they are embedded again
+        (and replaced), and counted in `self.bad`."""
         out: dict[bytes, tuple[int, bytes]] = {}
         if not hashes:
             return out
@@ -95,11 +143,23 @@ class Kept:
                 for start in range(0, len(ordered), _CHUNK):
                     part = ordered[start:start + _CHUNK]
                     marks = ",".join("?" * len(part))
-                    for sha, dim, vec in db.execute(
+                    for sha, width, vec in db.execute(
                             f"SELECT sha, dim, vec FROM kept WHERE sha IN ({marks}) AND model = ?", (*part, model)):
-                        out[sha] = (dim, vec)
+                        out[sha] = (width, vec)
             except sqlite3.Error:
                 return out
+        return self._checked(out, dim)
+
+    def _checked(self, found: dict[bytes, tuple[int, bytes]], dim: int | None) -> dict[bytes, tuple[int, bytes]]:
+        out: dict[bytes, tuple[int, bytes]] = {}
+        by_width: dict[int, list[bytes]] = {}
+        for sha, (width, vec) in found.items():
+            if isinstance(width, int) and isinstance(vec, bytes) and (dim is None or width == dim):
+                by_width.setdefault(width, []).append(sha)
+        for width, shas in by_width.items():
+            ok = unit_rows([found[sha][1] for sha in shas], width)
+            out.update((sha, found[sha]) for sha, good in zip(shas, ok, strict=True) if good)
+        self.bad += len(found) - len(out)
         return out
 
     def _in_transaction(self, change: Callable[[sqlite3.Connection], None], *, truncate_wal: bool = False) -> None:

@@ -99,11 +99,22 @@ def stats(db: sqlite3.Connection, model: str) -> tuple[int, int]:
 
 
 def page(db: sqlite3.Connection, model: str, vid: int, limit: int) -> list[tuple[int, int, bytes, int]]:
-    """(vid, line, blob, dim) of up to `limit` vectors of `model` after `vid`, by vid."""
-    # `+model`: walk the table in vid order rather than the model index (which then needs a sort of
-    # every row): half the time of a cold read, one model's vectors being nearly all.
-    return db.execute("SELECT vid, line, vec, dim FROM vectors WHERE +model = ? AND vid > ?"
-                      " ORDER BY vid LIMIT ?", (model, vid, limit)).fetchall()
+    """(vid, line, blob, dim) of up to `limit` vectors of `model` after `vid`, by vid. A row another
+    process wrote whose blob is not `dim` float16 values is left out and counted in kept.UNFIT_READ (each
+    time it is read; a page of nothing else reads on); the reader checks the values (kept.fit_rows)."""
+    while True:
+        # `+model`: walk the table in vid order rather than the model index (which then needs a sort of
+        # every row): half the time of a cold read, one model's vectors being nearly all.
+        found = db.execute("SELECT vid, line, vec, dim FROM vectors WHERE +model = ? AND vid > ?"
+                           " ORDER BY vid LIMIT ?", (model, vid, limit)).fetchall()
+        fit = [r for r in found if isinstance(r[2], bytes) and isinstance(r[3], int) and len(r[2]) == 2 * r[3] > 0]
+        if len(fit) < len(found):
+            from .kept import UNFIT_READ
+
+            UNFIT_READ[0] += len(found) - len(fit)
+        if fit or not found:
+            return fit
+        vid = found[-1][0]
 
 
 def count_after(db: sqlite3.Connection, model: str, vid: int) -> int:
