@@ -208,6 +208,8 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    if not args.query.strip():
+        raise UsageError("the query is empty", hint="give the words or the question to look for")
     with _store(args) as store:
         scopes, notes = store.read_scopes(args.scope, _project())
         kw = {"scopes": scopes, "kind": args.kind, "k": args.k,
@@ -378,10 +380,17 @@ def cmd_maintain(args: argparse.Namespace) -> int:
         _out(f"{e['scope']}: {e['current']} current, {e['superseded']} superseded, {e['retracted']} retracted")
         for g in e["exact_duplicates"]:
             _out(f"    exact duplicates of {g['keep']} ({g['kind']}): {', '.join(g['duplicates'])}")
-        for p in e["near_duplicates"][:20]:
+        for p in e["near_duplicates"][:maintain.LISTED]:
             _out(f"    near duplicates ({p['similarity']:.2f}): {' '.join(p['ids'])} (supersede one with the other?)")
-        for c in e["collapsible_chains"][:20]:
+        for c in e["collapsible_chains"][:maintain.LISTED]:
             _out(f"    chain of {c['records']} versions ending in {c['head']}")
+        unlisted = [f"{n} {what}" for n, what in ((len(e["near_duplicates"]) - maintain.LISTED, "near-duplicate pair(s)"),
+                                                  (len(e["collapsible_chains"]) - maintain.LISTED, "chain(s)")) if n > 0]
+        if unlisted:
+            _out(f"    {' and '.join(unlisted)} more not listed here (--json lists them all)")
+        if e.get("near_compared", e["current"]) < e["current"]:
+            _out(f"    near duplicates were looked for among the newest {e['near_compared']} of its {e['current']} "
+                 "current records only")
         if e["old"]:
             _out(f"    {e['old']} current record(s) older than {rep['old_days']} days")
     for f in cast("dict[str, Any]", rep).get("forks", []):  # issue 19
