@@ -97,3 +97,27 @@ def test_the_brief_leaves_out_what_the_host_loads_itself_while_the_file_still_ho
     (project / "CLAUDE.md").write_text(md)
     brief = cli_json("brief", cwd=str(project))
     assert brief["host_loaded"] == 7 and "imperative mood" in brief["text"]
+
+
+def test_doctor_finds_claude_auto_memory_where_claude_code_keeps_it_for_a_repository_with_a_remote_and_its_worktree(
+        isolate_home, tmp_path):
+    """Claude Code names the folder after the repository's main checkout, not after retained's scope (the
+    remote's URL) and not after a linked worktree."""
+    import subprocess
+
+    repo = (tmp_path / "shop").resolve()
+    repo.mkdir()
+    env = {**os.environ, "HOME": str(isolate_home), "GIT_CONFIG_NOSYSTEM": "1"}
+
+    def git(*args: str, cwd: Path = repo) -> None:
+        subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, timeout=60)
+
+    git("init", "-q")
+    git("remote", "add", "origin", "git@github.com:acme/shop.git")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "init")
+    git("worktree", "add", "-q", str(tmp_path / "shop-wt"))
+    folder = isolate_home / ".claude" / "projects" / claude_project_dirname(repo)
+    shutil.copytree(FIXTURES / "claude" / "projects" / "PROJECT", folder)
+    for cwd in (repo, repo, tmp_path / "shop-wt"):
+        report = native_memory("claude", _env(isolate_home), cwd=str(cwd))
+        assert report["location"] == str(folder / "memory") and report["project_files"] == 4, report
