@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, os.environ.get("RETAINED_EVAL_TREE") or str(ROOT))
 
 HERE = Path(__file__).parent
-SETS = (HERE / "team.json", HERE / "platform.json")
+SETS = (HERE / "team.json", HERE / "platform.json", HERE / "recall.json")
 METHODS = ("lexical", "semantic", "blend")
 
 
@@ -154,6 +154,9 @@ def run_set(path: Path) -> dict:
             ev.close()
     out["paraphrases_sharing_a_word"] = [q["q"] for q in data["questions"] if q["kind"] == "paraphrase"
                                          and _stems(q["q"]) & _stems(by_id[q["answer"]]["text"])]
+    if "recall.json" in path.name:  # every answerable prompt there is a paraphrase
+        out["paraphrases_sharing_a_word"] += [p["prompt"] for p in data["prompts"] if p["answer"]
+                                              and _stems(p["prompt"]) & _stems(by_id[p["answer"]]["text"])]
     return out
 
 
