@@ -48,6 +48,9 @@ MEANING_FULL = 0.7
 MEANING_CANDIDATES = 256
 LEXICAL_CANDIDATES = 100
 IDENTIFIER_CANDIDATES = 50
+BRIDGE_CANDIDATES = 50
+# Words evidence of a record that names a tool of the kind the query speaks of, without its words.
+BRIDGE_WORDS = 0.5
 
 _TOKEN = r"[^\s\"'`()\[\]{}<>,;!?]+"
 _WORD = r"\w+"
@@ -74,7 +77,7 @@ def _exact_patterns(idents: list[str]) -> list[re.Pattern[str]]:
 
 
 class Candidate:
-    __slots__ = ("row", "bm25", "cosine", "meaning", "tier", "score", "match", "lead")
+    __slots__ = ("row", "bm25", "cosine", "meaning", "tier", "score", "match", "lead", "bridge")
 
     def __init__(self, row: dict[str, Any], bm25: float | None = None) -> None:
         self.row = row
@@ -83,6 +86,8 @@ class Candidate:
         self.meaning = False        # cosine cleared its floor (`meaning_floor`)
         self.lead: float | None = None  # cosine minus the best other record's (or MEANING_FLOOR)
         self.tier = 0               # identifiers of the query this record holds verbatim
+        self.bridge = 0             # holds a tool's name the query speaks of by its kind (vocabulary.py):
+        #                             2 when the kind was named by a phrase of 2+ words, 1 by one word
         self.score = 0.0
         self.match = "words"
 
@@ -153,6 +158,18 @@ def rank(store: Store, query: str, terms: list[str], qvec: Any, filters: dict[st
                     cands[row["line"]] = Candidate(row)
                     total += 1  # holds the identifier but not every word of the query
 
+    from .vocabulary import bridged
+
+    names = bridged(query)
+    for strong in (False, True):  # records naming a tool of the kind the query speaks of ('the CI' → GitHub Actions)
+        bm = phrase_query([n for n, s in names.items() if s is strong])
+        for row in idx.ranked(bm, limit=BRIDGE_CANDIDATES, **filters)[2] if bm is not None else []:
+            c = cands.get(row["line"])
+            if c is None:
+                c = cands[row["line"]] = Candidate(row)
+                total += 1
+            c.bridge = 2 if strong else max(c.bridge, 1)
+
     if qvec is not None:
         exact = _meaning(store, qvec, terms, filters, cands) and exact
         # Records found by meaning only: do they hold the words too (beyond the lexical top list)?
@@ -161,7 +178,7 @@ def rank(store: Store, query: str, terms: list[str], qvec: Any, filters: dict[st
             for row in idx.ranked(match, limit=len(missing), only=missing, **filters)[2]:
                 if row["line"] in cands:
                     cands[row["line"]].bm25 = row["rank"]
-        total += sum(1 for c in cands.values() if c.meaning and c.bm25 is None and c.tier == 0
+        total += sum(1 for c in cands.values() if c.meaning and c.bm25 is None and c.tier == 0 and not c.bridge
                      and not any(p.search(c.row["text"]) for p in patterns))
 
     _score(list(cands.values()), terms, patterns, qvec is not None, mode)
@@ -218,6 +235,8 @@ def _score(cands: list[Candidate], terms: list[str], patterns: list[re.Pattern[s
         if c.bm25 is not None:  # half how much of the query it holds, half how well bm25 ranks it
             rel = 1.0 if smax == smin else (-c.bm25 - smin) / (smax - smin)
             words = 0.5 * (1.0 if mode == "all" else word_share(terms, c.row["text"])) + 0.5 * rel
+        if c.bridge:
+            words = max(words, BRIDGE_WORDS)
         blend = (1 - w) * closeness(c.cosine) + w * words
         c.tier = sum(1 for p in patterns if p.search(c.row["text"]))
         c.score = blend if not patterns else (c.tier / len(patterns) + blend) / 2

@@ -82,3 +82,28 @@ def test_recall_stays_silent_on_unrelated_prompts(store):
     for prompt in ("rename this variable", "thanks!", "explain this function", "make it faster", "ok, continue",
                    "sort this list by date", "write a haiku about autumn", "how do I center a div?"):
         assert recall(store, prompt, project=PROJECT, shown=set()) is None, prompt
+
+
+def test_recall_bridges_a_kind_of_tool_to_the_tool_a_record_names_and_stays_silent_on_another_sense(store):
+    """'the container orchestrator' is Kubernetes, 'crash reports' go to Sentry: neither the words nor the
+    small model join them; the shipped vocabulary does. A kind word meant another way stays silent."""
+    k8s = store.write("Production runs on Kubernetes (EKS); deploy with `kubectl apply -k deploy/overlays/prod`.",
+                      scope=PROJECT)["id"]
+    sentry = store.write("Sentry collects our exceptions; releases are tagged with the git sha.", scope=PROJECT)["id"]
+    store.write("Sessions and rate-limit counters are kept in Redis 7; keys expire after 30 minutes.", scope=PROJECT)
+    store.write("Commit messages follow Conventional Commits (feat:, fix:, chore:).", scope=PROJECT)
+    for prompt, want in (("roll out the new build to the container orchestrator", k8s),
+                         ("where do crash reports from prod end up?", sentry)):
+        got = recall(store, prompt, project=PROJECT, shown=set())
+        assert got is not None and got["ids"][0] == want, (prompt, got)
+    assert recall(store, "how does a CPU cache work?", project=PROJECT, shown=set()) is None
+    assert store.search("the container orchestrator", scopes=[PROJECT])["hits"][0]["id"] == k8s
+
+
+def test_the_vocabulary_names_tools_by_kind_and_leaves_out_what_the_text_holds():
+    from retained.vocabulary import bridged
+
+    assert "kubernetes" in bridged("restart the container orchestrator") and bridged("restart the container orchestrator")["kubernetes"]
+    assert bridged("why did CI fail")["github actions"] is False  # one word: a weaker bridge
+    assert "kubernetes" not in bridged("the kubernetes cluster") and "k8s" in bridged("the kubernetes cluster")
+    assert bridged("write a haiku about autumn") == {}
