@@ -214,7 +214,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         scopes, notes = store.read_scopes(args.scope, _project())
         kw = {"scopes": scopes, "kind": args.kind, "k": args.k,
               "max_tokens": args.max_tokens, "include_superseded": args.include_superseded, "as_of": args.as_of}
-        result = cast("SearchResult", _search_fast(store, args.query, kw, wait_for_meaning=args.meaning))
+        result = cast("SearchResult", _search_fast(store, args.query, kw, words_only=args.words))
         result["warnings"] = notes + result["warnings"]
     if args.json:
         _print_json(result)
@@ -234,23 +234,24 @@ def cmd_search(args: argparse.Namespace) -> int:
     return EXIT_OK if result["hits"] else EXIT_FAIL
 
 
-def _search_fast(store: Store, query: str, kw: dict[str, Any], wait_for_meaning: bool) -> dict[str, Any]:
-    """A running `retained serve` of the store searches with its loaded model; without one, the answer
-    comes by words at once (loading the model here would take most of half a second) unless the
-    caller waits for meaning."""
+def _search_fast(store: Store, query: str, kw: dict[str, Any], words_only: bool) -> dict[str, Any]:
+    """A running `retained serve` of the store searches with its loaded model; without one, this process
+    loads the model (a few hundred ms) unless the caller asked for the instant answer by words only."""
     from .switches import embed_mode as mode
 
-    if mode() == "off" or wait_for_meaning:
+    if mode() == "off":
         return store.search(query, **kw)
     from . import warm
 
     served = warm.search(store.directory, query, **kw)
     if served is not None:
         return served[0]
-    store.semantic().defer("model loading")
+    if not words_only:
+        store.semantic().quick_start()  # one search and out: the model loaded the way that answers soonest
+        return store.search(query, **kw)
+    store.semantic().defer("words only (--words)")
     result = store.search(query, **kw)
-    result["warnings"].append("meaning was not used: no `retained serve` of this store has the model loaded; "
-                              "pass --meaning to load it here (about half a second)")
+    result["warnings"].append("meaning was not used (--words); leave --words out to search by meaning too")
     return result
 
 
@@ -770,8 +771,10 @@ def _record_commands(add: _AddCommand) -> None:
     p.add_argument("--max-tokens", type=_positive, help="trim the hits to this token budget")
     p.add_argument("--include-superseded", action="store_true", help="show corrected records too")
     p.add_argument("--as-of", metavar="TIME", help=_AS_OF_HELP)
-    p.add_argument("--meaning", action="store_true",
-                   help="load the model here when no running server lends it (slower; default: words at once)")
+    p.add_argument("--words", action="store_true",
+                   help="answer by words only, at once (default: by meaning too, loading the model here when no "
+                        "running server lends it)")
+    p.add_argument("--meaning", action="store_true", help="by meaning too (the default; kept for scripts)")
 
     p = add("get", cmd_get, "records by id, verbatim from the log")
     p.add_argument("ids", nargs="+", metavar="ID")
