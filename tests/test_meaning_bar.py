@@ -107,3 +107,37 @@ def test_the_vocabulary_names_tools_by_kind_and_leaves_out_what_the_text_holds()
     assert bridged("why did CI fail")["github actions"] is False  # one word: a weaker bridge
     assert "kubernetes" not in bridged("the kubernetes cluster") and "k8s" in bridged("the kubernetes cluster")
     assert bridged("write a haiku about autumn") == {}
+
+
+def test_a_query_that_matches_k_records_returns_k_when_fewer_hold_every_word(store_dir, monkeypatch):
+    """The every-word gate falls back: records holding some of the words fill the rest, after the one
+    holding them all (words only here, where nothing else could fill them)."""
+    from retained.store import Store
+
+    monkeypatch.setenv("RETAINED_EMBED", "off")
+    with Store(store_dir) as s:
+        both = s.write("The canary deploy holds 5% of traffic for two hours.", scope=PROJECT)["id"]
+        some = {s.write(text, scope=PROJECT)["id"] for text in (
+            "Deploys go out on Tuesdays after the release review.",
+            "Every deploy is announced in the releases channel first.",
+            "The canary cluster runs in eu-west-1.")}
+        s.write("Branch names follow type/ticket-short-description.", scope=PROJECT)
+        res = s.search("canary deploy", scopes=[PROJECT], k=4)
+    assert [h["id"] for h in res["hits"]][0] == both
+    assert {h["id"] for h in res["hits"][1:]} == some and res["returned"] == 4
+    scores = [h["score"] for h in res["hits"]]
+    assert scores == sorted(scores, reverse=True) and scores[0] > scores[1]
+
+
+def test_one_source_does_not_fill_the_top_k(store):
+    """Six records of one conversation log and two of other sources all hold the words: the top 4 holds
+    the other sources too, and scores still fall with rank."""
+    others = {store.write(f"Ben: the retry budget of the importer is {n} attempts per hour, reviewed weekly by us.",
+                          scope=PROJECT, source=f"notes-{n}")["id"] for n in (10, 12)}  # older, a little longer
+    log = {store.write(f"Ana: the retry budget of the importer is {n} attempts per hour, reviewed weekly.",
+                       scope=PROJECT, source="chat-2026-09-01")["id"] for n in range(3, 9)}
+    res = store.search("retry budget of the importer", scopes=[PROJECT], k=4)
+    top = [h["id"] for h in res["hits"]]
+    assert len(top) == 4 and others <= set(top) and len(set(top) & log) == 2, top
+    scores = [h["score"] for h in res["hits"]]
+    assert scores == sorted(scores, reverse=True)

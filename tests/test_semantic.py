@@ -162,7 +162,7 @@ def test_ollama_down_mid_session_writes_stay_durable_and_search_goes_lexical(sto
         assert receipt["durable"] is True
         res = store.search("token cache Redis")
         assert res["semantic"].startswith("off: ollama unreachable at 127.0.0.1:")
-        assert [h["id"] for h in res["hits"]] == [receipt["id"]]
+        assert [h["id"] for h in res["hits"]][0] == receipt["id"]  # then records holding some of the words
         assert store.verify()["intact"] is True
 
 
