@@ -459,7 +459,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 def cmd_brief(args: argparse.Namespace) -> int:
     from .brief import NO_PROJECT, make_brief, render
-    from .installers.hosts import loaded_at_start
+    from .installers.hosts import loaded_for
     from .log import LOG_NAME
     from .paths import store_dir
     from .store import Store, no_store_at
@@ -485,7 +485,7 @@ def cmd_brief(args: argparse.Namespace) -> int:
             scopes, notes = store.read_scopes(args.scope, project)
             scope = args.scope if scopes is None or args.scope is None else scopes[0]
             result = make_brief(store, project, budget=args.budget, scope=scope,
-                                loaded_at_start=loaded_at_start())
+                                loaded_at_start=loaded_for(os.environ))
             result["warnings"] = notes
     if args.json:
         _print_json(result)
@@ -641,7 +641,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     def planned(store: Store) -> dict[str, Any]:  # --scope resolved as a write's is (a short name too)
         scope = write_scope(args.scope, _project(), store.known_scopes)
         return plan(store, path=args.path, source=getattr(args, "from_source", None), scope=scope,
-                    memories=NativeMemories())
+                    memories=NativeMemories(), include_superseded=getattr(args, "include_superseded", False))
 
     if args.apply:
         with Store(directory) as store:
@@ -862,6 +862,8 @@ def _transfer_commands(add: _AddCommand) -> None:
                    help=f"a host's own memory: {', '.join(sources())}")
     p.add_argument("--scope", help="file every imported record under this scope")
     p.add_argument("--apply", action="store_true", help="write; without it nothing is written")
+    p.add_argument("--include-superseded", action="store_true",
+                   help="also add lines that match a record a later one corrected (left out by default)")
 
 
 def _hook_command(add: _AddCommand) -> None:

@@ -187,3 +187,20 @@ def similar_candidates(db: sqlite3.Connection, match: str | None, scope: str, li
                 " SELECT r.id, r.kind, r.ts, r.text FROM m JOIN records r ON r.line = m.line"
                 " WHERE r.scope = ? AND r.superseded_by IS NULL AND " + visible("r") + " ORDER BY m.line DESC LIMIT ?",
                 (match, SIMILAR_WINDOW, scope, limit))
+
+
+def known_texts(db: sqlite3.Connection, match: str | None, scope: str, text: str, limit: int) -> list[dict[str, Any]]:
+    """Records of the scope, current or corrected (not retracted), that hold exactly `text` or every word of
+    `match` (among the newest SIMILAR_WINDOW matches): what an import compares a line with, so that it neither
+    adds what is there nor brings a corrected record back as current. Exact ones first."""
+    cols = "r.id, r.kind, r.ts, r.text, r.superseded_by"
+    out = rows(db, f"SELECT {cols} FROM records r WHERE r.scope = ? AND r.text = ? AND {visible('r')}"
+               " ORDER BY r.superseded_by IS NOT NULL, r.line DESC LIMIT ?", (scope, text, limit))
+    if match is None or len(out) >= limit:
+        return out
+    seen = {r["id"] for r in out}
+    near = rows(db, "WITH m AS MATERIALIZED (SELECT rowid AS line FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT ?)"
+                f" SELECT {cols} FROM m JOIN records r ON r.line = m.line"
+                f" WHERE r.scope = ? AND {visible('r')} ORDER BY m.line DESC LIMIT ?",
+                (match, SIMILAR_WINDOW, scope, limit))
+    return out + [r for r in near if r["id"] not in seen][: limit - len(out)]
