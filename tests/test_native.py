@@ -80,15 +80,15 @@ def test_the_brief_leaves_out_what_the_host_loads_itself_while_the_file_still_ho
     shutil.copy(FIXTURES / "CLAUDE.md", project / "CLAUDE.md")
     folder = isolate_home / ".claude" / "projects" / claude_project_dirname(project)
     shutil.copytree(FIXTURES / "claude" / "projects" / "PROJECT", folder)
-    assert cli_json("import", str(project / "CLAUDE.md"), "--apply", cwd=str(project))["added"] == 7
+    assert cli_json("import", str(project / "CLAUDE.md"), "--apply", cwd=str(project))["added"] == 6
     assert cli_json("import", "--from", "claude", "--apply", cwd=str(project))["added"] == 4
     run_cli("write", "the nightly job runs at 02:00", "--kind", "fact", cwd=str(project))
 
     claude = {"CLAUDECODE": "1"}
     brief = cli_json("brief", cwd=str(project), env=claude)
     text = brief["text"]
-    assert brief["host_loaded"] == 8  # 7 from CLAUDE.md, 1 direct entry of MEMORY.md
-    assert "8 already in the host's own memory files" in text.splitlines()[0]
+    assert brief["host_loaded"] == 7  # 6 from CLAUDE.md, 1 direct entry of MEMORY.md
+    assert "7 already in the host's own memory files" in text.splitlines()[0]
     assert "imperative mood" not in text and "no network access after the setup step" not in text
     assert "the nightly job runs at 02:00" in text
     assert "real database, not mocks" in text  # a topic file: Claude Code does not load it at start
@@ -97,7 +97,7 @@ def test_the_brief_leaves_out_what_the_host_loads_itself_while_the_file_still_ho
     md = (project / "CLAUDE.md").read_text().replace("- Always write commit messages in the imperative mood.\n", "")
     (project / "CLAUDE.md").write_text(md)
     brief = cli_json("brief", cwd=str(project), env=claude)
-    assert brief["host_loaded"] == 7 and "imperative mood" in brief["text"]
+    assert brief["host_loaded"] == 6 and "imperative mood" in brief["text"]
 
 
 def test_a_hosts_own_memory_counts_as_already_loaded_only_for_the_host_that_loads_it(isolate_home, tmp_path):
@@ -112,8 +112,8 @@ def test_a_hosts_own_memory_counts_as_already_loaded_only_for_the_host_that_load
     subprocess.run(["git", "init", "-q", str(project)], check=True)
     project = project.resolve()
     shutil.copy(FIXTURES / "CLAUDE.md", project / "CLAUDE.md")
-    assert cli_json("import", str(project / "CLAUDE.md"), "--apply", cwd=str(project))["added"] == 7
-    assert cli_json("brief", cwd=str(project), env={"CLAUDECODE": "1"})["host_loaded"] == 7
+    assert cli_json("import", str(project / "CLAUDE.md"), "--apply", cwd=str(project))["added"] == 6
+    assert cli_json("brief", cwd=str(project), env={"CLAUDECODE": "1"})["host_loaded"] == 6
     codex = cli_json("brief", cwd=str(project), env={"CODEX_MANAGED_BY_NPM": "1"})
     assert codex["host_loaded"] == 0 and "imperative mood" in codex["text"]
     start = {"session_id": "s1", "cwd": str(project), "hook_event_name": "SessionStart", "source": "startup"}
