@@ -62,10 +62,20 @@ IDENTIFIER_CANDIDATES = 50
 BRIDGE_CANDIDATES = 50
 # Words evidence of a record that names a tool of the kind the query speaks of, without its words.
 BRIDGE_WORDS = 0.5
+# Words evidence of a record holding every unspaced part of the query (Chinese, Japanese) as a substring.
+PART_WORDS = 0.75
 
 _TOKEN = r"[^\s\"'`()\[\]{}<>,;!?]+"
 _WORD = r"\w+"
 _CAMEL = r"[a-z][A-Z]|[A-Z]{2,}"
+
+
+def unspaced_parts(query: str) -> list[str]:
+    """The runs of the query in scripts written without spaces (Han, kana, Hangul syllables written
+    together), two characters or more: parts of words full-text search cannot find (retained/index/search.py)."""
+    runs = re.findall(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\U00020000-\U0002ffff]{2,}",
+                      query)
+    return list(dict.fromkeys(runs))[:8]
 
 
 def identifiers(query: str) -> list[str]:
@@ -88,7 +98,7 @@ def _exact_patterns(idents: list[str]) -> list[re.Pattern[str]]:
 
 
 class Candidate:
-    __slots__ = ("row", "bm25", "cosine", "meaning", "tier", "score", "match", "lead", "bridge", "some")
+    __slots__ = ("row", "bm25", "cosine", "meaning", "tier", "score", "match", "lead", "bridge", "some", "part")
 
     def __init__(self, row: dict[str, Any], bm25: float | None = None) -> None:
         self.row = row
@@ -100,6 +110,7 @@ class Candidate:
         self.bridge = 0             # holds a tool's name the query speaks of by its kind (vocabulary.py):
         #                             2 when the kind was named by a phrase of 2+ words, 1 by one word
         self.some = False           # holds some of the query's words where others hold them all (bm25 of that list)
+        self.part = False           # holds every unspaced part of the query (Chinese, Japanese) as a substring
         self.score = 0.0
         self.match = "words"
 
@@ -178,6 +189,19 @@ def rank(store: Store, query: str, terms: list[str], qvec: Any, filters: dict[st
                     cands[row["line"]] = Candidate(row)
                     total += 1  # holds the identifier but not every word of the query
 
+    parts = unspaced_parts(query)
+    if parts:  # a part of a word in a script written without spaces: found as a substring
+        whole, held = idx.containing(parts, limit=want, **filters)
+        exact = exact and whole
+        if held and lex_total == 0:
+            mode = "all"  # they hold what the query holds; the any-word note would say otherwise
+        for row in held:
+            c = cands.get(row["line"])
+            if c is None:
+                c = cands[row["line"]] = Candidate(row)
+                total += 1
+            c.part = True
+
     from .vocabulary import bridged
 
     names = bridged(query)
@@ -198,7 +222,7 @@ def rank(store: Store, query: str, terms: list[str], qvec: Any, filters: dict[st
             for row in idx.ranked(match, limit=len(missing), only=missing, **filters)[2]:
                 if row["line"] in cands:
                     cands[row["line"]].bm25 = row["rank"]
-        total += sum(1 for c in cands.values() if c.meaning and c.bm25 is None and c.tier == 0 and not c.bridge
+        total += sum(1 for c in cands.values() if c.meaning and c.bm25 is None and c.tier == 0 and not c.bridge and not c.part
                      and not any(p.search(c.row["text"]) for p in patterns))
 
     _score(list(cands.values()), terms, patterns, qvec is not None, mode)
@@ -263,10 +287,12 @@ def _score(cands: list[Candidate], terms: list[str], patterns: list[re.Pattern[s
                 words *= 0.5
         if c.bridge:
             words = max(words, BRIDGE_WORDS)
+        if c.part:
+            words = max(words, PART_WORDS)
         blend = (1 - w) * closeness(c.cosine) + w * words
         c.tier = sum(1 for p in patterns if p.search(c.row["text"]))
         c.score = blend if not patterns else (c.tier / len(patterns) + blend) / 2
-        held = c.bm25 is not None or c.tier > 0
+        held = c.bm25 is not None or c.tier > 0 or c.part
         c.match = "both" if held and c.meaning else "meaning" if c.meaning else "words"
 
 

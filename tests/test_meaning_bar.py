@@ -141,3 +141,21 @@ def test_one_source_does_not_fill_the_top_k(store):
     assert len(top) == 4 and others <= set(top) and len(set(top) & log) == 2, top
     scores = [h["score"] for h in res["hits"]]
     assert scores == sorted(scores, reverse=True)
+
+
+def test_text_in_scripts_written_without_spaces_is_found_by_a_part_of_a_word(store_dir, monkeypatch):
+    """Japanese and Chinese are written without spaces: full-text search sees a whole run as one word,
+    so '会議' never matched '東京都庁で会議があります'. By words alone, as with meaning."""
+    from retained.store import Store
+
+    monkeypatch.setenv("RETAINED_EMBED", "off")
+    with Store(store_dir) as s:
+        meeting = s.write("東京都庁で会議があります。来週の月曜日です。", scope=PROJECT)["id"]
+        deploy = s.write("本番環境へのデプロイは火曜日に行います。", scope=PROJECT)["id"]
+        migrate = s.write("数据库迁移使用 make migrate 命令。", scope=PROJECT)["id"]
+        s.write("Deploys go out on Tuesdays.", scope=PROJECT)
+        for query, want in (("会議", meeting), ("デプロイ", deploy), ("迁移", migrate), ("月曜日 会議", meeting)):
+            res = s.search(query, scopes=[PROJECT])
+            assert [h["id"] for h in res["hits"]] == [want], (query, res)
+            assert res["match"] == "all" and res["hits"][0]["match"] == "words"
+        assert s.search("会議室", scopes=[PROJECT])["hits"] == []

@@ -457,6 +457,7 @@ class Index:
     rows_for_lines = _on_db(search.rows_for_lines)
     similar_candidates = _on_db(search.similar_candidates)
     known_texts = _on_db(search.known_texts)
+    containing = _on_db(search.containing)
 
     # -- vectors (vectors.py) -------------------------------------------------------------------
     vectors_pending_count = _on_db(vectors.pending_count)
