@@ -196,11 +196,10 @@ def rank(store: Store, query: str, terms: list[str], qvec: Any, filters: dict[st
         if held and lex_total == 0:
             mode = "all"  # they hold what the query holds; the any-word note would say otherwise
         for row in held:
-            c = cands.get(row["line"])
-            if c is None:
-                c = cands[row["line"]] = Candidate(row)
+            if row["line"] not in cands:
+                cands[row["line"]] = Candidate(row)
                 total += 1
-            c.part = True
+            cands[row["line"]].part = True
 
     from .vocabulary import bridged
 
@@ -208,11 +207,11 @@ def rank(store: Store, query: str, terms: list[str], qvec: Any, filters: dict[st
     for strong in (False, True):  # records naming a tool of the kind the query speaks of ('the CI' → GitHub Actions)
         bm = phrase_query([n for n, s in names.items() if s is strong])
         for row in idx.ranked(bm, limit=BRIDGE_CANDIDATES, **filters)[2] if bm is not None else []:
-            c = cands.get(row["line"])
-            if c is None:
-                c = cands[row["line"]] = Candidate(row)
+            if row["line"] not in cands:
+                cands[row["line"]] = Candidate(row)
                 total += 1
-            c.bridge = 2 if strong else max(c.bridge, 1)
+            held_by = cands[row["line"]]
+            held_by.bridge = 2 if strong else max(held_by.bridge, 1)
 
     if qvec is not None:
         exact = _meaning(store, qvec, terms, filters, cands) and exact

@@ -147,8 +147,13 @@ class Eval:
         misses: list[str] = []
         for p in self.prompts:
             cell = out.setdefault(p["split"], {"answered": 0, "answerable": 0, "wrong": 0, "silent": 0,
-                                               "unrelated": 0, "obsolete": 0})
+                                               "unrelated": 0, "obsolete": 0, "injections": 0, "tokens": 0})
             got = recall(self.store, p["prompt"], project=p["project"], shown=set())
+            if got is not None:  # what the agent pays for recall: the injected block
+                from retained.tokens import estimate_tokens
+
+                cell["injections"] += 1
+                cell["tokens"] += estimate_tokens(got["text"])
             injected = [self.back[i] for i in (got or {}).get("ids", [])]
             cell["obsolete"] += any(m in self.obsolete for m in injected)
             if p["answer"] is None:
@@ -206,7 +211,9 @@ def show(r: dict) -> None:
           f"{qr['other']}/{qr['of']}, silent on no-answer {qr['silent_on_none']}/{qr['none']}")
     for split, c in sorted(r["prompts"].items()):
         print(f"  prompt recall, split {split}: recall {_frac(c['answered'], c['answerable'])} (wrong only "
-              f"{c['wrong']}), abstention {_frac(c['silent'], c['unrelated'])}, obsolete injected {c['obsolete']}")
+              f"{c['wrong']}), abstention {_frac(c['silent'], c['unrelated'])}, obsolete injected {c['obsolete']}; "
+              f"{c['tokens']} tokens injected in {c['injections']} injection(s)"
+              + (f", {c['tokens'] / c['injections']:.0f} each" if c["injections"] else ""))
     for split, cells in sorted(r.get("sources", {}).items()):
         for method, (found, gold, every, first, n) in cells.items():
             print(f"  gold sources in the top 5, split {split}, {method:<6}: {_frac(found, gold)}; every gold source "
