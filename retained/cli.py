@@ -207,11 +207,13 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
+    if not args.query.strip():
+        raise UsageError("the query is empty", hint="give the words or the question to look for")
     with _store(args) as store:
         scopes, notes = store.read_scopes(args.scope, _project())
         kw = {"scopes": scopes, "kind": args.kind, "k": args.k,
               "max_tokens": args.max_tokens, "include_superseded": args.include_superseded, "as_of": args.as_of}
-        result = cast("SearchResult", _search_fast(store, args.query, kw, wait_for_meaning=args.meaning))
+        result = cast("SearchResult", _search_fast(store, args.query, kw, words_only=args.words))
         result["warnings"] = notes + result["warnings"]
     if args.json:
         _print_json(result)
@@ -231,23 +233,24 @@ def cmd_search(args: argparse.Namespace) -> int:
     return EXIT_OK if result["hits"] else EXIT_FAIL
 
 
-def _search_fast(store: Store, query: str, kw: dict[str, Any], wait_for_meaning: bool) -> dict[str, Any]:
-    """A running `retained serve` of the store searches with its loaded model; without one, the answer
-    comes by words at once (loading the model here would take most of half a second) unless the
-    caller waits for meaning."""
+def _search_fast(store: Store, query: str, kw: dict[str, Any], words_only: bool) -> dict[str, Any]:
+    """A running `retained serve` of the store searches with its loaded model; without one, this process
+    loads the model (a few hundred ms) unless the caller asked for the instant answer by words only."""
     from .switches import embed_mode as mode
 
-    if mode() == "off" or wait_for_meaning:
+    if mode() == "off":
         return store.search(query, **kw)
     from . import warm
 
     served = warm.search(store.directory, query, **kw)
     if served is not None:
         return served[0]
-    store.semantic().defer("model loading")
+    if not words_only:
+        store.semantic().quick_start()  # one search and out: the model loaded the way that answers soonest
+        return store.search(query, **kw)
+    store.semantic().defer("words only (--words)")
     result = store.search(query, **kw)
-    result["warnings"].append("meaning was not used: no `retained serve` of this store has the model loaded; "
-                              "pass --meaning to load it here (about half a second)")
+    result["warnings"].append("meaning was not used (--words); leave --words out to search by meaning too")
     return result
 
 
@@ -377,10 +380,17 @@ def cmd_maintain(args: argparse.Namespace) -> int:
         _out(f"{e['scope']}: {e['current']} current, {e['superseded']} superseded, {e['retracted']} retracted")
         for g in e["exact_duplicates"]:
             _out(f"    exact duplicates of {g['keep']} ({g['kind']}): {', '.join(g['duplicates'])}")
-        for p in e["near_duplicates"][:20]:
+        for p in e["near_duplicates"][:maintain.LISTED]:
             _out(f"    near duplicates ({p['similarity']:.2f}): {' '.join(p['ids'])} (supersede one with the other?)")
-        for c in e["collapsible_chains"][:20]:
+        for c in e["collapsible_chains"][:maintain.LISTED]:
             _out(f"    chain of {c['records']} versions ending in {c['head']}")
+        unlisted = [f"{n} {what}" for n, what in ((len(e["near_duplicates"]) - maintain.LISTED, "near-duplicate pair(s)"),
+                                                  (len(e["collapsible_chains"]) - maintain.LISTED, "chain(s)")) if n > 0]
+        if unlisted:
+            _out(f"    {' and '.join(unlisted)} more not listed here (--json lists them all)")
+        if e.get("near_compared", e["current"]) < e["current"]:
+            _out(f"    near duplicates were looked for among the newest {e['near_compared']} of its {e['current']} "
+                 "current records only")
         if e["old"]:
             _out(f"    {e['old']} current record(s) older than {rep['old_days']} days")
     for f in cast("dict[str, Any]", rep).get("forks", []):  # issue 19
@@ -452,7 +462,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 def cmd_brief(args: argparse.Namespace) -> int:
     from .brief import NO_PROJECT, make_brief, render
-    from .installers.hosts import loaded_at_start
+    from .installers.hosts import loaded_for
     from .log import LOG_NAME
     from .paths import store_dir
     from .store import Store, no_store_at
@@ -478,7 +488,7 @@ def cmd_brief(args: argparse.Namespace) -> int:
             scopes, notes = store.read_scopes(args.scope, project)
             scope = args.scope if scopes is None or args.scope is None else scopes[0]
             result = make_brief(store, project, budget=args.budget, scope=scope,
-                                loaded_at_start=loaded_at_start())
+                                loaded_at_start=loaded_for(os.environ))
             result["warnings"] = notes
     if args.json:
         _print_json(result)
@@ -634,7 +644,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     def planned(store: Store) -> dict[str, Any]:  # --scope resolved as a write's is (a short name too)
         scope = write_scope(args.scope, _project(), store.known_scopes)
         return plan(store, path=args.path, source=getattr(args, "from_source", None), scope=scope,
-                    memories=NativeMemories())
+                    memories=NativeMemories(), include_superseded=getattr(args, "include_superseded", False))
 
     if args.apply:
         with Store(directory) as store:
@@ -764,8 +774,10 @@ def _record_commands(add: _AddCommand) -> None:
     p.add_argument("--max-tokens", type=_positive, help="trim the hits to this token budget")
     p.add_argument("--include-superseded", action="store_true", help="show corrected records too")
     p.add_argument("--as-of", metavar="TIME", help=_AS_OF_HELP)
-    p.add_argument("--meaning", action="store_true",
-                   help="load the model here when no running server lends it (slower; default: words at once)")
+    p.add_argument("--words", action="store_true",
+                   help="answer by words only, at once (default: by meaning too, loading the model here when no "
+                        "running server lends it)")
+    p.add_argument("--meaning", action="store_true", help="by meaning too (the default; kept for scripts)")
 
     p = add("get", cmd_get, "records by id, verbatim from the log")
     p.add_argument("ids", nargs="+", metavar="ID")
@@ -853,6 +865,8 @@ def _transfer_commands(add: _AddCommand) -> None:
                    help=f"a host's own memory: {', '.join(sources())}")
     p.add_argument("--scope", help="file every imported record under this scope")
     p.add_argument("--apply", action="store_true", help="write; without it nothing is written")
+    p.add_argument("--include-superseded", action="store_true",
+                   help="also add lines that match a record a later one corrected (left out by default)")
 
 
 def _hook_command(add: _AddCommand) -> None:

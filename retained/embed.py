@@ -24,6 +24,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -38,7 +39,9 @@ if TYPE_CHECKING:  # the hook path imports no more than it runs
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MODEL_SIZE = 22_928_619
-LOCAL_KEY = "minilm-l6-v2-int8:" + MODEL_SHA256[:16]
+# "-pieces": a long record's vector is the mean of its pieces' (see `pieces`); vectors made before, of its
+# opening only, are made again.
+LOCAL_KEY = "minilm-l6-v2-int8-pieces:" + MODEL_SHA256[:16]
 LOCAL_DIM = 384
 DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
 DEFAULT_OLLAMA_MODEL = "all-minilm"
@@ -60,6 +63,14 @@ PAGE = 4096  # vectors read from the index at a time when the cache is (re)built
 # 50,000 peaked at 365 MB and left 175 MB resident, pages of 4096 peaked at 144 MB and left 79 (heap released)
 QUERY_CACHE = 128  # query vectors kept per store (1.5 KB each)
 CHUNK = 4096  # int8 rows converted to float32 at a time by a search (1.5 MB: stays in cache)
+# The model reads 256 word pieces; a record longer than that is embedded in pieces of PIECE_CHARS
+# characters (~150-200 pieces of English text), each starting PIECE_STEP after the last (a sentence cut
+# at one piece's end is whole in the next), and its vector is their mean: a long note or conversation
+# log is found by what its later parts say, not by its opening alone. Past MAX_PIECES pieces, that many
+# spread evenly over the record.
+PIECE_CHARS = 700
+PIECE_STEP = 560
+MAX_PIECES = 16
 
 
 class Unavailable(Exception):
@@ -603,6 +614,23 @@ def _local(env: dict[str, str]) -> LocalEmbedder:
     return LOCAL_FACTORY[0](env) if LOCAL_FACTORY else LocalEmbedder(env)
 
 
+def pieces(text: str) -> list[str]:
+    """The parts of a record that are embedded: the record itself when the model reads it whole, else
+    overlapping pieces of it, each starting after a space (see PIECE_CHARS)."""
+    if len(text) <= PIECE_CHARS + PIECE_CHARS // 4:
+        return [text]
+    starts = list(range(0, len(text) - PIECE_CHARS // 4, PIECE_STEP))
+    if len(starts) > MAX_PIECES:
+        starts = [starts[round(i * (len(starts) - 1) / (MAX_PIECES - 1))] for i in range(MAX_PIECES)]
+    out = []
+    for start in starts:
+        space = re.compile(r"\s+").search(text, start, start + 80) if start else None  # re caches it
+        at = space.end() if space else start
+        out.append(text[at:at + PIECE_CHARS])
+    return out
+
+
+
 class Semantic:
     """The semantic tier of one store: embeds what the index holds, answers nearest-by-meaning.
 
@@ -711,7 +739,7 @@ class Semantic:
                 rows, hashes, unknown = rows[:unknown[new_batch]], hashes[:unknown[new_batch]], unknown[:new_batch]
             blobs: dict[int, bytes] = {}
             if unknown:
-                vecs = self._embed([rows[i][2] for i in unknown])
+                vecs = self._embed_records([rows[i][2] for i in unknown])
                 blobs = {i: to_blob(vecs[j]) for j, i in enumerate(unknown)}
                 self.index.kept.put(key, [(hashes[i], int(vecs.shape[1]), blobs[i]) for i in unknown])
             put = [(line, sha, blobs[i] if i in blobs else known[hashes[i]][1]) for i, (line, sha, _t) in enumerate(rows)]
@@ -724,6 +752,21 @@ class Semantic:
             if deadline is not None and time.monotonic() > deadline:
                 break
         return done
+
+    def _embed_records(self, texts: list[str]) -> Any:
+        """Records' vectors: a long record's is the mean of its pieces' (`pieces`), normalised."""
+        parts = [pieces(t) for t in texts]
+        flat = [p for ps in parts for p in ps]
+        if len(flat) == len(texts):
+            return self._embed(texts)
+        np = numpy_module()
+        vecs = self._embed(flat)
+        out = np.empty((len(texts), vecs.shape[1]), dtype=np.float32)
+        at = 0
+        for i, ps in enumerate(parts):
+            out[i] = vecs[at:at + len(ps)].mean(axis=0)
+            at += len(ps)
+        return _normalise(np, out)
 
     def start_background(self) -> None:
         """Catch up in a daemon thread (a server's or a long CLI's); returns at once."""

@@ -171,7 +171,7 @@ def _fit_for_host(host: Host, store: Store, project: str | None, budget: int) ->
 
     if host.max_tokens:
         budget = min(budget, host.max_tokens)
-    loaded = loaded_at_start()
+    loaded = loaded_at_start(host.name)  # what this host loads itself, not what another host would
     while True:
         # No project given: global records only, never every project's (a session must not see others').
         brief = make_brief(store, project, budget=budget, scope=None if project else GLOBAL_SCOPE,

@@ -7,6 +7,8 @@ opening requests, before it imports server.py and the tool-call code (retained/t
 
 from __future__ import annotations
 
+import os
+
 from .installers import hosts as registry  # host facts: the instructions cut
 from .store import Store
 from .tools import DATA_NOTE
@@ -30,7 +32,7 @@ def compute_instructions(store: Store, project: str | None) -> str:
     room = INSTRUCTIONS_MAX_CHARS - len(GUIDANCE) - 2
     budget = 400
     while budget >= 40:
-        brief = make_brief(store, project, budget=budget, loaded_at_start=registry.loaded_at_start())
+        brief = make_brief(store, project, budget=budget, loaded_at_start=registry.loaded_for(os.environ))
         if len(brief["text"]) <= room:
             return GUIDANCE + "\n\n" + brief["text"]
         budget = budget * 3 // 4

@@ -20,6 +20,7 @@ from . import records
 
 OLD_DAYS = 90
 NEAR_CAP = 500  # current records per scope compared for near duplicates (pairs are quadratic)
+LISTED = 20  # pairs and chains a person is shown per scope (the JSON holds them all)
 
 
 def report(store: Store, *, old_days: int = OLD_DAYS) -> dict[str, Any]:
@@ -46,6 +47,7 @@ def report(store: Store, *, old_days: int = OLD_DAYS) -> dict[str, Any]:
         entry(scope)["old"] = n
     for scope, e in scopes.items():
         e["near_duplicates"] = _near(store, scope)
+        e["near_compared"] = min(e["current"], NEAR_CAP)
     out = sorted(scopes.values(), key=lambda e: (-e["current"], e["scope"]))
     totals = {k: sum(len(e[k]) if isinstance(e[k], list) else e[k] for e in out)
               for k in ("current", "superseded", "retracted", "purged", "exact_duplicates", "near_duplicates",
@@ -65,6 +67,8 @@ def _near(store: Store, scope: str) -> list[dict[str, Any]]:
         for b, kb, tb in norm[i + 1:]:
             if ta == tb and ka == kb:
                 continue  # exact: reported above
+            if ka == kb == "checkpoint":
+                continue  # a series of checkpoints of one piece of work reads alike by design
             ratio = prepared[i].closeness(tb, min_length_ratio=records.NEAR_RATIO)
             if ratio is not None:
                 pairs.append({"ids": [b, a], "similarity": round(ratio, 2)})

@@ -154,6 +154,13 @@ _HEADING = r"^(#{1,6})\s+(.*?)\s*#*\s*$"
 _BULLET = r"^(\s*)(?:[-*+]|\d{1,3}[.)])\s+(.*)$"
 _FENCE = r"^\s*(```|~~~)"
 _LINK_ONLY = r"^\[[^\]]*\]\([^)\s]+\.md\)"
+_TABLE_ROW = r"^\s*\|.*\|\s*$"
+_TABLE_RULE = r"^\s*\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?\s*$"
+# Prose that is a title, not a memory: a line of emphasis alone ('**Shop backend**'), or a sentence
+# about the file itself ('This file provides guidance to Claude Code when working with code here.').
+_TITLE_LINE = r"^\s*(\*\*|__)[^*_\n]+(\*\*|__)\s*$"
+_ABOUT_FILE = (r"^\s*(this|the)\s+(file|document|guide|readme)\b[^\n]{0,80}\b(provides|gives|contains|describes|"
+               r"holds|is)\b")
 
 _HEADING_KINDS = (
     (r"\b(decisions?|decided|adrs?|architecture decisions?)\b", "decision"),
@@ -214,18 +221,22 @@ def strip_front_matter(text: str) -> tuple[dict[str, Any], str, int]:
 def markdown_items(text: str, origin: Path, *, fmt: str, host_loaded: bool, scope: str | None = None,
                    skip_sections: tuple[str, ...] = (), section_kinds: Mapping[str, str] | None = None,
                    skip_pointers: bool = False, first_line: int = 0,
-                   skipped: dict[str, None] | None = None) -> list[Item]:
-    """Every top-level bullet, and the prose of every section, as an item of a fitting kind.
+                   skipped: dict[str, None] | None = None, bullets_only: bool = False) -> list[Item]:
+    """Every top-level bullet, every row of a table (its cells named by the header), and the prose of
+    every section (not a title or a sentence about the file itself), as an item of a fitting kind; a
+    code block is reference, never a decision or a task. `bullets_only`: bullets and table rows alone.
 
     `skipped` (insertion-ordered, for the dry run's notes) gathers the sections of `skip_sections`
     that held text this left out."""
     reader = _MarkdownReader(origin, fmt=fmt, host_loaded=host_loaded, scope=scope, skip_sections=skip_sections,
                              section_kinds=section_kinds, skip_pointers=skip_pointers)
+    reader.bullets_only = bullets_only
     if skipped is not None:
         reader.skipped = skipped
     for n, raw in enumerate(text.split("\n"), first_line + 1):
         reader.read(n, raw.rstrip())
     reader.flush_bullet()
+    reader.flush_table()
     reader.flush_prose()
     for item in reader.items:  # trailing blank lines kept for continuation are not content
         item.text = re.sub(r"\n{3,}", "\n\n", item.text).strip()
@@ -250,6 +261,8 @@ class _MarkdownReader:
         self.fenced = False
         self.in_comment = False
         self.skipped: dict[str, None] = {}
+        self.table: list[tuple[int, str]] = []  # (line number, line) of the table being read
+        self.bullets_only = False
 
     def section(self) -> str:
         return " > ".join(title for _level, title in self.path)
@@ -259,12 +272,16 @@ class _MarkdownReader:
             # a code block on its own is reference (a command, a snippet), whatever the heading: a
             # fence that follows the last item of a `## TODO` list is not a task
             return "fact"
+        kind = None
         if self.section_kinds:
             for _level, title in reversed(self.path):
-                for key, kind in self.section_kinds.items():
-                    if key.lower() in title.lower():
-                        return kind
-        return kind_for(self.section(), body)
+                for key, k in self.section_kinds.items():
+                    if kind is None and key.lower() in title.lower():
+                        kind = k
+        kind = kind or kind_for(self.section(), body)
+        if kind in ("decision", "todo") and re.search(_FENCE, body, re.M) and kind_for("", body, "fact") != kind:
+            return "fact"  # a snippet under '## Decisions' is reference, unless its words decide
+        return kind
 
     def _add(self, lines: list[str], line: int, *, pointer: bool = False) -> None:
         body = "\n".join(lines).strip()
@@ -285,12 +302,42 @@ class _MarkdownReader:
 
     def flush_prose(self) -> None:
         lines, self.prose = self.prose, []
+        body = "\n".join(lines).strip()
+        if self.bullets_only or re.match(_TITLE_LINE, body) or re.match(_ABOUT_FILE, body, re.I):
+            return
         self._add(lines, self.prose_line)
+
+    def flush_table(self) -> None:
+        """A table: each row below the header one item, 'Header: cell; ...' (a table of decisions is that
+        many decisions, not one); lines that only look like a table (no rule below the first) are prose."""
+        rows, self.table = self.table, []
+        if not rows:
+            return
+        if len(rows) < 2 or not re.match(_TABLE_RULE, rows[1][1]):
+            for n, line in rows:
+                self._prose(n, line)
+            return
+        header = _cells(rows[0][1])
+        for n, line in rows[2:]:
+            cells = _cells(line)
+            pairs = [f"{header[i]}: {c}" if i < len(header) and header[i] else c for i, c in enumerate(cells) if c]
+            if pairs:
+                self._add(["; ".join(pairs)], n)
+
+    def _prose(self, n: int, line: str) -> None:
+        if line.strip():
+            if not self.prose:
+                self.prose_line = n
+            self.prose.append(line)
+        elif self.prose:
+            self.prose.append("")
 
     def read(self, n: int, line: str) -> None:
         """One line (line number `n`, trailing space gone)."""
         if self._hidden(n, line):
             return
+        if self.table and not re.match(_TABLE_ROW, line):
+            self.flush_table()
         m = re.match(_HEADING, line)
         if m:
             self.flush_bullet()
@@ -335,12 +382,22 @@ class _MarkdownReader:
             return
         if self.bullet:
             self.flush_bullet()
-        if line.strip():
-            if not self.prose:
-                self.prose_line = n
-            self.prose.append(line)
-        elif self.prose:
-            self.prose.append("")
+        if re.match(_TABLE_ROW, line):
+            if not self.table:
+                if self.prose and "\n".join(self.prose).rstrip().endswith(":"):
+                    self.prose = []  # 'The decisions so far:' introduces the table, says nothing itself
+                self.flush_prose()
+            self.table.append((n, line))
+            return
+        self._prose(n, line)
+
+
+def _cells(row: str) -> list[str]:
+    """A table row's cells, trimmed (an escaped pipe stays inside its cell)."""
+    inner = row.strip()
+    inner = inner[1:] if inner.startswith("|") else inner
+    inner = inner[:-1] if inner.endswith("|") and not inner.endswith("\\|") else inner
+    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", inner)]
 
 
 def instruction_items(path: Path, scope: str | None = None, *, fmt: str = "markdown",

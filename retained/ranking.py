@@ -3,11 +3,15 @@
 A hit's `score` is in 0..1 and means the same for every query, so that a weak best hit looks weak:
 * closeness in meaning: the cosine mapped onto 0..1 (0 at MEANING_ZERO, 1 at MEANING_FULL or above);
 * words: half the share of the query's words the record holds, half how well bm25 ranks it among the
-  records that hold any of them (0 when it holds none);
-* blend = 0.8 * meaning + 0.2 * words (words weigh half that when no record holds every word: the
-  any-word list is mostly noise words such as 'what' and 'do'); with the semantic tier off, words alone;
+  records that hold any of them (0 when it holds none); a record naming a tool of the kind the query
+  speaks of (retained/vocabulary.py) holds BRIDGE_WORDS at least; when fewer than k records hold every
+  word, records holding some fill the rest, below them;
+* blend = (1 - w) * meaning + w * words, w following the words' evidence: 0.1 when the best record
+  holds little of the query (the any-word list is mostly noise words such as 'what' and 'do') up to
+  0.4 when records hold every word; with the semantic tier off, words alone;
 * when the query names identifiers, paths, error codes or versions, score = (share of them the record
-  holds verbatim + blend) / 2: a record holding them ranks above every record that does not.
+  holds verbatim + blend) / 2: a record holding them ranks above every record that does not;
+* one source does not fill the top: past two hits of one `source`, each further one scores less.
 Hits are ordered by score, so scores fall with rank. Plain rank fusion (RRF) is not used: it gives a
 list full of noise words an equal vote (see the semantic tier's research notes).
 
@@ -31,11 +35,18 @@ if TYPE_CHECKING:  # the hook path imports no more than it runs
 
 from .index import phrase_query, quote_query
 
-MEANING_WEIGHT = 0.8
-# When no record holds every word, the any-word list is mostly noise words ('what', 'do', 'code'):
-# it keeps half its weight (0.1). On the repository's eval this moved one paraphrase to rank 1 and
-# changed nothing else.
-ANY_WORD_FACTOR = 0.5
+# The weight of words in the blend follows their evidence: from WORDS_WEIGHT_ANY when no record holds
+# any share of the query's words worth the name (the any-word list is then mostly noise words such as
+# 'what', 'do', 'code') to WORDS_WEIGHT_ALL when a record holds every one of them, in proportion to the
+# share the best record holds. A small model's closeness must not outvote strong word evidence. On the
+# dev splits of bench/eval this made the top hit of sources.json come from a gold source as often as
+# words alone do (11/12, was 10/12) and changed nothing on the other sets for any maximum from 0.2 to 0.5.
+WORDS_WEIGHT_ALL = 0.4
+WORDS_WEIGHT_ANY = 0.1
+# One source (a conversation log, a long note in several records) keeps SOURCE_SHARE hits at their
+# score; each further one scores SOURCE_DECAY times less per hit of it before (see `spread`).
+SOURCE_SHARE = 2
+SOURCE_DECAY = 0.8
 # Cosine from which a record counts as found by meaning. The lowest correct answer the research saw
 # scored 0.23, so the floor sits below it; it separates 'found' from 'the nearest of nothing'.
 MEANING_FLOOR = 0.2
@@ -48,10 +59,23 @@ MEANING_FULL = 0.7
 MEANING_CANDIDATES = 256
 LEXICAL_CANDIDATES = 100
 IDENTIFIER_CANDIDATES = 50
+BRIDGE_CANDIDATES = 50
+# Words evidence of a record that names a tool of the kind the query speaks of, without its words.
+BRIDGE_WORDS = 0.5
+# Words evidence of a record holding every unspaced part of the query (Chinese, Japanese) as a substring.
+PART_WORDS = 0.75
 
 _TOKEN = r"[^\s\"'`()\[\]{}<>,;!?]+"
 _WORD = r"\w+"
 _CAMEL = r"[a-z][A-Z]|[A-Z]{2,}"
+
+
+def unspaced_parts(query: str) -> list[str]:
+    """The runs of the query in scripts written without spaces (Han, kana, Hangul syllables written
+    together), two characters or more: parts of words full-text search cannot find (retained/index/search.py)."""
+    runs = re.findall(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\U00020000-\U0002ffff]{2,}",
+                      query)
+    return list(dict.fromkeys(runs))[:8]
 
 
 def identifiers(query: str) -> list[str]:
@@ -74,7 +98,7 @@ def _exact_patterns(idents: list[str]) -> list[re.Pattern[str]]:
 
 
 class Candidate:
-    __slots__ = ("row", "bm25", "cosine", "meaning", "tier", "score", "match", "lead")
+    __slots__ = ("row", "bm25", "cosine", "meaning", "tier", "score", "match", "lead", "bridge", "some", "part")
 
     def __init__(self, row: dict[str, Any], bm25: float | None = None) -> None:
         self.row = row
@@ -83,6 +107,10 @@ class Candidate:
         self.meaning = False        # cosine cleared its floor (`meaning_floor`)
         self.lead: float | None = None  # cosine minus the best other record's (or MEANING_FLOOR)
         self.tier = 0               # identifiers of the query this record holds verbatim
+        self.bridge = 0             # holds a tool's name the query speaks of by its kind (vocabulary.py):
+        #                             2 when the kind was named by a phrase of 2+ words, 1 by one word
+        self.some = False           # holds some of the query's words where others hold them all (bm25 of that list)
+        self.part = False           # holds every unspaced part of the query (Chinese, Japanese) as a substring
         self.score = 0.0
         self.match = "words"
 
@@ -142,6 +170,14 @@ def rank(store: Store, query: str, terms: list[str], qvec: Any, filters: dict[st
                 lex_total, exact, lex_rows = idx.ranked(match, limit=want, need=k, **filters)
     cands: dict[int, Candidate] = {row["line"]: Candidate(row, bm25=row["rank"]) for row in lex_rows}
     total = lex_total
+    if mode == "all" and 0 < lex_total < k and len(terms) > 1:
+        # Fewer records hold every word than were asked for: those that hold some of them fill the
+        # rest, after every record holding them all (`_score`), instead of a short answer.
+        some = quote_query(terms, any_word=True)
+        for row in idx.ranked(some, limit=want, need=k, **filters)[2] if some is not None else []:
+            if row["line"] not in cands:
+                cands[row["line"]] = c = Candidate(row, bm25=row["rank"])
+                c.some = True
 
     idents = identifiers(query)
     patterns = _exact_patterns(idents)
@@ -153,6 +189,30 @@ def rank(store: Store, query: str, terms: list[str], qvec: Any, filters: dict[st
                     cands[row["line"]] = Candidate(row)
                     total += 1  # holds the identifier but not every word of the query
 
+    parts = unspaced_parts(query)
+    if parts:  # a part of a word in a script written without spaces: found as a substring
+        whole, held = idx.containing(parts, limit=want, **filters)
+        exact = exact and whole
+        if held and lex_total == 0:
+            mode = "all"  # they hold what the query holds; the any-word note would say otherwise
+        for row in held:
+            if row["line"] not in cands:
+                cands[row["line"]] = Candidate(row)
+                total += 1
+            cands[row["line"]].part = True
+
+    from .vocabulary import bridged
+
+    names = bridged(query)
+    for strong in (False, True):  # records naming a tool of the kind the query speaks of ('the CI' → GitHub Actions)
+        bm = phrase_query([n for n, s in names.items() if s is strong])
+        for row in idx.ranked(bm, limit=BRIDGE_CANDIDATES, **filters)[2] if bm is not None else []:
+            if row["line"] not in cands:
+                cands[row["line"]] = Candidate(row)
+                total += 1
+            held_by = cands[row["line"]]
+            held_by.bridge = 2 if strong else max(held_by.bridge, 1)
+
     if qvec is not None:
         exact = _meaning(store, qvec, terms, filters, cands) and exact
         # Records found by meaning only: do they hold the words too (beyond the lexical top list)?
@@ -161,11 +221,11 @@ def rank(store: Store, query: str, terms: list[str], qvec: Any, filters: dict[st
             for row in idx.ranked(match, limit=len(missing), only=missing, **filters)[2]:
                 if row["line"] in cands:
                     cands[row["line"]].bm25 = row["rank"]
-        total += sum(1 for c in cands.values() if c.meaning and c.bm25 is None and c.tier == 0
+        total += sum(1 for c in cands.values() if c.meaning and c.bm25 is None and c.tier == 0 and not c.bridge and not c.part
                      and not any(p.search(c.row["text"]) for p in patterns))
 
     _score(list(cands.values()), terms, patterns, qvec is not None, mode)
-    ordered = sorted(cands.values(), key=lambda c: (-c.score, -c.row["seq"]))[:k]
+    ordered = spread(list(cands.values()))[:k]
     found = Found(ordered, max(total, len(ordered)), exact, mode)
     if filters.get("as_of") is not None:
         later = [c.row["superseded_by"] for c in ordered if c.row.get("superseded_by")]
@@ -210,19 +270,53 @@ def _stem(word: str) -> str:
 def _score(cands: list[Candidate], terms: list[str], patterns: list[re.Pattern[str]], semantic: bool,
            mode: str) -> None:
     """Every candidate's score, 0..1 and the same for any query: see the module docstring."""
-    strengths = [-c.bm25 for c in cands if c.bm25 is not None]
-    smin, smax = (min(strengths), max(strengths)) if strengths else (0.0, 0.0)
-    w = 1.0 if not semantic else (1 - MEANING_WEIGHT) * (ANY_WORD_FACTOR if mode == "any" else 1.0)
+    rel = {False: _strengths([c for c in cands if not c.some]), True: _strengths([c for c in cands if c.some])}
+    w = 1.0
+    if semantic:  # words weigh with the evidence they give: how much of the query the best record holds
+        best = 1.0 if mode == "all" else max((word_share(terms, c.row["text"]) for c in cands if c.bm25 is not None),
+                                             default=0.0)
+        w = WORDS_WEIGHT_ANY + (WORDS_WEIGHT_ALL - WORDS_WEIGHT_ANY) * best
     for c in cands:
         words = 0.0
         if c.bm25 is not None:  # half how much of the query it holds, half how well bm25 ranks it
-            rel = 1.0 if smax == smin else (-c.bm25 - smin) / (smax - smin)
-            words = 0.5 * (1.0 if mode == "all" else word_share(terms, c.row["text"])) + 0.5 * rel
+            lo, hi = rel[c.some]
+            strength = 1.0 if hi == lo else (-c.bm25 - lo) / (hi - lo)
+            words = 0.5 * (1.0 if mode == "all" and not c.some else word_share(terms, c.row["text"])) + 0.5 * strength
+            if c.some:  # below every record holding all of the words
+                words *= 0.5
+        if c.bridge:
+            words = max(words, BRIDGE_WORDS)
+        if c.part:
+            words = max(words, PART_WORDS)
         blend = (1 - w) * closeness(c.cosine) + w * words
         c.tier = sum(1 for p in patterns if p.search(c.row["text"]))
         c.score = blend if not patterns else (c.tier / len(patterns) + blend) / 2
-        held = c.bm25 is not None or c.tier > 0
+        held = c.bm25 is not None or c.tier > 0 or c.part
         c.match = "both" if held and c.meaning else "meaning" if c.meaning else "words"
+
+
+def _strengths(cands: list[Candidate]) -> tuple[float, float]:
+    strengths = [-c.bm25 for c in cands if c.bm25 is not None]
+    return (min(strengths), max(strengths)) if strengths else (0.0, 0.0)
+
+
+def spread(cands: list[Candidate]) -> list[Candidate]:
+    """Best first, with one source kept from filling the top: past SOURCE_SHARE hits of one `source`
+    (a conversation log, a long note in several records), each further hit of it scores SOURCE_DECAY
+    times less for every one before it, so other sources' hits come up between them. Scores still fall
+    with rank."""
+    ordered = sorted(cands, key=lambda c: (-c.score, -c.row["seq"]))
+    seen: dict[str, int] = {}
+    decayed = False
+    for c in ordered:
+        source = c.row.get("source")
+        if not source:
+            continue
+        n = seen[source] = seen.get(source, 0) + 1
+        if n > SOURCE_SHARE:
+            c.score *= SOURCE_DECAY ** (n - SOURCE_SHARE)
+            decayed = True
+    return sorted(ordered, key=lambda c: (-c.score, -c.row["seq"])) if decayed else ordered
 
 
 def meaning_floor(terms: list[str], text: str) -> float:

@@ -117,7 +117,7 @@ def search_result(found: Found, *, as_of: str | None, semantic: str, by_meaning:
         if as_of is not None and one.get("superseded_by") and one["superseded_by"] not in found.known_before:
             del one["superseded_by"]
         hits.append(one)
-        cosines[one["id"]] = {"cosine": cand.cosine, "tier": cand.tier, "lead": cand.lead}
+        cosines[one["id"]] = {"cosine": cand.cosine, "tier": cand.tier, "lead": cand.lead, "bridge": cand.bridge}
     total = found.total
     truncated = total > len(hits) or not found.exact
     from . import ranking

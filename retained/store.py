@@ -284,7 +284,7 @@ class Store:
         return (I2) and whether meaning was used (`semantic`: "on" or "off: <reason>").
 
         Ranking: records holding an exact identifier, path, error code or version from the query come
-        first; then the blend 0.8·meaning + 0.2·words (each min-max scaled over its own candidates).
+        first; then a blend of meaning and words whose words' weight follows their evidence (retained/ranking.py).
         Each match resolves to the current record of its supersede chain unless `include_superseded`;
         `as_of` answers as the store stood then.
         """

@@ -459,7 +459,11 @@ def _check_id(rid: str) -> None:
             raise UsageError(f"its id looks like a credential ({', '.join(sorted(found))})", hint="")
 
 
-def plan_items(store: Store, items: list[native.Item], scope: str | None) -> list[Action]:
+def plan_items(store: Store, items: list[native.Item], scope: str | None, *,
+               include_superseded: bool = False) -> list[Action]:
+    """Each item as an add, or as already there: the same text or a close match of a current record of
+    its scope (said, with the record's id), or of a record a later one corrected, which an import does
+    not bring back as current unless `include_superseded`."""
     actions: list[Action] = []
     keys: set[str] = set()
     for item in items:
@@ -473,13 +477,45 @@ def plan_items(store: Store, items: list[native.Item], scope: str | None) -> lis
         prior = store.index.by_op(key) or store.index.same_text(target, item.text)
         if prior is not None:
             actions.append(Action("already", item.kind, target, item.text, origin, rid=prior["id"], item=item))
-        else:
+            continue
+        known, ratio = _known(store, target, item.text)
+        if known is None:
             actions.append(Action("add", item.kind, target, item.text, origin, item=item))
+        elif not known.get("superseded_by"):
+            actions.append(Action("already", item.kind, target, item.text, origin, rid=known["id"], item=item,
+                                  why=f"closely matches current record {known['id']} ({ratio:.2f} alike); not added"))
+        elif include_superseded:
+            actions.append(Action("add", item.kind, target, item.text, origin, item=item,
+                                  why=f"{'the text' if ratio == 1 else 'close to the text'} of {known['id']}, which "
+                                      f"{known['superseded_by']} corrected: added as current (--include-superseded)"))
+        else:
+            actions.append(Action("skip", item.kind, target, item.text, origin, rid=known["id"], item=item,
+                                  why=f"{'the text' if ratio == 1 else 'close to the text'} of {known['id']}, which "
+                                      f"{known['superseded_by']} corrected: not brought back as current "
+                                      "(--include-superseded imports it anyway)"))
     return actions
 
 
+def _known(store: Store, scope: str, text: str) -> tuple[dict[str, Any] | None, float]:
+    """The record of the scope, current or corrected, whose text is this one or most closely matches it
+    (records.NEAR_RATIO; a current one on a tie), and how alike; (None, 0) when none is."""
+    from .index import query_terms, quote_query
+
+    words = sorted(set(query_terms(text)), key=lambda w: (-len(w), w))[:8]
+    match = quote_query(words[:4], prefix=False) if len(words) >= 3 else None
+    mine = records.Near(records.near_form(text))
+    found = []
+    for row in store.index.known_texts(match, scope, text, 40):
+        ratio = 1.0 if row["text"] == text else mine.closeness(records.near_form(row["text"]))
+        if ratio is not None:
+            found.append((row, ratio))
+    if not found:
+        return None, 0.0
+    return max(found, key=lambda f: (f[1], not f[0].get("superseded_by")))  # the closest; current on a tie
+
+
 def plan(store: Store, *, path: str | None, source: str | None, scope: str | None, memories: native.HostMemories,
-         env: Mapping[str, str] | None = None) -> dict[str, Any]:
+         env: Mapping[str, str] | None = None, include_superseded: bool = False) -> dict[str, Any]:
     """What an import would do, without writing anything. `memories`: the hosts' own memories (the
     host registry's answer, passed in by the caller)."""
     env = os.environ if env is None else env
@@ -496,7 +532,7 @@ def plan(store: Store, *, path: str | None, source: str | None, scope: str | Non
             raise UsageError(f"unknown source {source!r}", hint=f"use one of: {', '.join(sources)}, or give a PATH")
         known = store.index.scope_names()
         items, notes = memories.source_items(source, env, known)
-        actions = plan_items(store, items, scope)
+        actions = plan_items(store, items, scope, include_superseded=include_superseded)
         label = source
     else:
         assert path is not None  # a PATH or a SOURCE: checked above
@@ -506,7 +542,8 @@ def plan(store: Store, *, path: str | None, source: str | None, scope: str | Non
         if p.is_file() and looks_like_jsonl(p):
             actions, notes = plan_jsonl(store, p, scope)
         else:
-            actions = plan_items(store, memories.path_items(p, scope, env, notes), scope)
+            actions = plan_items(store, memories.path_items(p, scope, env, notes), scope,
+                                 include_superseded=include_superseded)
             if not actions and not notes:
                 notes.append(f"nothing in {p} reads as memory (no bullet or section with text)")
         label = str(p)

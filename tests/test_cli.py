@@ -187,3 +187,12 @@ def test_a_full_disk_or_unreadable_file_is_one_line_not_an_internal_error(tmp_pa
     proc = run_cli("--dir", str(blocked), "list")
     assert proc.returncode == 1 and "internal error" not in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("query", ["", "   "])
+def test_an_empty_search_is_a_usage_error_as_an_empty_write_is(store_dir, query):
+    write = run_cli("write", query)
+    search = run_cli("search", query)
+    assert write.returncode == search.returncode == 2
+    assert "empty" in search.stderr and search.stdout == "" and "Traceback" not in search.stderr
+    assert len(search.stderr.strip().splitlines()) == 1

@@ -26,24 +26,24 @@ def _cli(store_dir: Path, project: Path, *args: str, shim: Path | None = None) -
                           cwd=project, timeout=60)
 
 
-def test_cli_search_without_a_server_answers_by_words_at_once_and_says_meaning_was_not_used(store_dir, tmp_path):
+def test_cli_search_with_words_answers_by_words_at_once_and_says_meaning_was_not_used(store_dir, tmp_path):
     project = _project(tmp_path)
     _seed(store_dir, project)
     shim = _no_model_here(tmp_path)  # loading the model would fail loudly: it must not be tried
-    out = _cli(store_dir, project, "search", "--json", "deploys production", shim=shim)
+    out = _cli(store_dir, project, "search", "--json", "--words", "deploys production", shim=shim)
     assert out.returncode == 0, out.stderr
     res = json.loads(out.stdout)
-    assert res["semantic"] == "off: model loading"
+    assert res["semantic"] == "off: words only (--words)"
     assert res["hits"][0]["text"] == DEPLOY and res["hits"][0]["match"] == "words"
-    assert any("meaning was not used" in w and "--meaning" in w for w in res["warnings"])
-    text = _cli(store_dir, project, "search", "deploys production", shim=shim)
-    assert "words only (semantic off: model loading)" in text.stdout and "Tuesdays" in text.stdout
+    assert any("meaning was not used" in w and "--words" in w for w in res["warnings"])
+    text = _cli(store_dir, project, "search", "--words", "deploys production", shim=shim)
+    assert "words only (semantic off: words only (--words))" in text.stdout and "Tuesdays" in text.stdout
 
 
-def test_cli_search_with_meaning_loads_the_model_when_asked(store_dir, tmp_path):
+def test_cli_search_answers_by_meaning_by_default_loading_the_model_here(store_dir, tmp_path):
     project = _project(tmp_path)
     _seed(store_dir, project)
-    res = json.loads(_cli(store_dir, project, "search", "--json", "--meaning", PARAPHRASE).stdout)
+    res = json.loads(_cli(store_dir, project, "search", "--json", PARAPHRASE).stdout)
     assert res["semantic"] == "on" and res["hits"][0]["text"] == DEPLOY
 
 

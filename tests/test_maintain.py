@@ -53,3 +53,22 @@ def test_dry_run_reports_and_changes_no_file_and_apply_retracts_exact_duplicates
         assert store.get([dup])["records"][0]["retracted"]["reason"].startswith("exact duplicate of")
     again = cli_json("maintain")
     assert next(e for e in again["report"]["scopes"] if e["scope"] == "/p")["exact_duplicates"] == []
+
+
+def test_maintain_says_how_many_pairs_it_did_not_list_and_leaves_a_checkpoint_series_alone(store_dir):
+    from retained import maintain
+
+    with Store(store_dir) as store:
+        store.write("release notes go in CHANGES.md", scope="/p")
+    base = "the nightly export job writes the orders table to the warehouse bucket in region"
+    for i in range(8):  # 8 near-identical facts: 28 pairs, 8 more than are listed
+        _third_party_append(store_dir, f"{base} number {i}", kind="fact")
+    series = {_third_party_append(store_dir, f"checkpoint: migrating the billing worker to the new queue, step {i} of 4",
+                                  kind="checkpoint") for i in range(4)}  # a series of checkpoints of one piece of work
+    report = cli_json("maintain")["report"]
+    scope = next(e for e in report["scopes"] if e["scope"] == "/p")
+    assert len(scope["near_duplicates"]) == 28
+    human = run_cli("maintain").stdout
+    assert human.count("near duplicates (") == maintain.LISTED
+    assert f"{28 - maintain.LISTED} near-duplicate pair(s) more not listed here" in human
+    assert not series & {i for p in scope["near_duplicates"] for i in p["ids"]}

@@ -82,3 +82,80 @@ def test_recall_stays_silent_on_unrelated_prompts(store):
     for prompt in ("rename this variable", "thanks!", "explain this function", "make it faster", "ok, continue",
                    "sort this list by date", "write a haiku about autumn", "how do I center a div?"):
         assert recall(store, prompt, project=PROJECT, shown=set()) is None, prompt
+
+
+def test_recall_bridges_a_kind_of_tool_to_the_tool_a_record_names_and_stays_silent_on_another_sense(store):
+    """'the container orchestrator' is Kubernetes, 'crash reports' go to Sentry: neither the words nor the
+    small model join them; the shipped vocabulary does. A kind word meant another way stays silent."""
+    k8s = store.write("Production runs on Kubernetes (EKS); deploy with `kubectl apply -k deploy/overlays/prod`.",
+                      scope=PROJECT)["id"]
+    sentry = store.write("Sentry collects our exceptions; releases are tagged with the git sha.", scope=PROJECT)["id"]
+    store.write("Sessions and rate-limit counters are kept in Redis 7; keys expire after 30 minutes.", scope=PROJECT)
+    store.write("Commit messages follow Conventional Commits (feat:, fix:, chore:).", scope=PROJECT)
+    for prompt, want in (("roll out the new build to the container orchestrator", k8s),
+                         ("where do crash reports from prod end up?", sentry)):
+        got = recall(store, prompt, project=PROJECT, shown=set())
+        assert got is not None and got["ids"][0] == want, (prompt, got)
+    assert recall(store, "how does a CPU cache work?", project=PROJECT, shown=set()) is None
+    assert store.search("the container orchestrator", scopes=[PROJECT])["hits"][0]["id"] == k8s
+
+
+def test_the_vocabulary_names_tools_by_kind_and_leaves_out_what_the_text_holds():
+    from retained.vocabulary import bridged
+
+    assert "kubernetes" in bridged("restart the container orchestrator") and bridged("restart the container orchestrator")["kubernetes"]
+    assert bridged("why did CI fail")["github actions"] is False  # one word: a weaker bridge
+    assert "kubernetes" not in bridged("the kubernetes cluster") and "k8s" in bridged("the kubernetes cluster")
+    assert bridged("write a haiku about autumn") == {}
+
+
+def test_a_query_that_matches_k_records_returns_k_when_fewer_hold_every_word(store_dir, monkeypatch):
+    """The every-word gate falls back: records holding some of the words fill the rest, after the one
+    holding them all (words only here, where nothing else could fill them)."""
+    from retained.store import Store
+
+    monkeypatch.setenv("RETAINED_EMBED", "off")
+    with Store(store_dir) as s:
+        both = s.write("The canary deploy holds 5% of traffic for two hours.", scope=PROJECT)["id"]
+        some = {s.write(text, scope=PROJECT)["id"] for text in (
+            "Deploys go out on Tuesdays after the release review.",
+            "Every deploy is announced in the releases channel first.",
+            "The canary cluster runs in eu-west-1.")}
+        s.write("Branch names follow type/ticket-short-description.", scope=PROJECT)
+        res = s.search("canary deploy", scopes=[PROJECT], k=4)
+    assert [h["id"] for h in res["hits"]][0] == both
+    assert {h["id"] for h in res["hits"][1:]} == some and res["returned"] == 4
+    scores = [h["score"] for h in res["hits"]]
+    assert scores == sorted(scores, reverse=True) and scores[0] > scores[1]
+
+
+def test_one_source_does_not_fill_the_top_k(store):
+    """Six records of one conversation log and two of other sources all hold the words: the top 4 holds
+    the other sources too, and scores still fall with rank."""
+    others = {store.write(f"Ben: the retry budget of the importer is {n} attempts per hour, reviewed weekly by us.",
+                          scope=PROJECT, source=f"notes-{n}")["id"] for n in (10, 12)}  # older, a little longer
+    log = {store.write(f"Ana: the retry budget of the importer is {n} attempts per hour, reviewed weekly.",
+                       scope=PROJECT, source="chat-2026-09-01")["id"] for n in range(3, 9)}
+    res = store.search("retry budget of the importer", scopes=[PROJECT], k=4)
+    top = [h["id"] for h in res["hits"]]
+    assert len(top) == 4 and others <= set(top) and len(set(top) & log) == 2, top
+    scores = [h["score"] for h in res["hits"]]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_text_in_scripts_written_without_spaces_is_found_by_a_part_of_a_word(store_dir, monkeypatch):
+    """Japanese and Chinese are written without spaces: full-text search sees a whole run as one word,
+    so '会議' never matched '東京都庁で会議があります'. By words alone, as with meaning."""
+    from retained.store import Store
+
+    monkeypatch.setenv("RETAINED_EMBED", "off")
+    with Store(store_dir) as s:
+        meeting = s.write("東京都庁で会議があります。来週の月曜日です。", scope=PROJECT)["id"]
+        deploy = s.write("本番環境へのデプロイは火曜日に行います。", scope=PROJECT)["id"]
+        migrate = s.write("数据库迁移使用 make migrate 命令。", scope=PROJECT)["id"]
+        s.write("Deploys go out on Tuesdays.", scope=PROJECT)
+        for query, want in (("会議", meeting), ("デプロイ", deploy), ("迁移", migrate), ("月曜日 会議", meeting)):
+            res = s.search(query, scopes=[PROJECT])
+            assert [h["id"] for h in res["hits"]] == [want], (query, res)
+            assert res["match"] == "all" and res["hits"][0]["match"] == "words"
+        assert s.search("会議室", scopes=[PROJECT])["hits"] == []

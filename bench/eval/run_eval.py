@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, os.environ.get("RETAINED_EVAL_TREE") or str(ROOT))
 
 HERE = Path(__file__).parent
-SETS = (HERE / "team.json", HERE / "platform.json")
+SETS = (HERE / "team.json", HERE / "platform.json", HERE / "recall.json", HERE / "sources.json")
 METHODS = ("lexical", "semantic", "blend")
 
 
@@ -55,6 +55,8 @@ def build(directory: Path, memories: list[dict], embed: str):
     ids: dict[str, str] = {}
     for m in sorted(memories, key=lambda m: "supersedes" in m):
         kw = {"scope": m["scope"]}
+        if m.get("source"):
+            kw["source"] = m["source"]
         if "supersedes" in m:
             kw["supersedes"] = ids[m["supersedes"]]
         ids[m["id"]] = store.write(m["text"], **kw)["id"]
@@ -98,6 +100,8 @@ class Eval:
         odr = [0, 0]
         rec = {"answer": 0, "other": 0, "of": 0, "silent_on_none": 0, "none": 0}
         for q in self.questions:
+            if "sources" in q:  # judged by gold_sources
+                continue
             split = q.get("split", "dev")
             got = recall(self.store, q["q"], project=q.get("scope"), shown=set())
             if q["kind"] == "none":
@@ -117,6 +121,25 @@ class Eval:
                 cell[2] += 1
         return {"results": cells, "odr": odr, "question_recall": rec}
 
+    def gold_sources(self) -> dict:
+        """Questions over long, multi-record sources (sources.json): how many gold sources the top 5
+        holds, words only against words + meaning, per split; and top-1 from a gold source."""
+        out: dict[str, dict[str, list[int]]] = {}
+        for q in self.questions:
+            if "sources" not in q:
+                continue
+            gold = set(q["sources"])
+            tops = {"words": [self.by_id[self.lex_back[h["id"]]]["source"] for h in self.lex_store.search(q["q"], k=5)["hits"]],
+                    "hybrid": [self.by_id[self.back[h["id"]]]["source"] for h in self.store.search(q["q"], k=5)["hits"]]}
+            for method, top in tops.items():
+                cell = out.setdefault(q["split"], {}).setdefault(method, [0, 0, 0, 0, 0])
+                cell[0] += len(gold & set(top))  # gold sources in the top 5
+                cell[1] += len(gold)
+                cell[2] += gold <= set(top)      # every gold source in the top 5
+                cell[3] += bool(top) and top[0] in gold
+                cell[4] += 1
+        return {"sources": out}
+
     def prompt_recall(self) -> dict:
         from retained.recall import recall
 
@@ -124,8 +147,13 @@ class Eval:
         misses: list[str] = []
         for p in self.prompts:
             cell = out.setdefault(p["split"], {"answered": 0, "answerable": 0, "wrong": 0, "silent": 0,
-                                               "unrelated": 0, "obsolete": 0})
+                                               "unrelated": 0, "obsolete": 0, "injections": 0, "tokens": 0})
             got = recall(self.store, p["prompt"], project=p["project"], shown=set())
+            if got is not None:  # what the agent pays for recall: the injected block
+                from retained.tokens import estimate_tokens
+
+                cell["injections"] += 1
+                cell["tokens"] += estimate_tokens(got["text"])
             injected = [self.back[i] for i in (got or {}).get("ids", [])]
             cell["obsolete"] += any(m in self.obsolete for m in injected)
             if p["answer"] is None:
@@ -149,11 +177,14 @@ def run_set(path: Path) -> dict:
         ev = Eval(data, Path(tmp))
         try:
             out = {"set": path.name, "memories": len(data["memories"]), "questions": len(data["questions"]),
-                   **ev.retrieval(), **ev.prompt_recall()}
+                   **ev.retrieval(), **ev.prompt_recall(), **ev.gold_sources()}
         finally:
             ev.close()
-    out["paraphrases_sharing_a_word"] = [q["q"] for q in data["questions"] if q["kind"] == "paraphrase"
+    out["paraphrases_sharing_a_word"] = [q["q"] for q in data["questions"] if q.get("kind") == "paraphrase"
                                          and _stems(q["q"]) & _stems(by_id[q["answer"]]["text"])]
+    if "recall.json" in path.name:  # every answerable prompt there is a paraphrase
+        out["paraphrases_sharing_a_word"] += [p["prompt"] for p in data["prompts"] if p["answer"]
+                                              and _stems(p["prompt"]) & _stems(by_id[p["answer"]]["text"])]
     return out
 
 
@@ -180,7 +211,13 @@ def show(r: dict) -> None:
           f"{qr['other']}/{qr['of']}, silent on no-answer {qr['silent_on_none']}/{qr['none']}")
     for split, c in sorted(r["prompts"].items()):
         print(f"  prompt recall, split {split}: recall {_frac(c['answered'], c['answerable'])} (wrong only "
-              f"{c['wrong']}), abstention {_frac(c['silent'], c['unrelated'])}, obsolete injected {c['obsolete']}")
+              f"{c['wrong']}), abstention {_frac(c['silent'], c['unrelated'])}, obsolete injected {c['obsolete']}; "
+              f"{c['tokens']} tokens injected in {c['injections']} injection(s)"
+              + (f", {c['tokens'] / c['injections']:.0f} each" if c["injections"] else ""))
+    for split, cells in sorted(r.get("sources", {}).items()):
+        for method, (found, gold, every, first, n) in cells.items():
+            print(f"  gold sources in the top 5, split {split}, {method:<6}: {_frac(found, gold)}; every gold source "
+                  f"{every}/{n}; top hit from a gold source {first}/{n}")
     for m in r["prompt_misses"]:
         print(f"    miss {m}")
     if r["paraphrases_sharing_a_word"]:

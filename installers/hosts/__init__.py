@@ -130,9 +130,21 @@ def context(host: Host, store: Path, project: Path, scope: str = "user",
 
 
 # -- the hosts' own memories (retained/native.py has the readers; this says whose memory is where) ----
-def loaded_at_start() -> frozenset[str]:
-    """File names some host loads into every session by itself (instruction files and memory indexes)."""
+def loaded_at_start(host: str | None = None) -> frozenset[str]:
+    """File names a host loads into every session by itself (instruction files and memory indexes): of
+    the named `host` only (a brief leaves out what that host loads, not what another host would), of
+    every host when None (an import marks what some host loads), of none for an unknown name or ''."""
+    if host is not None:
+        h = get(host) if host else None
+        return frozenset((*h.instruction_files, *h.memory_at_start)) if h is not None else frozenset()
     return frozenset(n for h in hosts().values() for n in (*h.instruction_files, *h.memory_at_start))
+
+
+def loaded_for(env: Mapping[str, str]) -> frozenset[str]:
+    """`loaded_at_start` of the host this process runs under, as its environment says; none when it does
+    not say (then a brief leaves nothing out: better twice than lost)."""
+    found = next((h for h in _ordered() if h.recognises({}, env)), None)
+    return loaded_at_start(found.name) if found is not None else frozenset()
 
 
 def memory_sources() -> list[str]:

@@ -107,6 +107,13 @@ class ClaudeCode(Host):
     def memory_root(self, env: Mapping[str, str]) -> Path | None:
         return claude_dir(env)
 
+    def checkout(self, env: Mapping[str, str], cwd: str | None) -> Path:
+        """The folder Claude Code works in here: the project's git root (or folder), else the cwd. Not the
+        project's scope, which is its remote's URL when it has one."""
+        from ...project import project_dir
+
+        return project_dir(cwd, env, self.project_vars) or Path(cwd or os.getcwd()).resolve()
+
     def memory_report(self, env: Mapping[str, str], cwd: str | None = None,
                       project: str | None = None) -> dict[str, Any] | None:
         from ... import native
@@ -122,15 +129,15 @@ class ClaudeCode(Host):
         else:
             enabled, why = True, "on by default" if setting is None else "autoMemoryEnabled is true"
         custom = _setting(env, "autoMemoryDirectory", project)
-        project = project or str(Path(cwd or os.getcwd()).resolve())
+        root = self.checkout(env, cwd)
         if isinstance(custom, str) and custom.strip():
             folder = Path(os.path.expanduser(custom.strip()))
         else:
-            folder = claude_dir(env) / "projects" / project_dirname(project) / "memory"
+            folder = claude_dir(env) / "projects" / project_dirname(memory_home(root)) / "memory"
         every = sorted((claude_dir(env) / "projects").glob("*/memory/*.md"))
         files, size = native.md_stats(every)
         here_files, here_size = native.md_stats(sorted(folder.glob("*.md")))
-        loaded = [str(p) for p in (folder / "MEMORY.md", Path(project) / "CLAUDE.md", claude_dir(env) / "CLAUDE.md")
+        loaded = [str(p) for p in (folder / "MEMORY.md", root / "CLAUDE.md", claude_dir(env) / "CLAUDE.md")
                   if p.is_file()]
         summary = (f"auto memory {'on' if enabled else 'off'} ({why}): {files} file(s), {native.human_size(size)} "
                    f"across projects; this project {here_files} file(s), {native.human_size(here_size)} in {folder}")
@@ -156,6 +163,15 @@ def project_dirname(project: str | os.PathLike[str]) -> str:
     import re
 
     return re.sub(r"[^a-zA-Z0-9]", "-", str(project))[:NAME_MAX]
+
+
+def memory_home(root: Path) -> Path:
+    """The folder Claude Code files a project's auto memory under: one per repository, named after its
+    main checkout, so a linked worktree's memory is its main checkout's (a folder outside git: itself)."""
+    from ...project import git_common_dir
+
+    common = git_common_dir(root)
+    return common.parent if common is not None and common.name == ".git" else root
 
 
 def _project_names(env: Mapping[str, str], extra: list[str]) -> dict[str, str]:

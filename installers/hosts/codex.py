@@ -243,8 +243,9 @@ def codex_home(env: Mapping[str, str]) -> Path:
 
 
 _SUMMARY_KINDS = {"user profile": "fact", "user preferences": "preference", "general tips": "fact"}
-_HANDBOOK_KINDS = {"user preferences": "preference", "reusable knowledge": "fact",
+_HANDBOOK_KINDS = {"user preferences": "preference", "preferences": "preference", "reusable knowledge": "fact",
                    "failures and how to do differently": "fact"}
+_EVIDENCE = ("rollout_summary", "rollout summar", "rollout files", "keywords", "evidence")
 
 
 def memories_items(directory: Path, scope: str | None = None, notes: list[str] | None = None) -> list[Any]:
@@ -269,20 +270,17 @@ def memories_items(directory: Path, scope: str | None = None, notes: list[str] |
     handbook = directory / "MEMORY.md"
     text = native.read_text(handbook, notes=notes)
     if text is not None:
-        left_out = {}
-        for block_scope, block, offset in _task_groups(text):
-            found = native.markdown_items(block, handbook, fmt="codex-memories", host_loaded=False,
-                                          scope=scope or block_scope, section_kinds=_HANDBOOK_KINDS,
-                                          first_line=offset)
-            for i in found:
-                if any(k in i.section.lower() for k in _HANDBOOK_KINDS):
-                    items.append(i)
-                else:  # name the heading under the task group: "Task 1: ...", not its sub-headings
-                    parts = i.section.split(" > ")
-                    left_out[parts[1] if len(parts) > 1 and parts[0].startswith("Task Group:") else parts[0]] = None
-        _note_skipped(notes, handbook, left_out, "Codex's evidence of one task (its rollout files, keywords, "
-                      "scope lines), not memories; the sections User preferences, Reusable knowledge and "
-                      "Failures and how to do differently are taken")
+        # Codex writes this file from a template that has changed many times: take its bullet points
+        # under whatever headings (or front matter) hold them, less the evidence sections of a task.
+        _meta, body, skip = native.strip_front_matter(text)
+        evidence: dict[str, None] = {}
+        for block_scope, block, offset in _task_groups(body):
+            items += native.markdown_items(block, handbook, fmt="codex-memories", host_loaded=False,
+                                           scope=scope or block_scope, section_kinds=_HANDBOOK_KINDS,
+                                           skip_sections=_EVIDENCE, first_line=offset + skip, skipped=evidence,
+                                           bullets_only=True)
+        _note_skipped(notes, handbook, evidence, "Codex's evidence of a task (its rollout files and keywords), "
+                      "not memories")
     return items
 
 

@@ -458,6 +458,8 @@ class Index:
     ranked = _on_db(search.ranked)
     rows_for_lines = _on_db(search.rows_for_lines)
     similar_candidates = _on_db(search.similar_candidates)
+    known_texts = _on_db(search.known_texts)
+    containing = _on_db(search.containing)
 
     # -- vectors (vectors.py) -------------------------------------------------------------------
     vectors_pending_count = _on_db(vectors.pending_count)

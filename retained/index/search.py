@@ -187,3 +187,45 @@ def similar_candidates(db: sqlite3.Connection, match: str | None, scope: str, li
                 " SELECT r.id, r.kind, r.ts, r.text FROM m JOIN records r ON r.line = m.line"
                 " WHERE r.scope = ? AND r.superseded_by IS NULL AND " + visible("r") + " ORDER BY m.line DESC LIMIT ?",
                 (match, SIMILAR_WINDOW, scope, limit))
+
+
+def known_texts(db: sqlite3.Connection, match: str | None, scope: str, text: str, limit: int) -> list[dict[str, Any]]:
+    """Records of the scope, current or corrected (not retracted), that hold exactly `text` or every word of
+    `match` (among the newest SIMILAR_WINDOW matches): what an import compares a line with, so that it neither
+    adds what is there nor brings a corrected record back as current. Exact ones first."""
+    cols = "r.id, r.kind, r.ts, r.text, r.superseded_by"
+    out = rows(db, f"SELECT {cols} FROM records r WHERE r.scope = ? AND r.text = ? AND {visible('r')}"
+               " ORDER BY r.superseded_by IS NOT NULL, r.line DESC LIMIT ?", (scope, text, limit))
+    if match is None or len(out) >= limit:
+        return out
+    seen = {r["id"] for r in out}
+    near = rows(db, "WITH m AS MATERIALIZED (SELECT rowid AS line FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT ?)"
+                f" SELECT {cols} FROM m JOIN records r ON r.line = m.line"
+                f" WHERE r.scope = ? AND {visible('r')} ORDER BY m.line DESC LIMIT ?",
+                (match, SIMILAR_WINDOW, scope, limit))
+    return out + [r for r in near if r["id"] not in seen][: limit - len(out)]
+
+
+# Text in scripts written without spaces (Chinese, Japanese) is one FTS5 token per run of characters,
+# so a part of such a word never matches by full-text search. Those parts are looked for as substrings
+# in the newest SUBSTRING_WINDOW records instead (a scan: bounded, and the reply says when it stopped).
+SUBSTRING_WINDOW = 20_000
+
+
+def containing(db: sqlite3.Connection, parts: list[str], *, scopes: list[str] | None, kind: str | None,
+               as_of: str | None, include_superseded: bool, limit: int) -> tuple[bool, list[dict[str, Any]]]:
+    """(every record was looked at, the records a read may show whose text holds every one of `parts`),
+    newest first, folded onto the current record of their chain as `rows_for_lines` does."""
+    if not parts:
+        return True, []
+    like = " AND ".join("text LIKE ? ESCAPE '\\'" for _ in parts)
+    patterns = ["%" + p.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%" for p in parts]
+    found = db.execute(f"SELECT line FROM (SELECT line, text FROM records WHERE tomb = 0 ORDER BY line DESC LIMIT ?)"
+                       f" WHERE {like} LIMIT ?", (SUBSTRING_WINDOW, *patterns, max(limit * 4, 64))).fetchall()
+    exact = db.execute("SELECT COUNT(*) <= ? FROM (SELECT 1 FROM records LIMIT ?)",
+                       (SUBSTRING_WINDOW, SUBSTRING_WINDOW + 1)).fetchone()[0] == 1
+    out: dict[str, dict[str, Any]] = {}
+    for row in rows_for_lines(db, [line for (line,) in found], scopes=scopes, kind=kind, as_of=as_of,
+                              include_superseded=include_superseded):
+        out.setdefault(row["id"], row)
+    return exact, list(out.values())[:limit]
