@@ -215,6 +215,7 @@ class Store:
         from . import writes
 
         self.check_writable()
+        kind = records.check_kind(kind)  # kinds are matched without regard to case
         extra = writes.check_args(text, kind=kind, scope=scope, default_scope=default_scope, source=source,
                                   client_op_id=client_op_id, supersedes=supersedes, fields=fields)
         text, source, extra, scope, client_op_id, found = writes.redacted(text, source, extra, scope=scope,
@@ -237,14 +238,16 @@ class Store:
         return receipt
 
     def checkpoint(self, label: str, summary: str | None = None, *, scope: str | None = None,
-                   fields: dict[str, Any] | None = None, client_op_id: str | None = None) -> dict[str, Any]:
+                   fields: dict[str, Any] | None = None, client_op_id: str | None = None,
+                   default_scope: str | None = None) -> dict[str, Any]:
         """A checkpoint is a record of kind `checkpoint`: the label, then the summary."""
         records.check_text(label, "label")
         if "\n" in label.strip():
             raise UsageError("label must be one line", hint="put the details in the summary")
         text = label.strip() if not summary or not summary.strip() else f"{label.strip()}\n\n{summary.strip()}"
         extra = dict(fields or {})
-        return self.write(text, kind="checkpoint", scope=scope, fields=extra, client_op_id=client_op_id)
+        return self.write(text, kind="checkpoint", scope=scope, fields=extra, client_op_id=client_op_id,
+                          default_scope=default_scope)
 
     # -- forgetting (retained/forget.py) ------------------------------------------------------------
     def forget(self, ids: list[str], reason: str | None = None) -> dict[str, Any]:
@@ -308,7 +311,7 @@ class Store:
         if kind is not None:
             kind = records.check_kind(kind)
         as_of = parse_as_of(as_of)
-        warnings = self._refresh_read()
+        warnings = self._refresh_read() + reads.kind_note(self.index, kind)
         scopes = self.project_scopes(scopes)
         terms = query_terms(query)
         filters = {"scopes": scopes, "kind": kind, "as_of": as_of, "include_superseded": include_superseded}
@@ -349,7 +352,7 @@ class Store:
         out, damaged = reads.read_back(self.index, self.log, rows, warnings)
         reads.mark_conflicts(self.index, out, warnings)  # issue 19: forks
         counts = self.index.counts()
-        result = {"records": out, "missing": missing + damaged, "corrupt_lines": counts["corrupt"] + len(damaged),
+        result = {"records": out, "missing": missing, "damaged": damaged, "corrupt_lines": counts["corrupt"] + len(damaged),
                   "chain_ok": counts["corrupt"] == 0 and counts["breaks"] == 0 and not damaged,
                   "warnings": warnings}
         if ids is None:  # browsing the newest: say how many were not returned
@@ -363,12 +366,13 @@ class Store:
         scopes: list[str] | None = None,
         kind: str | None = None,
         limit: int = 20,
-        before_seq: int | None = None,
+        cursor: str | None = None,
         include_superseded: bool = False,
         as_of: str | None = None,
         max_tokens: int | None = None,
     ) -> dict[str, Any]:
-        """Browse newest first. `total` counts every record the filters select; `returned` what came back.
+        """Browse newest first in the team order. `total` counts every record the filters select; `returned`
+        what came back; `next_cursor` (an opaque token) is where the next page starts, `cursor` takes it back.
         `as_of`: as the store stood then (records written by then, superseded only by records written by then).
         `max_tokens`: a budget for the records' text; records past it are left out (`truncated`)."""
         limit = check_int(limit, "limit", 1, MAX_LIST)
@@ -379,11 +383,10 @@ class Store:
         scopes = self.project_scopes(scopes)
         if kind is not None:
             kind = records.check_kind(kind)
-        if before_seq is not None:
-            before_seq = check_int(before_seq, "before_seq", 1, 2**62)
+            warnings += reads.kind_note(self.index, kind)
+        after = None if cursor is None else reads.parse_cursor(cursor)
         rows, total, newer = self.index.list_page(scopes=scopes, kind=kind, as_of=as_of,
-                                                  include_superseded=include_superseded, before_seq=before_seq,
-                                                  limit=limit)
+                                                  include_superseded=include_superseded, after=after, limit=limit)
         result = reads.list_result(self.index, rows, total, newer, as_of=as_of, max_tokens=max_tokens,
                                    warnings=warnings)
         reads.mark_conflicts(self.index, result["records"], result["warnings"])  # issue 19: forks
@@ -396,8 +399,8 @@ class Store:
         rows = self.index.scope_table()
         mine = set(self.project_scopes([project]) or []) if project else set()
         table = [{**r, "current_project": r["scope"] in mine} for r in rows]
-        return {"records": [], "total": len(table), "returned": len(table), "truncated": False, "warnings": warnings,
-                "scopes": table}
+        return {"records": [], "total": len(table), "returned": len(table), "truncated": False, "next_cursor": None,
+                "warnings": warnings, "scopes": table}
 
     # -- integrity ----------------------------------------------------------------------------------
     def verify(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:

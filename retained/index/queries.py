@@ -128,25 +128,36 @@ def newest_rows(db: sqlite3.Connection, limit: int, scopes: list[str] | None = N
     ids marks them as it marks named ones), and how many records the scopes hold."""
     where, params = scope_clause(scopes, "scope")
     total = int(db.execute("SELECT COUNT(*) FROM records WHERE 1=1" + where, params).fetchone()[0])
-    newest = rows(db, "SELECT * FROM records WHERE 1=1" + where + " ORDER BY ord_ms DESC, ord_n DESC, line DESC LIMIT ?",
+    newest = rows(db, "SELECT * FROM records WHERE 1=1" + where + f" ORDER BY {NEWEST} LIMIT ?",
                   [*params, limit])
     return newest, total
 
 
+#: The team order, newest first: the team clock of each record (identical on every clone), then its id.
+NEWEST = "ord_ms DESC, ord_n DESC, id DESC"
+Key = tuple[int, int, str]  # (ord_ms, ord_n, id): a record's place in the team order, what a cursor holds
+
+
+def _after(key: Key | None, alias: str = "r") -> tuple[str, list[Any]]:
+    """The clause keeping the records after `key` in the team order (older), and its parameters."""
+    if key is None:
+        return "", []
+    return f" AND ({alias}.ord_ms, {alias}.ord_n, {alias}.id) < (?, ?, ?)", list(key)
+
+
 def list_page(db: sqlite3.Connection, *, scopes: list[str] | None, kind: str | None, as_of: str | None,
-              include_superseded: bool, before_seq: int | None, limit: int) -> tuple[list[Row], int, int]:
-    """A page of the records a read may show, newest first: (rows, how many the filters select, how
-    many of those are at or after `before_seq`, the pages before this one)."""
+              include_superseded: bool, after: Key | None, limit: int) -> tuple[list[Row], int, int]:
+    """A page of the records a read may show, newest first in the team order: (rows, how many the
+    filters select, how many of those come before `after`'s place: the pages before this one)."""
     where, params = filter_clause("r", scopes, kind, as_of, include_superseded)
     total = int(db.execute("SELECT COUNT(*) FROM records r WHERE 1=1" + where, params).fetchone()[0])
-    page, page_params, newer = where, list(params), 0
-    if before_seq is not None:
-        page += " AND r.seq < ?"
-        page_params.append(before_seq)
-        newer = int(db.execute("SELECT COUNT(*) FROM records r WHERE 1=1" + where + " AND r.seq >= ?",
-                               [*params, before_seq]).fetchone()[0])
-    found = rows(db, f"SELECT r.* FROM records r WHERE 1=1{page} ORDER BY r.ord_ms DESC, r.ord_n DESC, r.line DESC"
-                 " LIMIT ?", [*page_params, limit])
+    page, page_params = _after(after)
+    newer = 0
+    if after is not None:
+        newer = int(db.execute("SELECT COUNT(*) FROM records r WHERE 1=1" + where
+                               + " AND (r.ord_ms, r.ord_n, r.id) >= (?, ?, ?)", [*params, *after]).fetchone()[0])
+    found = rows(db, f"SELECT r.* FROM records r WHERE 1=1{where}{page} ORDER BY r.{NEWEST.replace(', ', ', r.')}"
+                 " LIMIT ?", [*params, *page_params, limit])
     return found, total, newer
 
 
@@ -227,7 +238,7 @@ def markdown_rows(db: sqlite3.Connection, scopes: list[str] | None) -> list[Row]
     """Every record of the scopes, grouped for a readable export: scope, kind, newest first."""
     where, params = scope_clause(scopes, "scope")
     return rows(db, f"SELECT id, ts, kind, scope, text, superseded_by, {_TOMB} AS tomb FROM records"
-                f" WHERE 1=1{where} ORDER BY scope, kind, line DESC", params)
+                f" WHERE 1=1{where} ORDER BY scope, kind, {NEWEST}", params)
 
 
 def _browse_where(scopes: list[str] | None, kind: str | None, ts_from: str | None, ts_to: str | None,
@@ -248,7 +259,7 @@ def _browse_where(scopes: list[str] | None, kind: str | None, ts_from: str | Non
 
 
 def browse(db: sqlite3.Connection, *, scopes: list[str] | None, kind: str | None, ts_from: str | None,
-           ts_to: str | None, as_of: str | None, history: bool, before_line: int | None,
+           ts_to: str | None, as_of: str | None, history: bool, after: Key | None,
            limit: int) -> tuple[list[Row], int]:
     """A page of records, newest first, and how many the filters select.
 
@@ -260,13 +271,11 @@ def browse(db: sqlite3.Connection, *, scopes: list[str] | None, kind: str | None
         total = current_count(db, scopes)  # a lookup, not a count over the table
     else:
         total = int(db.execute(f"SELECT COUNT(*) FROM records r WHERE 1=1{where}", params).fetchone()[0])
-    page, page_params = where, list(params)
-    if before_line is not None:
-        page += " AND r.line < ?"
-        page_params.append(before_line)
+    page, page_params = _after(after)
     found = rows(db, f"SELECT r.line, r.seq, r.id, r.ts, r.kind, r.scope, r.source, r.supersedes, r.superseded_by,"
-                 f" r.retracted_by, r.tomb, r.hidden, substr(r.text, 1, 400) AS text, length(r.text) AS chars"
-                 f" FROM records r WHERE 1=1{page} ORDER BY r.line DESC LIMIT ?", [*page_params, limit])
+                 f" r.retracted_by, r.tomb, r.hidden, r.writer, r.author, r.ord_ms, r.ord_n,"
+                 f" substr(r.text, 1, 400) AS text, length(r.text) AS chars FROM records r WHERE 1=1{where}{page}"
+                 f" ORDER BY r.{NEWEST.replace(', ', ', r.')} LIMIT ?", [*params, *page_params, limit])
     return found, total
 
 
