@@ -57,7 +57,7 @@ RETIRED = {"before_seq": "paging follows the team order now: pass the next_curso
 
 def unknown_arguments(tool: str, unknown: list[str], known: list[str]) -> str:
     """The one-line refusal of arguments a tool does not take: which, what it takes, what replaced them."""
-    takes = f"it takes {', '.join(known)}" if known else "it takes no arguments"
+    takes = f"it takes: {', '.join(known)}" if known else "it takes no arguments"
     notes = "".join(f"; {name}: {RETIRED[name]}" for name in unknown if name in RETIRED)
     return (f"Error executing tool {tool}: it takes no argument {', '.join(unknown)}; {takes}{notes} "
             "(nothing was done)")
@@ -326,7 +326,7 @@ TOOLS = (
     ToolDef("memory_forget", "Retract memories", RETRACTS, "forget retract wrong outdated memory",
             "Retract wrong or obsolete memories: each (with the chain it heads) leaves search, list and the brief; "
             "memory_get shows it marked retracted. All ids or none. A superseded version's correction stays "
-            "current. Erases nothing; only a person can undo or purge. To correct: memory_write supersedes."),
+            "current. Erases nothing: only a person can purge (or undo). To correct: memory_write supersedes."),
 )
 TOOL_NAMES = tuple(t.name for t in TOOLS)
 
