@@ -242,8 +242,11 @@ def markdown_rows(db: sqlite3.Connection, scopes: list[str] | None) -> list[Row]
 
 
 def _browse_where(scopes: list[str] | None, kind: str | None, ts_from: str | None, ts_to: str | None,
-                  as_of: str | None, history: bool) -> tuple[str, list[Any]]:
+                  as_of: str | None, history: bool, exclude: list[str] | None = None) -> tuple[str, list[Any]]:
     where, params = scope_clause(scopes, "r.scope")
+    if exclude:
+        where += f" AND r.scope NOT IN ({marks(exclude)})"
+        params += list(exclude)
     for clause, value in ((" AND r.kind = ?", kind), (" AND r.ts >= ?", ts_from), (" AND r.ts < ?", ts_to)):
         if value is not None:
             where += clause
@@ -260,15 +263,19 @@ def _browse_where(scopes: list[str] | None, kind: str | None, ts_from: str | Non
 
 def browse(db: sqlite3.Connection, *, scopes: list[str] | None, kind: str | None, ts_from: str | None,
            ts_to: str | None, as_of: str | None, history: bool, after: Key | None,
-           limit: int) -> tuple[list[Row], int]:
-    """A page of records, newest first, and how many the filters select.
+           limit: int, exclude: list[str] | None = None) -> tuple[list[Row], int]:
+    """A page of records, newest first in the team order (after `after`'s place), and how many the
+    filters select. `exclude`: scopes left out (the page's "everything but this project").
 
     Default: current memory (not superseded, retracted, purged, nor a forget record). `as_of`: what
     was current then: written by then, not yet superseded or retracted by then. `history`: every
     record, superseded, retracted and purged ones and forget records included."""
-    where, params = _browse_where(scopes, kind, ts_from, ts_to, as_of, history)
+    where, params = _browse_where(scopes, kind, ts_from, ts_to, as_of, history, exclude)
     if as_of is None and not history and kind is None and ts_from is None and ts_to is None:
         total = current_count(db, scopes)  # a lookup, not a count over the table
+        left_out = [e for e in exclude or [] if scopes is None or e in scopes]
+        if left_out:
+            total -= current_count(db, left_out)
     else:
         total = int(db.execute(f"SELECT COUNT(*) FROM records r WHERE 1=1{where}", params).fetchone()[0])
     page, page_params = _after(after)
