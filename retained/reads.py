@@ -159,8 +159,8 @@ def cursor_of(row: dict[str, Any]) -> str:
     next page starts. The same record has the same place on every clone, so a cursor pages alike there."""
     import base64
 
-    raw = f"{int(row['ord_ms'])}.{int(row['ord_n'])}.{row['id']}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    raw = f"{int(row['ord_ms']):x}.{int(row['ord_n']):x}.{row['id']}".encode()
+    return base64.b32encode(raw).decode().rstrip("=").lower()  # lower case: cheap in tokens, url-safe
 
 
 def parse_cursor(value: Any) -> tuple[int, int, str]:
@@ -170,16 +170,19 @@ def parse_cursor(value: Any) -> tuple[int, int, str]:
     import re
 
     bad = UsageError("cursor is not a cursor this store gave", hint=CURSOR_HINT)
-    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z0-9_-]{6,400}", value):
+    if not isinstance(value, str) or not re.fullmatch(r"[a-z2-7]{8,480}", value):
         raise bad
     try:
-        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode("utf-8")
+        raw = base64.b32decode(value.upper() + "=" * (-len(value) % 8)).decode("utf-8")
     except (binascii.Error, ValueError):
         raise bad from None
-    found = re.fullmatch(r"(0|[1-9][0-9]{0,17})\.(0|[1-9][0-9]{0,17})\.([^\x00-\x20\x7f-\x9f]{1,256})", raw)
-    if found is None or cursor_of({"ord_ms": found[1], "ord_n": found[2], "id": found[3]}) != value:
+    found = re.fullmatch(r"(0|[1-9a-f][0-9a-f]{0,15})\.(0|[1-9a-f][0-9a-f]{0,15})\.([^\x00-\x20\x7f-\x9f]{1,256})", raw)
+    if found is None:
         raise bad
-    return int(found[1]), int(found[2]), found[3]
+    key = int(found[1], 16), int(found[2], 16), found[3]
+    if cursor_of({"ord_ms": key[0], "ord_n": key[1], "id": key[2]}) != value:
+        raise bad
+    return key
 
 
 def list_result(index: Index, found: list[dict[str, Any]], total: int, newer: int, *, as_of: str | None,
@@ -226,6 +229,25 @@ def read_back(index: Index, log: Log, found: list[dict[str, Any]],
             continue
         out.append(marked(index, log, rec, row))
     return out, damaged
+
+
+def damaged_ids(index: Index, log: Log, ids: list[str]) -> list[str]:
+    """Of `ids` the index does not hold, those on a line of this store's log that no longer reads as a
+    record (a read says 'damaged', not 'not found')."""
+    if not ids or not index.unreadable():
+        return []
+    from .index.sources import KEY_BITS
+
+    found: list[str] = []
+    for p in index.problems():
+        if p["kind"] == "break" or p["line"] >> KEY_BITS != 0:
+            continue
+        try:
+            line = log.read_at(p["offset"], 1024 * 1024).split(b"\n", 1)[0]
+        except OSError:
+            continue
+        found += [rid for rid in ids if rid not in found and rid.encode("utf-8", "replace") in line]
+    return found
 
 
 def conflict_of(versions: list[dict[str, Any]], rid: str) -> dict[str, Any]:
@@ -300,8 +322,10 @@ def marked(index: Index, log: Log, rec: dict[str, Any], row: dict[str, Any]) -> 
 # -- token budgets ------------------------------------------------------------------------------------
 HIT_OVERHEAD = 10  # tokens of a reply line besides its text and named fields: age, score, marks, punctuation
 MIN_TRIMMED = 16  # a trimmed hit keeps at least this many tokens of its text: never a hit of nothing
-#: What a reply spends besides its hits: its head line, the fence around the hits, the budget's own note.
-REPLY_FRAME = 70
+CUT_MARK = 18  # what a reply line adds to a cut text: ' …[cut: 12,345 more characters; memory_get has it whole]'
+#: What a reply spends besides its hits: its head line, the fence around the hits, the budget's own note,
+#: the next page's cursor.
+REPLY_FRAME = 120
 
 
 def hit_cost(one: dict[str, Any]) -> int:
@@ -329,6 +353,7 @@ def fit_tokens(hits: list[dict[str, Any]], budget: int,
         if kept and room < MIN_TRIMMED:
             return kept, len(hits) - i, 0
         trimmed = dict(one)
+        room -= CUT_MARK  # the reply says what was cut
         trimmed["text"] = trim_to_tokens(one["text"], max(room, MIN_TRIMMED), marker="")
         cut_any = trimmed["text"] != one["text"]
         if cut_any:
@@ -340,12 +365,11 @@ def fit_tokens(hits: list[dict[str, Any]], budget: int,
 
 
 def budget_note(max_tokens: int, left_out: int, trimmed: int, what: str) -> str:
-    """'max_tokens=40 left out 3 hits and cut the text of 1 (text_truncated; memory_get has it whole)'."""
+    """'max_tokens=200: left out 3 hits, cut 1 text (text_truncated)'."""
     parts = [f"left out {left_out} {what}{'s' if left_out != 1 else ''}"] if left_out else []
     if trimmed:
-        parts.append(f"cut the text of {trimmed} (text_truncated, text_chars: its whole length; memory_get has it "
-                     "whole)")
-    return f"max_tokens={max_tokens} " + " and ".join(parts)
+        parts.append(f"cut {trimmed} text (text_truncated)")
+    return f"max_tokens={max_tokens}: " + ", ".join(parts)
 
 
 def trim_to_tokens(text: str, budget: int, marker: str = " […trimmed]") -> str:

@@ -133,7 +133,7 @@ def _list(data: dict[str, Any], project: str | None, now: datetime) -> str:
     recs = data.get("records") or []
     head = f"{len(recs)} of {data.get('total', len(recs))} records, newest first"
     cursor = data.get("next_cursor")
-    tail = [f"more: call memory_list again with cursor={cursor} (the same other arguments)"] if cursor else []
+    tail = [f"more: memory_list with cursor={cursor} (and the same other arguments)"] if cursor else []
     return "\n".join([head, *_warnings(data), *_fenced([_record_line(r, project, now) for r in recs]), *tail])
 
 

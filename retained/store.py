@@ -281,6 +281,7 @@ class Store:
         max_tokens: int | None = None,
         include_superseded: bool = False,
         as_of: str | None = None,
+        notes: list[str] | None = None,
     ) -> dict[str, Any]:
         """Search by words and, with the semantic tier on, by meaning; best first. Says what it did not
         return (I2) and whether meaning was used (`semantic`: "on" or "off: <reason>").
@@ -291,12 +292,13 @@ class Store:
         `as_of` answers as the store stood then.
         """
         return self.search_scored(query, scopes=scopes, kind=kind, k=k, max_tokens=max_tokens,
-                                  include_superseded=include_superseded, as_of=as_of)[0]
+                                  include_superseded=include_superseded, as_of=as_of, notes=notes)[0]
 
     def search_scored(self, query: str, *, scopes: list[str] | None = None, kind: str | None = None,
                       k: int = DEFAULT_K, max_tokens: int | None = None, include_superseded: bool = False,
                       as_of: str | None = None, inline_embed: int | None = None,
-                      need_vectors: bool = False) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+                      need_vectors: bool = False,
+                      notes: list[str] | None = None) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         """search(), plus per hit id its cosine to the query (None without a vector) and its tier (how many
         of the query's identifiers it holds verbatim): what recall's relevance bar needs. `inline_embed`:
         how many new records this search may embed itself; `need_vectors`: search by words alone
@@ -311,7 +313,8 @@ class Store:
         if kind is not None:
             kind = records.check_kind(kind)
         as_of = parse_as_of(as_of)
-        warnings = self._refresh_read() + reads.kind_note(self.index, kind)
+        # `notes`: what the caller says first (its scopes); they are part of the reply max_tokens bounds.
+        warnings = list(notes or []) + self._refresh_read() + reads.kind_note(self.index, kind)
         scopes = self.project_scopes(scopes)
         terms = query_terms(query)
         filters = {"scopes": scopes, "kind": kind, "as_of": as_of, "include_superseded": include_superseded}
@@ -350,6 +353,8 @@ class Store:
                 else:
                     rows.append(row)
         out, damaged = reads.read_back(self.index, self.log, rows, warnings)
+        rotten = reads.damaged_ids(self.index, self.log, missing)  # on a line the index could not read
+        missing, damaged = [m for m in missing if m not in rotten], damaged + rotten
         reads.mark_conflicts(self.index, out, warnings)  # issue 19: forks
         counts = self.index.counts()
         result = {"records": out, "missing": missing, "damaged": damaged, "corrupt_lines": counts["corrupt"] + len(damaged),
@@ -370,6 +375,7 @@ class Store:
         include_superseded: bool = False,
         as_of: str | None = None,
         max_tokens: int | None = None,
+        notes: list[str] | None = None,
     ) -> dict[str, Any]:
         """Browse newest first in the team order. `total` counts every record the filters select; `returned`
         what came back; `next_cursor` (an opaque token) is where the next page starts, `cursor` takes it back.
@@ -379,7 +385,7 @@ class Store:
         if max_tokens is not None:
             max_tokens = check_int(max_tokens, "max_tokens", 1, 1_000_000)
         as_of = parse_as_of(as_of)
-        warnings = self._refresh_read()
+        warnings = list(notes or []) + self._refresh_read()
         scopes = self.project_scopes(scopes)
         if kind is not None:
             kind = records.check_kind(kind)

@@ -73,7 +73,7 @@ class Param(NamedTuple):
 
 MAX_MEMORY_CHARS = 16_000  # every text a model passes (text, label, summary, reason, source, fields): one limit
 DEFAULT_MAX_TOKENS = 4000  # search's and list's default budget for their whole reply text
-MIN_MAX_TOKENS = 100  # the smallest budget a reply fits in: its head line, the fence, one hit cut short
+MIN_MAX_TOKENS = 200  # the smallest budget a reply fits in: its head line, the fence, one hit cut short
 WEAK_MEANING = 0.3  # a hit found by meaning alone scoring below this is left out when any hit holds the words
 
 
@@ -164,8 +164,7 @@ class Tools:
     ) -> SearchResult:
         scopes, notes = self.store.read_scopes(scope, self.project)
         result = self.store.search(query, scopes=scopes, k=k, max_tokens=max_tokens,
-                                   include_superseded=include_superseded, as_of=as_of)
-        result["warnings"] = notes + result["warnings"]
+                                   include_superseded=include_superseded, as_of=as_of, notes=notes)
         drop_weak_meaning(result)
         return cast(SearchResult, result)
 
@@ -202,8 +201,7 @@ class Tools:
             return cast(ListResult, listing)
         chosen, notes = self.store.read_scopes(scope, self.project)
         result = self.store.list(scopes=chosen, kind=kind, limit=limit, cursor=cursor, as_of=as_of,
-                                 max_tokens=max_tokens)
-        result["warnings"] = notes + result["warnings"]
+                                 max_tokens=max_tokens, notes=notes)
         return cast(ListResult, result)
 
     def memory_verify(self) -> VerifyResult:

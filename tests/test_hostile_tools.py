@@ -238,7 +238,7 @@ async def test_receipts_of_checkpoints_and_forgets_carry_a_short_hash_only(store
 async def test_max_tokens_on_list_never_empties_a_record_and_counts_what_it_left_out(store):
     for n in range(4):
         store.write(f"release note {n}: " + "the train leaves on time " * 8)
-    (listed,) = await _calls(store, None, ("memory_list", {"max_tokens": 100}))
+    (listed,) = await _calls(store, None, ("memory_list", {"max_tokens": 200}))
     data = listed.structured_content
     assert data["records"] and all(r["text"].strip() for r in data["records"])
     left = 4 - data["returned"]
@@ -248,7 +248,7 @@ async def test_max_tokens_on_list_never_empties_a_record_and_counts_what_it_left
 @pytest.mark.anyio
 async def test_a_tiny_budget_still_returns_part_of_the_best_hit(store):
     store.write("postgres " + "tuning notes for the primary database " * 30)
-    (found,) = await _calls(store, None, ("memory_search", {"query": "postgres", "max_tokens": 100}))
+    (found,) = await _calls(store, None, ("memory_search", {"query": "postgres", "max_tokens": 200}))
     hit = found.structured_content["hits"][0]
     assert hit["text_truncated"] is True and hit["text"].startswith("postgres")
 

@@ -242,7 +242,7 @@ def test_list_is_newest_first_and_pages_with_an_opaque_cursor(store):
     page = store.list(limit=3)
     assert [r["seq"] for r in page["records"]] == [7, 6, 5]
     assert (page["total"], page["returned"], page["truncated"]) == (7, 3, True)
-    assert isinstance(page["next_cursor"], str) and re.fullmatch(r"[A-Za-z0-9_-]+", page["next_cursor"])
+    assert isinstance(page["next_cursor"], str) and re.fullmatch(r"[a-z2-7]+", page["next_cursor"])
     page2 = store.list(limit=3, cursor=page["next_cursor"])
     assert [r["seq"] for r in page2["records"]] == [4, 3, 2] and page2["truncated"] is True
     last = store.list(limit=3, cursor=page2["next_cursor"])
@@ -250,8 +250,8 @@ def test_list_is_newest_first_and_pages_with_an_opaque_cursor(store):
     assert receipts[0]["id"] == last["records"][0]["id"]
 
 
-@pytest.mark.parametrize("cursor", ["", "x", "not a cursor!", "AAAAAAAA", "MTIzLjQ1Ni5t" + "=" * 2, "LTEuMC5tZW1fWA",
-                                    "MDEuMC5tZW1fWA", "MS4wLm1lbQpY", 5, "A" * 500])
+@pytest.mark.parametrize("cursor", ["", "x", "not a cursor!", "aaaaaaaa", "MTIzLjQ1Ni5t", "gays4mbonvsw2x2y",
+                                    "gexdaltnmvwquwa", "gexgoltnmvwv6wa", 5, "a" * 500])
 def test_a_bad_cursor_is_a_one_line_usage_error(store, cursor):
     store.write("one record")
     with pytest.raises(UsageError) as e:
