@@ -563,15 +563,21 @@ def first_screen(initial: dict[str, Any] | None) -> str:
     for r in data["records"]:
         more = "…" if r["chars"] > len(r["text"]) else ""
         rid, kind, scope = escape(shown(r["id"])), escape(shown(r["kind"])), escape(shown(r["scope"]))
+        label = escape(scope_label(shown(r["scope"])))
         author = who(r)
         by = f'<span class="author">by {escape(shown(author))}</span>' if author else ""
         out.append(f'<li><a class="rec" href="#/r/{escape(quote_id(r["id"]))}" data-id="{escape(r["id"])}"><div class="meta">'
                    f'<span class="badge kind kind-{kind}">{kind}</span>'
-                   f'<span class="scope" title="{scope}">{scope}</span>{by}'
+                   f'<span class="scope" title="{scope}" data-scope="{escape(r["scope"])}">{label}</span>{by}'
                    f'<time datetime="{escape(r["ts"])}">{escape(r["ts"][:10])}</time>'
                    f'<code class="rid">{rid}</code></div><p class="text">{escape(shown_text(r["text"]))}{more}</p></a></li>')
     out.append("</ol>")
     return "".join(out)
+
+
+def scope_label(scope: str) -> str:
+    """A scope as the page labels it: a path scope by its last part (the project's folder)."""
+    return (scope.rstrip("/").rsplit("/", 1)[-1] or scope) if scope.startswith("/") else scope
 
 
 def shown_text(text: str) -> str:

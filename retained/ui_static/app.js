@@ -64,6 +64,8 @@
     return n < 0x100 ? `\\x${n.toString(16).padStart(2, "0")}` : `\\u${n.toString(16).padStart(4, "0")}`;
   });
   const field = (v) => shown(v).replace(/[\t\n]/g, (c) => (c === "\t" ? "\\t" : "\\n"));
+  // A scope as a label: a path scope by its last part (the project's folder), the whole in its title.
+  const scopeLabel = (sc) => { const t = field(sc); return t.startsWith("/") ? (t.split("/").filter(Boolean).pop() || t) : t; };
   // A teammate's record: its author's name (the email left out), else its writer; null for one's own.
   function who(r) {
     if (!r.writer) return null;
@@ -142,7 +144,7 @@
       el("option", { value: "", text: `All memory, every scope (${f.current.toLocaleString()})` }),
       f.project ? el("option", { value: "here", selected: filters.scope === "here", text: `This project: ${field(f.project)} (${f.here_current.toLocaleString()})` }) : null,
       f.scopes.map((s) => el("option", { value: s.scope, selected: filters.scope === s.scope,
-        text: `${field(s.scope)}${s.here ? " (this project)" : ""} (${s.n.toLocaleString()})` })));
+        text: `${scopeLabel(s.scope)}${s.here ? " (this project)" : ""} (${s.n.toLocaleString()})${scopeLabel(s.scope) !== field(s.scope) ? " · " + field(s.scope) : ""}` })));
     const kinds = [...new Set([...f.kinds_known, ...f.kinds])];
     const counts = state.kindCounts || {};
     const kindSel = el("select", { id: "f-kind", name: "kind" },
@@ -178,7 +180,7 @@
     const meta = el("div", { class: "meta" },
       badge(field(r.kind), `kind kind-${field(r.kind)}`),
       r.state && r.state !== "current" ? badge(r.state, `state state-${r.state}`) : null,
-      el("span", { class: "scope", title: field(r.scope), text: field(r.scope) }),
+      el("span", { class: "scope", title: field(r.scope), dataset: { scope: r.scope }, text: scopeLabel(r.scope) }),
       author ? el("span", { class: "author", text: `by ${field(author)}` }) : null,
       el("time", { datetime: r.ts, text: day(r.ts) }),
       r.how ? el("span", { class: "how", text: r.how }) : null,
