@@ -231,6 +231,13 @@ def read_back(index: Index, log: Log, found: list[dict[str, Any]],
     return out, damaged
 
 
+def split_damaged(index: Index, log: Log, missing: list[str], damaged: list[str]) -> tuple[list[str], list[str]]:
+    """(the ids truly missing, the damaged ones): an id the index lost because its line no longer reads is
+    damaged, not missing."""
+    rotten = damaged_ids(index, log, missing)
+    return [m for m in missing if m not in rotten], damaged + rotten
+
+
 def damaged_ids(index: Index, log: Log, ids: list[str]) -> list[str]:
     """Of `ids` the index does not hold, those on a line of this store's log that no longer reads as a
     record (a read says 'damaged', not 'not found')."""

@@ -107,15 +107,18 @@ def _search(data: dict[str, Any], project: str | None, now: datetime) -> str:
     bound = "" if data.get("total_exact", True) else "at least "
     by_words = sum(1 for h in hits if h.get("match") in ("words", "both", None))
     by_meaning = len(hits) - by_words
-    held = "every word" if data.get("match") == "all" else "some word (none holds every one)"
-    parts = [f"{by_words} hold {held}"] if by_words else []
+    held = "every word" if data.get("match") == "all" else "some of the words (none holds every one)"
+    parts = [f"{by_words} {'holds' if by_words == 1 else 'hold'} {held}"] if by_words else []
     if by_meaning:
         parts.append(f"{by_meaning} by meaning alone (~meaning)")
-    head = (f"{len(hits)} of {bound}{total} matches, best first (" + "".join(p + "; " for p in parts)
-            + f"meaning {shown(data.get('semantic', 'on'))})" + ("; more remain" if data.get("truncated") else ""))
+    found = f"{len(hits)} of {bound}{total} matches, best first" if hits else "no match"
+    head = (found + " (" + "".join(p + "; " for p in parts) + f"meaning {shown(data.get('semantic', 'on'))})"
+            + ("; more remain" if data.get("truncated") else ""))
     if not hits and not data.get("warnings"):
         head += "\nnothing matched: try other words, fewer words, or scope '*'"
-    return "\n".join([head, *_warnings(data), *_fenced([_record_line(h, project, now, search=True) for h in hits])])
+    said = {**data, "warnings": [w for w in data.get("warnings") or []  # the head says it: not twice
+                                 if not (hits and isinstance(w, str) and w.startswith("no record holds every word"))]}
+    return "\n".join([head, *_warnings(said), *_fenced([_record_line(h, project, now, search=True) for h in hits])])
 
 
 def _fenced(lines: list[str]) -> list[str]:
@@ -158,8 +161,12 @@ def _receipt(data: dict[str, Any], project: str | None, now: datetime) -> str:
     if data.get("action") and data.get("deduplicated"):  # a retraction repeated: said once, here
         reason = f" (reason: {shown(data['reason'])})" if data.get("reason") else ""
         head = f"already retracted by {data.get('id')}{reason}: nothing new was written"
-    elif data.get("deduplicated"):
-        head = f"already stored as {data.get('id')} (seq {data.get('seq')}): nothing new was written"
+    elif data.get("deduplicated"):  # the warning that says so gives the head its advice, and is not repeated
+        said = next((w for w in data.get("warnings") or [] if isinstance(w, str) and " already stored as " in w), "")
+        advice = re.search(r"\(([^()]*)\)$", said)
+        head = (f"already stored as {data.get('id')} (seq {data.get('seq')}): nothing new was written"
+                + (f" ({shown(advice[1])})" if advice else ""))
+        data = {**data, "warnings": [w for w in data.get("warnings") or [] if w != said]}
     elif data.get("durable"):
         head = (f"saved {data.get('id')} (seq {data.get('seq')}): durable (fsynced, read back, chain-checked), "
                 f"sha256 {str(data.get('sha256'))[:SHORT_HASH]}…")

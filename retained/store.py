@@ -215,8 +215,7 @@ class Store:
         from . import writes
 
         self.check_writable()
-        kind = records.check_kind(kind)  # kinds are matched without regard to case
-        extra = writes.check_args(text, kind=kind, scope=scope, default_scope=default_scope, source=source,
+        kind, extra = writes.check_args(text, kind=kind, scope=scope, default_scope=default_scope, source=source,
                                   client_op_id=client_op_id, supersedes=supersedes, fields=fields)
         text, source, extra, scope, client_op_id, found = writes.redacted(text, source, extra, scope=scope,
                                                                           client_op_id=client_op_id)
@@ -280,8 +279,7 @@ class Store:
         k: int = DEFAULT_K,
         max_tokens: int | None = None,
         include_superseded: bool = False,
-        as_of: str | None = None,
-        notes: list[str] | None = None,
+        as_of: str | None = None, notes: list[str] | None = None,  # notes: what the caller says first
     ) -> dict[str, Any]:
         """Search by words and, with the semantic tier on, by meaning; best first. Says what it did not
         return (I2) and whether meaning was used (`semantic`: "on" or "off: <reason>").
@@ -313,7 +311,6 @@ class Store:
         if kind is not None:
             kind = records.check_kind(kind)
         as_of = parse_as_of(as_of)
-        # `notes`: what the caller says first (its scopes); they are part of the reply max_tokens bounds.
         warnings = list(notes or []) + self._refresh_read() + reads.kind_note(self.index, kind)
         scopes = self.project_scopes(scopes)
         terms = query_terms(query)
@@ -353,8 +350,7 @@ class Store:
                 else:
                     rows.append(row)
         out, damaged = reads.read_back(self.index, self.log, rows, warnings)
-        rotten = reads.damaged_ids(self.index, self.log, missing)  # on a line the index could not read
-        missing, damaged = [m for m in missing if m not in rotten], damaged + rotten
+        missing, damaged = reads.split_damaged(self.index, self.log, missing, damaged)
         reads.mark_conflicts(self.index, out, warnings)  # issue 19: forks
         counts = self.index.counts()
         result = {"records": out, "missing": missing, "damaged": damaged, "corrupt_lines": counts["corrupt"] + len(damaged),
@@ -374,24 +370,18 @@ class Store:
         cursor: str | None = None,
         include_superseded: bool = False,
         as_of: str | None = None,
-        max_tokens: int | None = None,
-        notes: list[str] | None = None,
+        max_tokens: int | None = None, notes: list[str] | None = None,
     ) -> dict[str, Any]:
-        """Browse newest first in the team order. `total` counts every record the filters select; `returned`
-        what came back; `next_cursor` (an opaque token) is where the next page starts, `cursor` takes it back.
-        `as_of`: as the store stood then (records written by then, superseded only by records written by then).
-        `max_tokens`: a budget for the records' text; records past it are left out (`truncated`)."""
+        """Browse newest first in the team order: `next_cursor` (opaque) is where the next page starts, for
+        `cursor`. `as_of`: as the store stood then (records written by then, superseded only by records
+        written by then). `max_tokens`: a budget for the whole reply (`notes` included; `truncated`)."""
         limit = check_int(limit, "limit", 1, MAX_LIST)
         if max_tokens is not None:
             max_tokens = check_int(max_tokens, "max_tokens", 1, 1_000_000)
-        as_of = parse_as_of(as_of)
-        warnings = list(notes or []) + self._refresh_read()
-        scopes = self.project_scopes(scopes)
-        if kind is not None:
-            kind = records.check_kind(kind)
-            warnings += reads.kind_note(self.index, kind)
-        after = None if cursor is None else reads.parse_cursor(cursor)
-        rows, total, newer = self.index.list_page(scopes=scopes, kind=kind, as_of=as_of,
+        as_of, after = parse_as_of(as_of), None if cursor is None else reads.parse_cursor(cursor)
+        kind = None if kind is None else records.check_kind(kind)
+        warnings = list(notes or []) + self._refresh_read() + reads.kind_note(self.index, kind)
+        rows, total, newer = self.index.list_page(scopes=self.project_scopes(scopes), kind=kind, as_of=as_of,
                                                   include_superseded=include_superseded, after=after, limit=limit)
         result = reads.list_result(self.index, rows, total, newer, as_of=as_of, max_tokens=max_tokens,
                                    warnings=warnings)

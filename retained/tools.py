@@ -120,8 +120,8 @@ class Tools:
     def memory_write(
         self,
         text: Annotated[str, Param("One self-contained memory, with the why.")],
-        kind: Annotated[str, Param("decision, preference, convention, fact, todo or note, any case (a near miss "
-                                   "is refused, a new kind taken).")] = "note",
+        kind: Annotated[str | None, Param("decision, preference, convention, fact, todo or note, any case (a near "
+                                          "miss is refused). Default: the corrected record's, else note.")] = None,
         scope: Annotated[str | None, Param("Default: the corrected record's scope, else the current project. "
                                            "'global': every project.")] = None,
         source: Annotated[str | None, Param("Where it came from (file, URL, commit).")] = None,
@@ -131,6 +131,9 @@ class Tools:
         private: Annotated[bool, Param("Never share it with the team.")] = False,
         shared: Annotated[bool, Param("Share it with the team whatever its kind.")] = False,
     ) -> WriteReceipt:
+        if kind is None:  # a correction keeps the kind of what it corrects: a decision stays a decision
+            target = self.store.index.by_id(supersedes) if isinstance(supersedes, str) else None
+            kind = target["kind"] if target is not None else "note"
         check_memory_size(text, "text")
         check_memory_size(source, "source")
         check_memory_size(client_op_id, "client_op_id")

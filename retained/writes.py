@@ -22,8 +22,9 @@ from .switches import switch
 
 
 def check_args(text: str, *, kind: str, scope: str | None, default_scope: str | None, source: str | None,
-               client_op_id: str | None, supersedes: str | None, fields: dict[str, Any] | None) -> dict[str, Any]:
-    """Refuse a malformed write with a clear error; returns the extra fields, checked."""
+               client_op_id: str | None, supersedes: str | None,
+               fields: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
+    """Refuse a malformed write with a clear error; returns the kind (lower case) and the extra fields, checked."""
     records.check_text(text)
     kind = records.check_kind(kind)
     near = records.nearest_kind(kind, records.KNOWN_KINDS)
@@ -44,7 +45,7 @@ def check_args(text: str, *, kind: str, scope: str | None, default_scope: str | 
     if kind == records.FORGET_KIND:
         raise UsageError("kind 'forget' is kept for retractions",
                          hint="use memory_forget (or `retained forget`) to forget a record")
-    return records.check_fields(fields)
+    return kind, records.check_fields(fields)
 
 
 def redaction_enabled() -> bool:

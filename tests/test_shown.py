@@ -172,7 +172,7 @@ async def test_a_cut_is_marked_and_counted_and_max_tokens_bounds_the_whole_reply
     replies = await _calls(store, None, *[("memory_search", {"query": "postgres", "max_tokens": b, "k": 30})
                                           for b in budgets], *[("memory_list", {"max_tokens": b, "limit": 30})
                                                                for b in budgets])
-    for budget, reply in zip(budgets * 2, replies):
+    for budget, reply in zip(budgets * 2, replies, strict=True):
         text = reply.content[0].text
         assert estimate_tokens(text) <= budget, (budget, estimate_tokens(text), text[:300])
         data = reply.structured_content
