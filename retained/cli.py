@@ -138,20 +138,34 @@ def _warn_all(result: Mapping[str, Any] | list[str]) -> None:
 
 
 def _oneline(text: str, width: int = 160) -> str:
+    from .replies import shown
+
     flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
+    return shown(flat if len(flat) <= width else flat[: width - 1] + "…")
+
+
+def shown(value: Any) -> str:
+    """A stored field as data on a terminal: control characters escaped, fence markers neutralised."""
+    from .replies import shown as as_data
+
+    return as_data(value)
 
 
 def _show_hits(hits: Sequence[Hit]) -> None:
+    from .replies import who
+
     for h in hits:
-        meta = [h["kind"], h["scope"], h["ts"][:19].replace("T", " ")]
+        meta = [shown(h["kind"]), shown(h["scope"]), h["ts"][:19].replace("T", " ")]
+        author = who(cast("dict[str, Any]", h))
+        if author:
+            meta.append(f"by {shown(author)}")
         if "score" in h:
             meta.append(f"score {h['score']:.3f}")
         if "match" in h:  # a search hit
             meta.append(f"by {cast('SearchHit', h)['match']}")
         if h.get("superseded_by"):
-            meta.append(f"superseded by {h['superseded_by']}")
-        _out(f"{h['id']}  seq {h['seq']}  " + "  ".join(meta))
+            meta.append(f"superseded by {shown(h['superseded_by'])}")
+        _out(f"{shown(h['id'])}  seq {h['seq']}  " + "  ".join(meta))
         _out(f"    {_oneline(h['text'])}")
 
 
@@ -201,8 +215,8 @@ def cmd_checkpoint(args: argparse.Namespace) -> int:
     from .project import default_write_scope, write_scope
 
     with _store(args, create=True) as store:
-        scope = write_scope(args.scope, _project(), store.known_scopes) or default_write_scope(_project())
-        result = store.checkpoint(args.label, args.summary, scope=scope)
+        result = store.checkpoint(args.label, args.summary, scope=write_scope(args.scope, _project(), store.known_scopes),
+                                  default_scope=default_write_scope(_project()))
     return _report_write(args, cast("WriteReceipt", result))
 
 
@@ -261,29 +275,35 @@ def cmd_get(args: argparse.Namespace) -> int:
         _print_json(result)
     else:
         for rec in result["records"]:
-            _out(safejson.dumps(rec, ensure_ascii=False, sort_keys=True))
+            _out(shown(safejson.dumps(rec, ensure_ascii=False, sort_keys=True)))
         for rid in result["missing"]:
-            _err(f"missing: {rid}")
+            _err(f"missing: {shown(rid)}")
+        for rid in result.get("damaged", []):
+            _err(f"damaged: {shown(rid)} (its line in the log no longer reads; run `retained verify`)")
         if not result["chain_ok"]:
             _err(f"warning: the log has {result['corrupt_lines']} corrupt line(s) or breaks; run `retained verify`")
         _warn_all(result)
-    return EXIT_FAIL if result["missing"] else EXIT_OK
+    return EXIT_FAIL if result["missing"] or result.get("damaged") else EXIT_OK
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    if args.before_seq is not None:
+        raise UsageError("--before-seq is gone: list pages follow the team order, the same on every clone",
+                         hint="pass --cursor C, with the cursor the previous page printed after `more:`")
     with _store(args) as store:
         scopes, notes = store.read_scopes(args.scope, _project())
         result = cast("ListResult", store.list(
-            scopes=scopes, kind=args.kind, limit=args.limit, before_seq=args.before_seq,
+            scopes=scopes, kind=args.kind, limit=args.limit, cursor=args.cursor,
             include_superseded=args.include_superseded, as_of=args.as_of))
         result["warnings"] = notes + result["warnings"]
     if args.json:
         _print_json(result)
     else:
-        more = " (more: use --before-seq)" if result["truncated"] else ""
         when = f" as of {args.as_of}" if args.as_of else ""
-        _out(f"{result['returned']} of {result['total']} records{when}, newest first{more}")
+        _out(f"{result['returned']} of {result['total']} records{when}, newest first")
         _show_hits(result["records"])
+        if result.get("next_cursor"):
+            _out(f"more: retained list --cursor {result['next_cursor']} (with the same other options)")
         _warn_all(result)
     return EXIT_OK
 
@@ -786,7 +806,8 @@ def _record_commands(add: _AddCommand) -> None:
     p.add_argument("--scope", help=_READ_SCOPE_HELP)
     p.add_argument("--kind", help="only records of this kind")
     p.add_argument("--limit", type=_positive, default=20, help="records to return (default 20, max 500)")
-    p.add_argument("--before-seq", type=_positive, metavar="N", help="page: only records older than seq N")
+    p.add_argument("--cursor", metavar="C", help="the next page: the cursor the previous page printed")
+    p.add_argument("--before-seq", help="==SUPPRESS==")  # refused with a hint naming --cursor
     p.add_argument("--include-superseded", action="store_true", help="show corrected records too")
     p.add_argument("--as-of", metavar="TIME", help=_AS_OF_HELP)
 

@@ -142,7 +142,7 @@ def _retract(store: Store, ids: Any, reason: Any, *, undo: bool) -> dict[str, An
             raise Refused("; ".join(skipped), hint="nothing was written")
         action = "undo" if undo else "retract"
         verb = "brought back" if undo else "retracted"
-        text = f"{verb} {_plural(len(targets))}" + (f": {reason}" if reason else "")
+        text = f"{verb} {_plural(len(targets))}"  # the reason is kept once, in its own field
         fields: dict[str, Any] = {"action": action, "targets": [r["id"] for r in targets], "scope": targets[0]["scope"]}
         if reason is not None:
             fields["reason"] = reason
@@ -165,7 +165,7 @@ def purge(store: Store, ids: Any, reason: Any) -> dict[str, Any]:
         listed = [{"id": rec["id"], "seq": rec["seq"], "sha256": rec["sha256"]} for _, rec in own]
         listed += [{"id": rec["id"], "writer": row["writer"], "seq": rec["seq"], "sha256": rec["sha256"]}
                    for row, rec in originals if row.get("writer")]
-        text = f"purged {_plural(len(listed))}" + (f": {op.reason}" if op.reason else "")
+        text = f"purged {_plural(len(listed))}"  # the reason is kept once, in its own field
         fields: dict[str, Any] = {"action": "purge", "purged": listed, "scope": originals[0][0]["scope"]}
         if op.reason is not None:
             fields["reason"] = op.reason

@@ -98,6 +98,22 @@ def hit(row: dict[str, Any], score: float | None = None) -> dict[str, Any]:
     return out
 
 
+def kind_note(index: Index, kind: str | None) -> list[str]:
+    """What a read filtered by a kind no record has says: the nearest kind that has records."""
+    if kind is None:
+        return []
+    try:
+        held = index.facets()["kinds"]
+    except Exception:  # the derived index: a read goes on without the note
+        return []
+    if kind in held:
+        return []
+    near = records.nearest_kind(kind, [*held, *records.KNOWN_KINDS])
+    known = ", ".join(sorted(set(held) - {records.FORGET_KIND})) or "none yet"
+    return [f"no record is of kind {kind!r}" + (f"; did you mean {near!r}?" if near else "")
+            + f" (kinds held: {known})"]
+
+
 # -- search -----------------------------------------------------------------------------------------
 def no_words(semantic: str, warnings: list[str]) -> dict[str, Any]:
     """The answer to a query that holds nothing to search for."""
@@ -126,7 +142,7 @@ def search_result(found: Found, *, as_of: str | None, semantic: str, by_meaning:
     if not found.exact:
         warnings.append(f"at least {total} records match; counting stopped there (total_matched is a lower bound)")
     if max_tokens is not None:
-        hits, cut, trimmed = fit_tokens(hits, max_tokens)
+        hits, cut, trimmed = fit_tokens(hits, max_tokens, warnings)
         if cut or trimmed:
             truncated = True
             warnings.append(budget_note(max_tokens, cut, trimmed, "hit"))
@@ -135,9 +151,44 @@ def search_result(found: Found, *, as_of: str | None, semantic: str, by_meaning:
 
 
 # -- list -------------------------------------------------------------------------------------------
+CURSOR_HINT = "pass the next_cursor of the previous page as the cursor, or leave it out for the first page"
+
+
+def cursor_of(row: dict[str, Any]) -> str:
+    """An opaque, url-safe token for a record's place in the team order (ord_ms, ord_n, id): where the
+    next page starts. The same record has the same place on every clone, so a cursor pages alike there."""
+    import base64
+
+    raw = f"{int(row['ord_ms']):x}.{int(row['ord_n']):x}.{row['id']}".encode()
+    return base64.b32encode(raw).decode().rstrip("=").lower()  # lower case: cheap in tokens, url-safe
+
+
+def parse_cursor(value: Any) -> tuple[int, int, str]:
+    """A cursor back as (ord_ms, ord_n, id); anything else is a one-line usage error."""
+    import base64
+    import binascii
+    import re
+
+    bad = UsageError("cursor is not a cursor this store gave", hint=CURSOR_HINT)
+    if not isinstance(value, str) or not re.fullmatch(r"[a-z2-7]{8,480}", value):
+        raise bad
+    try:
+        raw = base64.b32decode(value.upper() + "=" * (-len(value) % 8)).decode("utf-8")
+    except (binascii.Error, ValueError):
+        raise bad from None
+    found = re.fullmatch(r"(0|[1-9a-f][0-9a-f]{0,15})\.(0|[1-9a-f][0-9a-f]{0,15})\.([^\x00-\x20\x7f-\x9f]{1,256})", raw)
+    if found is None:
+        raise bad
+    key = int(found[1], 16), int(found[2], 16), found[3]
+    if cursor_of({"ord_ms": key[0], "ord_n": key[1], "id": key[2]}) != value:
+        raise bad
+    return key
+
+
 def list_result(index: Index, found: list[dict[str, Any]], total: int, newer: int, *, as_of: str | None,
                 max_tokens: int | None, warnings: list[str]) -> dict[str, Any]:
-    """list()'s answer from a page of rows; `newer` counts the records on the pages before this one."""
+    """list()'s answer from a page of rows; `newer` counts the records on the pages before this one.
+    `next_cursor`: where the next page starts (after the last record returned), None on the last page."""
     hits = [hit(row) for row in found]
     if as_of is not None:  # a correction written after as_of did not exist then
         known = index.ts_of([h["superseded_by"] for h in hits if h.get("superseded_by")])
@@ -148,13 +199,15 @@ def list_result(index: Index, found: list[dict[str, Any]], total: int, newer: in
     cut = 0
     trimmed = 0
     if max_tokens is not None:
-        hits, cut, trimmed = fit_tokens(hits, max_tokens)
+        hits, cut, trimmed = fit_tokens(hits, max_tokens, warnings)
         if cut or trimmed:
             warnings.append(budget_note(max_tokens, cut, trimmed, "record")
-                            + ("; page on with before_seq" if cut else ""))
+                            + ("; page on with next_cursor" if cut else ""))
     returned_through -= cut
+    more = returned_through < total and bool(hits)
     return {"records": hits, "total": total, "returned": len(hits),
-            "truncated": returned_through < total or bool(cut or trimmed), "warnings": warnings}
+            "truncated": returned_through < total or bool(cut or trimmed),
+            "next_cursor": cursor_of(found[len(hits) - 1]) if more else None, "warnings": warnings}
 
 
 # -- get --------------------------------------------------------------------------------------------
@@ -207,6 +260,32 @@ def read_row(index: Index, log: Log, row: dict[str, Any]) -> dict[str, Any]:
     if rec["sha256"] != row["sha256"] or rec.get("id") != row["id"]:
         raise records.BadLine("the log no longer holds the record the index points at")
     return rec
+
+
+def split_damaged(index: Index, log: Log, missing: list[str], damaged: list[str]) -> tuple[list[str], list[str]]:
+    """(the ids truly missing, the damaged ones): an id the index lost because its line no longer reads is
+    damaged, not missing."""
+    rotten = damaged_ids(index, log, missing)
+    return [m for m in missing if m not in rotten], damaged + rotten
+
+
+def damaged_ids(index: Index, log: Log, ids: list[str]) -> list[str]:
+    """Of `ids` the index does not hold, those on a line of this store's log that no longer reads as a
+    record (a read says 'damaged', not 'not found')."""
+    if not ids or not index.unreadable():
+        return []
+    from .index.sources import KEY_BITS
+
+    found: list[str] = []
+    for p in index.problems():
+        if p["kind"] == "break" or p["line"] >> KEY_BITS != 0:
+            continue
+        try:
+            line = log.read_at(p["offset"], 1024 * 1024).split(b"\n", 1)[0]
+        except OSError:
+            continue
+        found += [rid for rid in ids if rid not in found and rid.encode("utf-8", "replace") in line]
+    return found
 
 
 def conflict_of(versions: list[dict[str, Any]], rid: str) -> dict[str, Any]:
@@ -300,39 +379,56 @@ def _attributed(index: Index, log: Log, mark: dict[str, Any]) -> dict[str, Any]:
 
 
 # -- token budgets ------------------------------------------------------------------------------------
-HIT_OVERHEAD = 12  # tokens of a hit besides its text: id, scope, kind, punctuation
+HIT_OVERHEAD = 10  # tokens of a reply line besides its text and named fields: age, score, marks, punctuation
 MIN_TRIMMED = 16  # a trimmed hit keeps at least this many tokens of its text: never a hit of nothing
+CUT_MARK = 18  # what a reply line adds to a cut text: ' …[cut: 12,345 more characters; memory_get has it whole]'
+#: What a reply spends besides its hits: its head line, the fence around the hits, the budget's own note,
+#: the next page's cursor.
+REPLY_FRAME = 120
 
 
-def fit_tokens(hits: list[dict[str, Any]], budget: int) -> tuple[list[dict[str, Any]], int, int]:
-    """(the hits kept, best first, while their text fits the budget; how many were left out; how many
-    were trimmed). The first hit that does not fit is trimmed to the room left when that room is worth
-    reading, and always when it is the first hit (a reply of nothing would say less than a part)."""
+def hit_cost(one: dict[str, Any]) -> int:
+    """Estimated tokens of a hit as a reply shows it: its text and every field its line names."""
+    named = " ".join(str(one.get(k) or "") for k in ("id", "kind", "scope", "author", "writer", "superseded_by"))
+    return estimate_tokens(one["text"]) + estimate_tokens(named) + HIT_OVERHEAD
+
+
+def fit_tokens(hits: list[dict[str, Any]], budget: int,
+               warnings: list[str] | None = None) -> tuple[list[dict[str, Any]], int, int]:
+    """(the hits kept, best first, while the whole reply fits the budget; how many were left out; how many
+    were trimmed). The budget covers the reply's frame and `warnings` too, and each hit's named fields
+    besides its text. The first hit that does not fit is trimmed to the room left when that room is worth
+    reading, and always when it is the first hit (a reply of nothing would say less than a part). A
+    trimmed hit keeps `text_chars`, its whole text's length: the reply says how much was cut."""
     kept: list[dict[str, Any]] = []
-    used = 0
+    used = REPLY_FRAME + sum(estimate_tokens(w) for w in warnings or [])
     for i, one in enumerate(hits):
-        cost = estimate_tokens(one["text"]) + HIT_OVERHEAD
+        cost = hit_cost(one)
         if used + cost <= budget:
             kept.append(one)
             used += cost
             continue
-        room = budget - used - HIT_OVERHEAD
+        room = budget - used - (cost - estimate_tokens(one["text"]))
         if kept and room < MIN_TRIMMED:
             return kept, len(hits) - i, 0
         trimmed = dict(one)
-        trimmed["text"] = trim_to_tokens(one["text"], max(room, MIN_TRIMMED))
-        trimmed["text_truncated"] = True
+        room -= CUT_MARK  # the reply says what was cut
+        trimmed["text"] = trim_to_tokens(one["text"], max(room, MIN_TRIMMED), marker="")
+        cut_any = trimmed["text"] != one["text"]
+        if cut_any:
+            trimmed["text_truncated"] = True
+            trimmed["text_chars"] = len(one["text"])
         kept.append(trimmed)
-        return kept, len(hits) - i - 1, 1
+        return kept, len(hits) - i - 1, int(cut_any)
     return kept, 0, 0
 
 
 def budget_note(max_tokens: int, left_out: int, trimmed: int, what: str) -> str:
-    """'max_tokens=40 left out 3 hits and trimmed 1 (memory_get has it whole)'."""
+    """'max_tokens=200: left out 3 hits, cut 1 text (text_truncated)'."""
     parts = [f"left out {left_out} {what}{'s' if left_out != 1 else ''}"] if left_out else []
     if trimmed:
-        parts.append(f"trimmed the text of {trimmed} (text_truncated; memory_get has it whole)")
-    return f"max_tokens={max_tokens} " + " and ".join(parts)
+        parts.append(f"cut {trimmed} text (text_truncated)")
+    return f"max_tokens={max_tokens}: " + ", ".join(parts)
 
 
 def trim_to_tokens(text: str, budget: int, marker: str = " […trimmed]") -> str:

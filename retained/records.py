@@ -9,6 +9,7 @@ import json
 import os
 import re
 import time
+from collections.abc import Iterable
 
 from . import safejson
 from .errors import UsageError
@@ -356,13 +357,31 @@ def new_id() -> str:
     return "mem_" + "".join(reversed(chars))
 
 
+#: The kinds retained names (others are accepted; a near miss of one of these is refused on a write).
+KNOWN_KINDS = ("decision", "preference", "convention", "fact", "todo", "note", "checkpoint")
+
+
 def check_kind(kind: str) -> str:
-    if not isinstance(kind, str) or not _KIND.match(kind):
+    """A kind, lower-cased: kinds are matched without regard to case ('Decision' is 'decision')."""
+    if not isinstance(kind, str) or not _KIND.match(kind.strip()):
         raise UsageError(
             f"invalid kind {kind!r}",
             hint="use 1-64 letters, digits, '_', '-' or '.', e.g. note, decision, checkpoint",
         )
-    return kind
+    return kind.strip().lower()
+
+
+def nearest_kind(kind: str, known: Iterable[str]) -> str | None:
+    """The known kind `kind` most likely misspells ('decisions' → 'decision'), or None."""
+    import difflib
+
+    names = list(known)
+    if kind in names:
+        return None
+    if kind.endswith("s") and kind[:-1] in names:
+        return kind[:-1]
+    close = difflib.get_close_matches(kind, names, n=1, cutoff=0.75)
+    return close[0] if close else None
 
 
 def check_scope(scope: str) -> str:

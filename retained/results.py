@@ -48,6 +48,10 @@ class Hit(_HitFields, total=False):
     supersedes: str
     superseded_by: str
     text_truncated: bool
+    text_chars: int
+    writer: str
+    author: str
+    conflict: dict[str, Any]
 
 
 class SearchHit(Hit):
@@ -68,6 +72,7 @@ class SearchResult(TypedDict):
 class _GetFields(TypedDict):
     records: list[dict[str, Any]]
     missing: list[str]
+    damaged: list[str]
     corrupt_lines: int
     chain_ok: bool
     warnings: list[str]
@@ -84,6 +89,7 @@ class _ListFields(TypedDict):
     total: int
     returned: int
     truncated: bool
+    next_cursor: str | None
     warnings: list[str]
 
 

@@ -22,7 +22,7 @@ from .instructions import GUIDANCE as GUIDANCE
 from .instructions import INSTRUCTIONS_MAX_CHARS as INSTRUCTIONS_MAX_CHARS
 from .instructions import compute_instructions as compute_instructions
 from .store import Store
-from .tools import HERE, SERVER_NAME, TOOLS, Tools, here_phrase, parameters
+from .tools import HERE, SERVER_NAME, TOOLS, Tools, here_phrase, parameters, unknown_arguments
 
 # -- errors a model can act on: one line, naming tools and arguments, never CLI flags -----------------
 # What core messages say for the command line, and what a model over MCP can do instead.
@@ -33,6 +33,10 @@ _FOR_MODEL = (
     ("`retained reindex`", "a rebuild of the search index (tell the user)"),
     ("copy the id from `search` or `list`", "copy the id from memory_search or memory_list"),
     ("find it with search or list", "find it with memory_search or memory_list"),
+    ("copy the id from search, list or a receipt", "copy the id from memory_search, memory_list or a receipt"),
+    ("write the memory as a new record, without supersedes", "memory_write it as a new record, without supersedes"),
+    ("write a new record instead", "memory_write a new record instead"),
+    ("to correct it, write with supersedes", "to correct it, memory_write with supersedes"),
     ("or pass --dir for a store of your own", "or use a store of their own"),
     ("pass --dir or set RETAINED_DIR to a writable place", "the user must point retained at a writable directory"),
     ("pass --dir pointing at a directory", "the user must point retained at a directory"),
@@ -147,9 +151,7 @@ def _server_class() -> Any:
         async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
             known = (self.input_schemas.get(name) or {}).get("properties")
             if isinstance(arguments, dict) and isinstance(known, dict) and set(arguments) - set(known):
-                unknown = ", ".join(sorted(set(arguments) - set(known)))
-                raise ToolError(f"Error executing tool {name}: it takes no argument {unknown}; it takes: "
-                                + ", ".join(known) + " (nothing was done)")
+                raise ToolError(unknown_arguments(name, sorted(set(arguments) - set(known)), list(known)))
             try:
                 result = await super().call_tool(name, arguments, context)
             except ToolError as e:
@@ -313,17 +315,17 @@ def compact_schema(schema: Any, depth: int | None = None) -> Any:
         if schema.get("default", 0) is None:
             schema.pop("default")
         schema.update({k: v for k, v in kept.items() if k not in schema})
+    if schema.get("default", 0) is False:  # a flag: off unless passed says nothing more
+        schema.pop("default")
     if depth is not None:
         for key in ("$defs", "additionalProperties", "required", "default"):
             schema.pop(key, None)
         if "$ref" in schema:
             schema.pop("$ref")
             schema["type"] = "object"
-        if depth >= 1:  # a nested list or object: any value (scalars keep their type)
-            for key in ("properties", "items", "anyOf"):
+        if depth >= 1:  # a result field: named, any value (the reply carries it; tools/list stays small)
+            for key in ("properties", "items", "anyOf", "type", "enum"):
                 schema.pop(key, None)
-            if schema.get("type", "object") in ("object", "array"):
-                schema.pop("type", None)
     for key, value in list(schema.items()):
         if key == "properties" and isinstance(value, dict):
             for prop in value.values():

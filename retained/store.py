@@ -216,7 +216,7 @@ class Store:
         from . import writes
 
         self.check_writable()
-        extra = writes.check_args(text, kind=kind, scope=scope, default_scope=default_scope, source=source,
+        kind, extra = writes.check_args(text, kind=kind, scope=scope, default_scope=default_scope, source=source,
                                   client_op_id=client_op_id, supersedes=supersedes, fields=fields)
         text, source, extra, scope, client_op_id, found = writes.redacted(text, source, extra, scope=scope,
                                                                           client_op_id=client_op_id)
@@ -238,14 +238,16 @@ class Store:
         return receipt
 
     def checkpoint(self, label: str, summary: str | None = None, *, scope: str | None = None,
-                   fields: dict[str, Any] | None = None, client_op_id: str | None = None) -> dict[str, Any]:
+                   fields: dict[str, Any] | None = None, client_op_id: str | None = None,
+                   default_scope: str | None = None) -> dict[str, Any]:
         """A checkpoint is a record of kind `checkpoint`: the label, then the summary."""
         records.check_text(label, "label")
         if "\n" in label.strip():
             raise UsageError("label must be one line", hint="put the details in the summary")
         text = label.strip() if not summary or not summary.strip() else f"{label.strip()}\n\n{summary.strip()}"
         extra = dict(fields or {})
-        return self.write(text, kind="checkpoint", scope=scope, fields=extra, client_op_id=client_op_id)
+        return self.write(text, kind="checkpoint", scope=scope, fields=extra, client_op_id=client_op_id,
+                          default_scope=default_scope)
 
     # -- forgetting (retained/forget.py) ------------------------------------------------------------
     def forget(self, ids: list[str], reason: str | None = None) -> dict[str, Any]:
@@ -278,7 +280,7 @@ class Store:
         k: int = DEFAULT_K,
         max_tokens: int | None = None,
         include_superseded: bool = False,
-        as_of: str | None = None,
+        as_of: str | None = None, notes: list[str] | None = None,  # notes: what the caller says first
     ) -> dict[str, Any]:
         """Search by words and, with the semantic tier on, by meaning; best first. Says what it did not
         return (I2) and whether meaning was used (`semantic`: "on" or "off: <reason>").
@@ -289,12 +291,13 @@ class Store:
         `as_of` answers as the store stood then.
         """
         return self.search_scored(query, scopes=scopes, kind=kind, k=k, max_tokens=max_tokens,
-                                  include_superseded=include_superseded, as_of=as_of)[0]
+                                  include_superseded=include_superseded, as_of=as_of, notes=notes)[0]
 
     def search_scored(self, query: str, *, scopes: list[str] | None = None, kind: str | None = None,
                       k: int = DEFAULT_K, max_tokens: int | None = None, include_superseded: bool = False,
                       as_of: str | None = None, inline_embed: int | None = None,
-                      need_vectors: bool = False) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+                      need_vectors: bool = False,
+                      notes: list[str] | None = None) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         """search(), plus per hit id its cosine to the query (None without a vector) and its tier (how many
         of the query's identifiers it holds verbatim): what recall's relevance bar needs. `inline_embed`:
         how many new records this search may embed itself; `need_vectors`: search by words alone
@@ -309,7 +312,7 @@ class Store:
         if kind is not None:
             kind = records.check_kind(kind)
         as_of = parse_as_of(as_of)
-        warnings = self._refresh_read()
+        warnings = list(notes or []) + self._refresh_read() + reads.kind_note(self.index, kind)
         scopes = self.project_scopes(scopes)
         terms = query_terms(query)
         filters = {"scopes": scopes, "kind": kind, "as_of": as_of, "include_superseded": include_superseded}
@@ -348,9 +351,10 @@ class Store:
                 else:
                     rows.append(row)
         out, damaged = reads.read_back(self.index, self.log, rows, warnings)
+        missing, damaged = reads.split_damaged(self.index, self.log, missing, damaged)
         reads.mark_conflicts(self.index, out, warnings)  # issue 19: forks
         counts = self.index.counts()
-        result = {"records": out, "missing": missing + damaged, "corrupt_lines": counts["corrupt"] + len(damaged),
+        result = {"records": out, "missing": missing, "damaged": damaged, "corrupt_lines": counts["corrupt"] + len(damaged),
                   "chain_ok": counts["corrupt"] == 0 and counts["breaks"] == 0 and not damaged,
                   "warnings": warnings}
         if ids is None:  # browsing the newest: say how many were not returned
@@ -364,27 +368,22 @@ class Store:
         scopes: list[str] | None = None,
         kind: str | None = None,
         limit: int = 20,
-        before_seq: int | None = None,
+        cursor: str | None = None,
         include_superseded: bool = False,
         as_of: str | None = None,
-        max_tokens: int | None = None,
+        max_tokens: int | None = None, notes: list[str] | None = None,
     ) -> dict[str, Any]:
-        """Browse newest first. `total` counts every record the filters select; `returned` what came back.
-        `as_of`: as the store stood then (records written by then, superseded only by records written by then).
-        `max_tokens`: a budget for the records' text; records past it are left out (`truncated`)."""
+        """Browse newest first in the team order: `next_cursor` (opaque) is where the next page starts, for
+        `cursor`. `as_of`: as the store stood then (records written by then, superseded only by records
+        written by then). `max_tokens`: a budget for the whole reply (`notes` included; `truncated`)."""
         limit = check_int(limit, "limit", 1, MAX_LIST)
         if max_tokens is not None:
             max_tokens = check_int(max_tokens, "max_tokens", 1, 1_000_000)
-        as_of = parse_as_of(as_of)
-        warnings = self._refresh_read()
-        scopes = self.project_scopes(scopes)
-        if kind is not None:
-            kind = records.check_kind(kind)
-        if before_seq is not None:
-            before_seq = check_int(before_seq, "before_seq", 1, 2**62)
-        rows, total, newer = self.index.list_page(scopes=scopes, kind=kind, as_of=as_of,
-                                                  include_superseded=include_superseded, before_seq=before_seq,
-                                                  limit=limit)
+        as_of, after = parse_as_of(as_of), None if cursor is None else reads.parse_cursor(cursor)
+        kind = None if kind is None else records.check_kind(kind)
+        warnings = list(notes or []) + self._refresh_read() + reads.kind_note(self.index, kind)
+        rows, total, newer = self.index.list_page(scopes=self.project_scopes(scopes), kind=kind, as_of=as_of,
+                                                  include_superseded=include_superseded, after=after, limit=limit)
         result = reads.list_result(self.index, rows, total, newer, as_of=as_of, max_tokens=max_tokens,
                                    warnings=warnings)
         reads.mark_conflicts(self.index, result["records"], result["warnings"])  # issue 19: forks
@@ -397,8 +396,8 @@ class Store:
         rows = self.index.scope_table()
         mine = set(self.project_scopes([project]) or []) if project else set()
         table = [{**r, "current_project": r["scope"] in mine} for r in rows]
-        return {"records": [], "total": len(table), "returned": len(table), "truncated": False, "warnings": warnings,
-                "scopes": table}
+        return {"records": [], "total": len(table), "returned": len(table), "truncated": False, "next_cursor": None,
+                "warnings": warnings, "scopes": table}
 
     # -- integrity ----------------------------------------------------------------------------------
     def verify(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from typing import (
 )
 
 from . import __version__
-from .errors import UsageError
+from .errors import RetainedError, UsageError
 from .project import default_write_scope, write_scope
 from .results import (
     ForgetReceipt,
@@ -51,6 +51,18 @@ def here_phrase(project: str | None) -> str:
             else "'global' only (the server was started outside a git repository)")
 
 
+#: Arguments a tool took once, and what a call that still passes one is told (one line, naming the new one).
+RETIRED = {"before_seq": "paging follows the team order now: pass the next_cursor of the previous reply as cursor"}
+
+
+def unknown_arguments(tool: str, unknown: list[str], known: list[str]) -> str:
+    """The one-line refusal of arguments a tool does not take: which, what it takes, what replaced them."""
+    takes = f"it takes: {', '.join(known)}" if known else "it takes no arguments"
+    notes = "".join(f"; {name}: {RETIRED[name]}" for name in unknown if name in RETIRED)
+    return (f"Error executing tool {tool}: it takes no argument {', '.join(unknown)}; {takes}{notes} "
+            "(nothing was done)")
+
+
 class Param(NamedTuple):
     """What the inputSchema says of a parameter: its description and, for numbers, its bounds."""
 
@@ -59,19 +71,39 @@ class Param(NamedTuple):
     le: int | None = None
 
 
-MAX_MEMORY_CHARS = 16_000  # a memory a model writes: a decision or a fact, not a file (every later reply carries it)
-DEFAULT_MAX_TOKENS = 4000  # search's and list's default budget for the text of their hits
+MAX_MEMORY_CHARS = 16_000  # every text a model passes (text, label, summary, reason, source, fields): one limit
+DEFAULT_MAX_TOKENS = 4000  # search's and list's default budget for their whole reply text
+MIN_MAX_TOKENS = 200  # the smallest budget a reply fits in: its head line, the fence, one hit cut short
+WEAK_MEANING = 0.3  # a hit found by meaning alone scoring below this is left out when any hit holds the words
 
 
 def check_memory_size(text: Any, what: str) -> None:
     """Refuse a text too big to be one memory, saying the limit (the CLI takes more: a person's call)."""
     if isinstance(text, str) and len(text) > MAX_MEMORY_CHARS:
-        raise UsageError(f"{what} is {len(text):,} characters; a memory holds at most {MAX_MEMORY_CHARS:,}",
+        raise UsageError(f"{what} is {len(text):,} characters; every text a tool takes holds at most "
+                         f"{MAX_MEMORY_CHARS:,}; nothing was written",
                          hint="store a summary of it, and where the rest lives in source (a file, URL or commit)")
 
 
-SCOPE_READ = Param(f"Default: {HERE}. '*' = every scope; else that scope (a path, key or project short name).")
-AS_OF = Param("A point in time (RFC 3339, or a date: its end, UTC): the memory as it stood then.")
+def drop_weak_meaning(result: dict[str, Any]) -> None:
+    """The stated rule for weak hits: when any hit holds the query's words, hits found by meaning alone
+    that score under WEAK_MEANING are left out (they crowd out nothing useful and cost tokens), and
+    the reply says how many."""
+    hits = result.get("hits") or []
+    if not any(h.get("match") in ("words", "both") for h in hits):
+        return
+    kept = [h for h in hits if h.get("match") != "meaning" or h.get("score", 1.0) >= WEAK_MEANING]
+    weak = len(hits) - len(kept)
+    if weak:
+        result["hits"], result["returned"] = kept, len(kept)
+        result["truncated"] = True
+        result["warnings"].append(f"left out {weak} hit{'s' if weak != 1 else ''} found by meaning alone scoring "
+                                  f"under {WEAK_MEANING} (words found better ones)")
+
+
+SCOPE_READ = Param(f"Default: {HERE}. '*': every scope; else one scope (path, key or project name).")
+HERE_WRITE = "the current project, else 'global'"
+AS_OF = Param("The memory as it stood then (RFC 3339, or a date: its end, UTC).")
 
 
 class Tools:
@@ -87,18 +119,24 @@ class Tools:
 
     def memory_write(
         self,
-        text: Annotated[str, Param("One self-contained memory a future session can act on, with the why.")],
-        kind: Annotated[str, Param("decision, preference, convention, fact, todo or note (others accepted).")] = "note",
+        text: Annotated[str, Param("One self-contained memory, with the why.")],
+        kind: Annotated[str | None, Param("decision, preference, convention, fact, todo or note, any case (a near "
+                                          "miss is refused). Default: the corrected record's, else note.")] = None,
         scope: Annotated[str | None, Param("Default: the corrected record's scope, else the current project. "
-                                           "'global': holds in every project.")] = None,
-        source: Annotated[str | None, Param("Where it came from: file, URL, ticket, commit.")] = None,
+                                           "'global': every project.")] = None,
+        source: Annotated[str | None, Param("Where it came from (file, URL, commit).")] = None,
         supersedes: Annotated[str | None, Param("Id of the current record this one corrects.")] = None,
         client_op_id: Annotated[str | None, Param("Idempotency key: a repeat returns the first receipt.")] = None,
         fields: Annotated[dict[str, Any] | None, Param("Extra JSON fields, stored verbatim.")] = None,
-        private: Annotated[bool, Param("Never share this record with the team (team memory).")] = False,
-        shared: Annotated[bool, Param("Share this record with the team whatever its kind (team memory).")] = False,
+        private: Annotated[bool, Param("Never share it with the team.")] = False,
+        shared: Annotated[bool, Param("Share it with the team whatever its kind.")] = False,
     ) -> WriteReceipt:
+        if kind is None:  # a correction keeps the kind of what it corrects: a decision stays a decision
+            target = self.store.index.by_id(supersedes) if isinstance(supersedes, str) else None
+            kind = target["kind"] if target is not None else "note"
         check_memory_size(text, "text")
+        check_memory_size(source, "source")
+        check_memory_size(client_op_id, "client_op_id")
         if isinstance(fields, dict):
             import json
 
@@ -119,19 +157,18 @@ class Tools:
 
     def memory_search(
         self,
-        query: Annotated[str, Param("Keywords, an identifier, or a question in your own words.")],
+        query: Annotated[str, Param("Words, an identifier or a question.")],
         scope: Annotated[str | None, SCOPE_READ] = None,
         k: Annotated[int, Param("Most hits to return.", ge=1, le=MAX_K)] = 8,
-        max_tokens: Annotated[int, Param("Budget for the hits' text (estimated tokens); hits past it are "
-                                         "left out, truncated=true.", ge=1)] = DEFAULT_MAX_TOKENS,
-        include_superseded: Annotated[bool, Param("True: corrected records too, with superseded_by (default: the "
-                                                  "current record of each chain).")] = False,
+        max_tokens: Annotated[int, Param("Budget for the whole reply (estimated tokens); hits past it are cut or "
+                                         "left out (truncated=true).", ge=MIN_MAX_TOKENS)] = DEFAULT_MAX_TOKENS,
+        include_superseded: Annotated[bool, Param("True: corrected records too (marked superseded_by).")] = False,
         as_of: Annotated[str | None, AS_OF] = None,
     ) -> SearchResult:
         scopes, notes = self.store.read_scopes(scope, self.project)
         result = self.store.search(query, scopes=scopes, k=k, max_tokens=max_tokens,
-                                   include_superseded=include_superseded, as_of=as_of)
-        result["warnings"] = notes + result["warnings"]
+                                   include_superseded=include_superseded, as_of=as_of, notes=notes)
+        drop_weak_meaning(result)
         return cast(SearchResult, result)
 
     def memory_get(
@@ -149,26 +186,25 @@ class Tools:
     def memory_list(
         self,
         scope: Annotated[str | None, SCOPE_READ] = None,
-        kind: Annotated[str | None, Param("Only this kind, e.g. 'decision'. Default: every kind.")] = None,
+        kind: Annotated[str | None, Param("Only this kind, e.g. 'decision'.")] = None,
         limit: Annotated[int, Param("Most records to return.", ge=1, le=MAX_LIST)] = 20,
-        before_seq: Annotated[int | None, Param("Paging: only records older than this seq (the last one you "
-                                                "got).", ge=1)] = None,
+        cursor: Annotated[str | None, Param("The next page: the next_cursor of the previous reply.")] = None,
         as_of: Annotated[str | None, AS_OF] = None,
-        max_tokens: Annotated[int, Param("Budget for the records' text (estimated tokens).", ge=1)] = DEFAULT_MAX_TOKENS,
-        scopes: Annotated[bool, Param("True: list the scopes and their record counts instead.")] = False,
+        max_tokens: Annotated[int, Param("Budget for the whole reply (estimated tokens).",
+                                         ge=MIN_MAX_TOKENS)] = DEFAULT_MAX_TOKENS,
+        scopes: Annotated[bool, Param("True: the scopes instead.")] = False,
     ) -> ListResult:
         if scopes is True:
             listing = self.store.scopes(self.project)
-            unused = [name for name, value in (("scope", scope), ("kind", kind), ("before_seq", before_seq),
+            unused = [name for name, value in (("scope", scope), ("kind", kind), ("cursor", cursor),
                                                ("as_of", as_of)) if value is not None]
             if unused:
                 listing["warnings"].append("scopes=true lists every scope with its counts; " + ", ".join(unused)
                                            + " did nothing (call again without scopes=true to list records)")
             return cast(ListResult, listing)
         chosen, notes = self.store.read_scopes(scope, self.project)
-        result = self.store.list(scopes=chosen, kind=kind, limit=limit, before_seq=before_seq, as_of=as_of,
-                                 max_tokens=max_tokens)
-        result["warnings"] = notes + result["warnings"]
+        result = self.store.list(scopes=chosen, kind=kind, limit=limit, cursor=cursor, as_of=as_of,
+                                 max_tokens=max_tokens, notes=notes)
         return cast(ListResult, result)
 
     def memory_verify(self) -> VerifyResult:
@@ -176,25 +212,43 @@ class Tools:
 
     def memory_checkpoint(
         self,
-        label: Annotated[str, Param("One line, e.g. 'auth refactor: tokens moved, tests pending'.")],
+        label: Annotated[str, Param("One line, e.g. 'auth refactor: tests pending'.")],
         summary: Annotated[str | None, Param("What was done, decisions, open problems, the next step.")] = None,
-        scope: Annotated[str | None, Param("Default: the current project, else 'global'.")] = None,
+        scope: Annotated[str | None, Param(f"Default: {HERE_WRITE}.")] = None,
     ) -> WriteReceipt:
         check_memory_size(label, "label")
         check_memory_size(summary, "summary")
         fields = {"session_id": self.session_id} if self.session_id else None
-        scope = write_scope(scope, self.project, self.store.known_scopes) or default_write_scope(self.project)
-        return cast(WriteReceipt, self.store.checkpoint(label, summary, fields=fields, scope=scope))
+        return cast(WriteReceipt, self.store.checkpoint(
+            label, summary, fields=fields, scope=write_scope(scope, self.project, self.store.known_scopes),
+            default_scope=default_write_scope(self.project)))
 
     def memory_forget(
         self,
         ids: Annotated[list[str], Param(f"Ids of the records to retract, at most {MAX_LIST}.")],
-        reason: Annotated[str, Param("Why they should no longer be used, e.g. 'wrong: we moved to sqlite'.")],
+        reason: Annotated[str, Param("Why, e.g. 'wrong: we moved to sqlite'.")],
     ) -> ForgetReceipt:
         if not isinstance(reason, str) or not reason.strip():
             raise UsageError("reason is empty: say why the records should no longer be used",
-                             hint="e.g. reason='wrong: we moved to sqlite'")
-        return cast(ForgetReceipt, self.store.forget(ids, reason))
+                             hint="e.g. reason='wrong: we moved to sqlite'; nothing was retracted")
+        check_memory_size(reason, "reason")
+        try:
+            receipt = self.store.forget(ids, reason)
+        except RetainedError as e:  # one id refused refuses the call: say that none was retracted
+            if "nothing was retracted" not in e.message:
+                e.message += "; nothing was retracted (the call retracts all of its ids or none)"
+            raise
+        if receipt.get("deduplicated"):  # said once, by the reply's head line
+            receipt["warnings"] = [w for w in receipt["warnings"]
+                                   if "already retracted" not in w and not w.startswith("nothing new was written")]
+        for rid in receipt.get("targets") or []:
+            row = self.store.index.by_id(rid)
+            if row is not None and row.get("superseded_by"):
+                head = self.store.index.head_of(rid)
+                current = head["id"] if head is not None else row["superseded_by"]
+                receipt["warnings"].append(f"{rid} was already superseded: its correction {current} stays current "
+                                           f"(memory_forget {current} to take the memory itself out)")
+        return cast(ForgetReceipt, receipt)
 
 
 class Hints(TypedDict, total=False):
@@ -236,54 +290,44 @@ RETRACTS: Hints = {"destructive_hint": False, "idempotent_hint": True, "open_wor
 # What each tool tells the agent. tests/test_server.py snapshots tools/list, so changes here are deliberate.
 # Fields are not listed where outputSchema names them; only what a field means when that is not plain.
 TOOLS = (
-    ToolDef("memory_write", "Write a memory", WRITES,
-            "remember save store a decision fact or preference in long-term memory",
-            "Save one memory in the project's durable log (one fsynced append). Kinds: decision (a choice and "
-            "why), preference (how the user wants things), convention (how this codebase does things), fact "
-            "(something you had to find out), todo (open work), note (anything else). Where the work stands goes "
-            "in memory_checkpoint.\n\n"
-            "To correct a memory, pass supersedes=<its current id>; the old one stays in the log. An identical "
-            "memory is not stored twice (deduplicated=true); a close match gets a warning naming it. durable=true "
-            "once fsynced, read back and chain-checked; false: not saved. Secrets are redacted."),
-    ToolDef("memory_search", "Search memory", READS,
-            "recall remember find look up past decisions notes facts in long-term memory",
-            "Find memories by words and by meaning, best first, in the current project plus global records "
-            "unless scope says otherwise.\n\n"
-            "A record matches when it holds every word of the query (words of 4+ letters match longer forms: "
-            "postgres finds PostgreSQL, migrate finds migrations); if none does, any word counts and match='any' "
-            "says so. Punctuation only separates words; operators (AND, OR, NOT, quotes, *) do nothing. Reads "
-            "only the index. With semantic 'on', records saying the "
-            "same in other words are found too (match: words, meaning or both). Exact identifiers, paths, error "
-            "codes and versions rank first. Examples: 'deploy staging', 'which tool holds our passwords?', "
-            "'E4012'. Nothing useful? Retry with other words, or scope '*'. score: 0-1, the same scale for every "
-            "query (a weak best hit scores low). To browse recent records use memory_list; whole records by id, "
-            "memory_get. " + DATA_NOTE),
+    ToolDef("memory_write", "Write a memory", WRITES, "remember save a decision fact preference",
+            "Save one memory (an fsynced append to the durable log). Kinds: decision (a choice and why), preference "
+            "(how the user wants things), convention (how this codebase does things), fact (found out), todo (open "
+            "work), note (else); where work stands: memory_checkpoint. To correct one, pass supersedes=<its current "
+            "id>.\n\n"
+            "durable=true once fsynced, read back and chain-checked (false: not saved). An identical current memory "
+            "is not stored again (deduplicated=true). Secrets are redacted. Once the project is shared, its "
+            "decision, convention, fact and todo records go to the team (other kinds if shared=true, none if "
+            "private=true); 'global' ones only to a personal remote."),
+    ToolDef("memory_search", "Search memory", READS, "recall remember find past decisions notes facts",
+            "Find memories best first: records holding every word of the query (migrate finds migrations), else "
+            "any word (match='any'); with semantic on, also records saying it in other words (match='meaning'; "
+            "left out under score 0.3 when a hit holds the words). Exact identifiers rank first; score: 0-1, one "
+            "scale for all queries.\n\n"
+            "Text: a line per hit, 'id score kind age[ @scope][ by author]: text'; a cut text says how much is "
+            "missing (memory_get has it whole). Nothing useful? Other words, or scope '*'. Browse: memory_list. "
+            + DATA_NOTE),
     ToolDef("memory_get", "Get memories by id", READS, "read memory records by id full text",
-            "Read whole records by id as stored (extra fields included), marked superseded_by or retracted "
-            "{by, reason} when a later record corrected or retracted them: when a hit is trimmed or you need its "
-            "fields. Without ids: the newest records of the current project and global (global only outside a "
-            "project), corrected and retracted ones too (marked). chain_ok=false: call memory_verify."),
-    ToolDef("memory_list", "List recent memories", READS, "recent memories browse last session checkpoints decisions",
-            "Browse current memories newest first, without a query: the current project plus global unless scope "
-            "says otherwise; corrected and retracted records are left out. Reads only the index. For 'where did "
-            "the last session stop?' "
-            "(kind='checkpoint') or 'which decisions hold?' (kind='decision'); page back with before_seq; "
-            "scopes=true lists the scopes with record counts instead. To find records by words, memory_search."),
-    ToolDef("memory_verify", "Verify the memory log", READS, "verify memory integrity hash chain corrupt log",
-            "Recompute the log's whole hash chain and reconcile the search index with it. Changes nothing; reads "
-            "the entire log (seconds on a large store). Use it when a reply warns of damaged lines or chain_ok is "
-            "false, or before trusting memory for something important. intact=true: every record reads and "
-            "chains; quarantine: what earlier damage set aside."),
-    ToolDef("memory_checkpoint", "Save a checkpoint", WRITES,
-            "save progress where the work stands handoff next session",
-            "Save where the work stands so the next session can pick it up (kind 'checkpoint'): before you stop "
-            "after real work, or at a milestone. The next brief shows only the newest checkpoint, so record "
-            "lasting decisions with memory_write. Not stored twice (deduplicated=true); receipt as memory_write."),
-    ToolDef("memory_forget", "Retract memories", RETRACTS, "forget retract delete wrong outdated memory",
-            "Retract memories that are wrong, obsolete or should never have been stored: they (and the "
-            "correction chain each heads) leave search, list and the brief; memory_get still shows them, marked "
-            "retracted with the reason. Only a person can bring them back; it erases no bytes (only a person can "
-            "purge). To correct a memory instead, memory_write with supersedes."),
+            "Whole records by id as stored (the text leaves out prev and sha256), marked superseded_by or retracted "
+            "{by, reason}. Without ids: the newest records of the default scopes, in any state. Unknown ids are "
+            "listed in missing; unreadable ones in damaged (call memory_verify)."),
+    ToolDef("memory_list", "List recent memories", READS, "recent memories browse checkpoints decisions",
+            "Current memories newest first (the team's order, alike on every clone), without a query. E.g. "
+            "kind='checkpoint': where the last session stopped. Text: a line per record, 'id kind age[ @scope][ by "
+            "author]: text'. Next page: cursor=<next_cursor> (in the text and the result). scopes=true: the scopes "
+            "with record counts instead. " + DATA_NOTE),
+    ToolDef("memory_verify", "Verify the memory log", READS, "verify memory integrity hash chain",
+            "Recompute the log's whole hash chain and reconcile the index with it (reads the whole log; changes "
+            "nothing). Use it when a reply warns of damage or chain_ok is false. intact=true: every record reads "
+            "and chains."),
+    ToolDef("memory_checkpoint", "Save a checkpoint", WRITES, "save progress handoff next session",
+            "Save where the work stands for the next session (kind 'checkpoint'), before you stop or at a "
+            "milestone. The brief shows only the newest one: lasting decisions go in memory_write. Receipt as "
+            "memory_write."),
+    ToolDef("memory_forget", "Retract memories", RETRACTS, "forget retract wrong outdated memory",
+            "Retract wrong or obsolete memories: each (with the chain it heads) leaves search, list and the brief; "
+            "memory_get shows it marked retracted. All ids or none. A superseded version's correction stays "
+            "current. Erases nothing: only a person can purge (or undo). To correct: memory_write supersedes."),
 )
 TOOL_NAMES = tuple(t.name for t in TOOLS)
 

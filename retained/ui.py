@@ -129,7 +129,7 @@ class Api:
 
     def __init__(self, store: Store, token: str, store_dir: Path, project: str | None = None) -> None:
         self.store, self.token, self.store_dir = store, token, store_dir
-        self.project = project  # the page's default read: this project plus global, else global only
+        self.project = project  # the project the page was opened in: shown first, never the only memory shown
         self._facets: tuple[tuple[int, int], dict[str, Any]] | None = None  # kind counts, keyed by log size
         self._scopes: tuple[tuple[int, int], dict[str, Any]] | None = None  # facets, likewise
         self._doctor: tuple[float, dict[str, Any]] | None = None
@@ -151,10 +151,20 @@ class Api:
             self._scopes = (key, self.store.index.facets())
         out = dict(self._scopes[1])
         counts = self.store.index.counts()
+        here = self._here()
+        out["scopes"] = sorted(out["scopes"], key=lambda s: s["scope"] not in here)  # this project first
+        for sc in out["scopes"]:
+            sc["here"] = sc["scope"] in here
         out.update(store=str(self.store_dir), corrupt=counts["corrupt"], breaks=counts["breaks"],
                    warnings=warnings + self._damage(), kinds_known=list(KNOWN_KINDS), project=self.project,
-                   default_scope="this project + global" if self.project else "global only (no project)")
+                   here=here, here_current=sum(sc["n"] for sc in out["scopes"] if sc["here"]))
         return out
+
+    def _here(self) -> list[str]:
+        """The scopes of the project the page was opened in (its other checkouts too); [] outside one."""
+        if not self.project:
+            return []
+        return list(self.store.project_scopes([self.project]) or [])
 
     def kinds(self) -> dict[str, Any]:
         """Current records per kind: a scan at 100k, so asked for after the page is up, and cached."""
@@ -165,17 +175,27 @@ class Api:
         return self._facets[1]
 
     def records(self, q: dict[str, str]) -> dict[str, Any]:
+        """A page of the person's memory, newest first in the team order: every scope unless `scope`
+        names one ('here': the project the page was opened in); `elsewhere=1` leaves that project out.
+        `next` is the cursor of the next page (`cursor=`), None on the last."""
+        from .reads import parse_cursor
+
+        if q.get("before"):
+            raise UsageError("the page's list no longer pages by line", hint="reload the page (pages follow a cursor)")
+        after = parse_cursor(q["cursor"]) if q.get("cursor") else None
         warnings = self.store.refresh()
         limit = _int(q.get("limit"), PAGE, 1, 200)
         scopes, notes = self._read_scopes(q)
         warnings = notes + warnings
         rows, total = self.store.index.browse(
-            scopes=self.store.project_scopes(scopes), kind=_kind(q), ts_from=_day(q.get("from")),
+            scopes=scopes, kind=_kind(q), ts_from=_day(q.get("from")),
             ts_to=_day(q.get("to"), next_day=True),
             as_of=_instant(q.get("as_of")), history=q.get("history") == "1",
-            before_line=_int(q.get("before"), None, 1, 2**62), limit=limit)
+            after=after, limit=limit, exclude=self._here() if q.get("elsewhere") == "1" else None)
+        from .reads import cursor_of
+
         return {"records": [_row(r) for r in rows], "total": total, "returned": len(rows),
-                "next": rows[-1]["line"] if len(rows) == limit else None, "warnings": warnings + self._damage()}
+                "next": cursor_of(rows[-1]) if len(rows) == limit else None, "warnings": warnings + self._damage()}
 
     def search(self, q: dict[str, str]) -> dict[str, Any]:
         from .index import query_terms
@@ -194,21 +214,30 @@ class Api:
                 and (as_of is None or "as_of" in kwargs or h["ts"] <= as_of)]
         mode = result.get("match", "all")
         for h in hits:
+            h["state"] = "superseded" if h.get("superseded_by") else "current"
             h.setdefault("match", "words")
             h["how"] = _how(h["match"], mode)
             h["text"] = h["text"][:400]
         out = {k: v for k, v in result.items() if k != "hits"}
+        said_by_summary = "no record holds every word"  # the page's summary says it (as_any), once
         out.update(hits=hits, terms=query_terms(text), filtered=len(result["hits"]) - len(hits),
-                   warnings=notes + list(result.get("warnings") or []))
+                   warnings=notes + [w for w in result.get("warnings") or [] if not w.startswith(said_by_summary)])
         said = list(out.get("warnings") or [])
         out["warnings"] = said + [w for w in self._damage() if w not in said]
         return out
 
     def _read_scopes(self, q: dict[str, str]) -> tuple[list[str] | None, list[str]]:
-        """The scopes a read of the page takes (the store's one resolver: CLI, MCP and hooks alike), and
-        what it says of them. No scope: this project plus global, else global only; '*': every scope."""
+        """The scopes a read of the page takes, and what it says of them. The page is the person's view
+        of all of their memory: no scope (or '*') reads every scope; 'here' the project it was opened in
+        (with its other checkouts); any other scope through the store's one resolver."""
         scope = q.get("scope") or None
-        return self.store.read_scopes(None if scope is None else records.check_scope(scope), self.project)
+        if scope is None or scope == "*":
+            return None, []
+        if scope == "here":
+            return (self._here() or None), ([] if self.project else ["the page was opened outside a project: "
+                                                                     "showing every scope"])
+        scopes, notes = self.store.read_scopes(records.check_scope(scope), self.project)
+        return self.store.project_scopes(scopes), notes
 
     def record(self, rid: str) -> dict[str, Any]:
         index = self.store.index
@@ -405,7 +434,7 @@ def _how(match: str, mode: str) -> str:
 
 def _row(r: dict[str, Any]) -> dict[str, Any]:
     out = {k: r.get(k) for k in ("line", "seq", "id", "ts", "kind", "scope", "source", "supersedes", "superseded_by",
-                                  "retracted_by")}
+                                  "retracted_by", "writer", "author")}
     text = out["text"] = r.get("text") or ""
     out["chars"] = r.get("chars") if r.get("chars") is not None else len(text)
     out["tomb"] = bool(r.get("tomb"))
@@ -515,27 +544,56 @@ class Page:
 
 
 def first_screen(initial: dict[str, Any] | None) -> str:
-    """The newest records as HTML, the same markup the script builds; stored text escaped."""
+    """The newest records of all memory as HTML, the same markup the script builds; stored text escaped
+    (HTML-escaped, and control characters shown as escapes). Inside a project the script draws the
+    project's group first; this paints what it can before the script runs."""
     from html import escape
+
+    from .replies import shown, who
 
     if initial is None:
         return '<p class="loading">Loading…</p>'
     data = initial["records"]
     total = data["total"]
-    out = [f'<p class="summary" id="summary">{total:,} record{"s" if total != 1 else ""} · current memory · newest first</p>']
+    what = "this project" if "others" in initial else "all memory, every scope"
+    out = [f'<p class="summary" id="summary">{total:,} record{"s" if total != 1 else ""} · {what} · newest first</p>']
     if not data["records"]:
-        return out[0] + '<p class="empty">No records here yet.</p>'
+        return out[0] + f'<p class="empty">{escape(empty_note(initial["facets"]))}</p>'
     out.append('<ol class="records" id="records">')
     for r in data["records"]:
         more = "…" if r["chars"] > len(r["text"]) else ""
-        rid, kind = escape(r["id"]), escape(r["kind"])
-        out.append(f'<li><a class="rec" href="#/r/{escape(quote_id(r["id"]))}" data-id="{rid}"><div class="meta">'
+        rid, kind, scope = escape(shown(r["id"])), escape(shown(r["kind"])), escape(shown(r["scope"]))
+        label = escape(scope_label(shown(r["scope"])))
+        author = who(r)
+        by = f'<span class="author">by {escape(shown(author))}</span>' if author else ""
+        out.append(f'<li><a class="rec" href="#/r/{escape(quote_id(r["id"]))}" data-id="{escape(r["id"])}"><div class="meta">'
                    f'<span class="badge kind kind-{kind}">{kind}</span>'
-                   f'<span class="scope" title="{escape(r["scope"])}">{escape(r["scope"])}</span>'
+                   f'<span class="scope" title="{scope}" data-scope="{escape(r["scope"])}">{label}</span>{by}'
                    f'<time datetime="{escape(r["ts"])}">{escape(r["ts"][:10])}</time>'
-                   f'<code class="rid">{rid}</code></div><p class="text">{escape(r["text"])}{more}</p></a></li>')
+                   f'<code class="rid">{rid}</code></div><p class="text">{escape(shown_text(r["text"]))}{more}</p></a></li>')
     out.append("</ol>")
     return "".join(out)
+
+
+def scope_label(scope: str) -> str:
+    """A scope as the page labels it: a path scope by its last part (the project's folder)."""
+    return (scope.rstrip("/").rsplit("/", 1)[-1] or scope) if scope.startswith("/") else scope
+
+
+def shown_text(text: str) -> str:
+    """Stored text on the page: line breaks and tabs kept, every other control character as an escape."""
+    from .replies import shown
+
+    return "\n".join("\t".join(shown(part) for part in line.split("\t")) for line in text.split("\n"))
+
+
+def empty_note(facets: dict[str, Any]) -> str:
+    """What an empty view says: never that the store is empty unless it is."""
+    if not facets.get("records"):
+        return "The store holds no records yet."
+    n, scopes = facets.get("current", 0), len(facets.get("scopes") or [])
+    return (f"No record in this view. The store holds {n:,} current record{'s' if n != 1 else ''} in "
+            f"{scopes} scope{'s' if scopes != 1 else ''}: clear the filters to see all of them.")
 
 
 def quote_id(rid: str) -> str:
@@ -613,7 +671,11 @@ def build_app(store: Store, token: str, port: int, store_dir: Path, project: str
 
     def first_screen() -> dict[str, Any] | None:
         try:
-            return {"facets": api.facets(), "records": api.records({})}
+            facets = api.facets()
+            if facets["here"]:  # opened inside a project: that project first, then everything else
+                return {"facets": facets, "records": api.records({"scope": "here"}),
+                        "others": api.records({"elsewhere": "1"})}
+            return {"facets": facets, "records": api.records({})}
         except RetainedError:
             return None  # the page then asks for it itself, and shows the error
 

@@ -22,10 +22,15 @@ from .switches import switch
 
 
 def check_args(text: str, *, kind: str, scope: str | None, default_scope: str | None, source: str | None,
-               client_op_id: str | None, supersedes: str | None, fields: dict[str, Any] | None) -> dict[str, Any]:
-    """Refuse a malformed write with a clear error; returns the extra fields, checked."""
+               client_op_id: str | None, supersedes: str | None,
+               fields: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
+    """Refuse a malformed write with a clear error; returns the kind (lower case) and the extra fields, checked."""
     records.check_text(text)
-    records.check_kind(kind)
+    kind = records.check_kind(kind)
+    near = records.nearest_kind(kind, records.KNOWN_KINDS)
+    if near is not None:
+        raise UsageError(f"kind {kind!r} is not a kind retained knows; did you mean {near!r}?",
+                         hint=f"pass kind {near!r}, or a new kind spelled apart from {', '.join(records.KNOWN_KINDS)}")
     check_kind_is_no_secret(kind)
     if scope is not None:
         records.check_scope(scope)
@@ -40,7 +45,7 @@ def check_args(text: str, *, kind: str, scope: str | None, default_scope: str | 
     if kind == records.FORGET_KIND:
         raise UsageError("kind 'forget' is kept for retractions",
                          hint="use memory_forget (or `retained forget`) to forget a record")
-    return records.check_fields(fields)
+    return kind, records.check_fields(fields)
 
 
 def redaction_enabled() -> bool:
@@ -107,9 +112,11 @@ def settle(index: Index, app: Appender, text: str, kind: str, *, scope: str | No
         same, near = duplicates(index, text, kind, scope or records.GLOBAL_SCOPE)
         if same is not None:
             receipt = app.existing(same, warnings)
+            how = ("to save a new checkpoint, change its label or summary" if kind == "checkpoint"
+                   else "to correct it, write with supersedes")
             receipt["warnings"].append(
                 f"an identical {kind} is already stored as {same['id']} (seq {same['seq']}); nothing new was "
-                "written (to correct it, write with supersedes)")
+                f"written ({how})")
             return scope, receipt
         warnings += near
     return scope, None

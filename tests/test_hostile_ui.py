@@ -183,7 +183,8 @@ def test_the_record_view_of_a_damaged_record_says_so_and_offers_no_edit(ui, stor
 
 
 # -- item 8: outside a project, the page reads global unless a scope is named ---------------------------------------------
-def test_outside_a_project_the_page_lists_global_only_unless_a_scope_is_named(store_dir, tmp_path):
+def test_outside_a_project_the_page_lists_every_scope_and_filters_by_one(store_dir, tmp_path):
+    """Issue 32: the page is the person's view of all of their memory, not an agent's default read."""
     repo = tmp_path / "app"
     repo.mkdir()
     subprocess.run(["git", "init", "-q", str(repo)], check=True)
@@ -191,9 +192,9 @@ def test_outside_a_project_the_page_lists_global_only_unless_a_scope_is_named(st
     glob = cli_json("write", "a global convention", "--scope", "global")["id"]
     with UiServer(store_dir) as server:
         listed = {r["id"] for r in call(server, "GET", "/api/records")[1]["records"]}
-        assert glob in listed and app not in listed
+        assert glob in listed and app in listed
         named = {r["id"] for r in call(server, "GET", f"/api/records?scope={repo.resolve()}")[1]["records"]}
-        assert app in named
+        assert app in named and glob not in named
 
 
 # -- item 24 (the part in the tests): a skip says which part of the browser is missing --------------------------------

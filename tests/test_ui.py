@@ -84,8 +84,8 @@ def world(tmp_path_factory):
     browser = browser_or_skip()
     server = None
     try:
-        # Started outside any project (a module fixture is set up before the test's own cwd is): the
-        # page's default read is then global only.
+        # Started outside any project (a module fixture is set up before the test's own cwd is), as a
+        # person usually opens it: the page then shows every scope.
         here = os.getcwd()
         os.chdir(base)
         try:
@@ -101,7 +101,7 @@ def world(tmp_path_factory):
             server.stop()
 
 
-EVERY = "#/?scope=*"  # the page opened outside a project reads global only unless a scope is named (issue 17 item 8)
+EVERY = "#/?scope=*"  # every scope: the page's default too (issue 32), named here to say so
 
 
 def _go(b, hash_: str, ready: str) -> None:
@@ -138,15 +138,16 @@ def test_list_is_newest_first_paged_and_counted(world):
 
 def test_filters_by_scope_kind_dates_and_as_of(world):
     b = world["browser"]
-    # Opened outside a project, the page's default is global only, and its scope menu says so.
+    # Opened outside a project, the page shows all of the person's memory, every scope (issue 32), and
+    # its scope menu says so.
     _go(b, "#/", "list")
-    assert set(b.js("return [...document.querySelectorAll('a.rec .scope')].map(e => e.textContent)")) == {"global"}
-    assert "global only" in b.js("return document.getElementById('f-scope').options[0].textContent")
+    assert set(b.js("return [...document.querySelectorAll('a.rec .scope')].map(e => e.dataset.scope)")) == set(SCOPES)
+    assert "All memory" in b.js("return document.getElementById('f-scope').options[0].textContent")
     _go(b, EVERY, "list")
     b.js("const s = document.getElementById('f-scope'); s.value = '/src/lib'; document.body.dataset.ready = '';"
          " s.dispatchEvent(new Event('change'));")
     b.wait("return document.body.dataset.ready === 'list'")
-    scopes = set(b.js("return [...document.querySelectorAll('a.rec .scope')].map(e => e.textContent)"))
+    scopes = set(b.js("return [...document.querySelectorAll('a.rec .scope')].map(e => e.dataset.scope)"))
     assert scopes == {"/src/lib"}
     assert b.text("#summary").startswith("102 records")  # 100 bulk + 2 written
     b.js("const s = document.getElementById('f-kind'); s.value = 'decision'; document.body.dataset.ready = '';"

@@ -21,11 +21,6 @@ _TOMB = "tomb"  # a purged record's row: its tombstone
 
 
 # -- one record ------------------------------------------------------------------------------------
-#: "Newest first" in the team's order: the team clock, then the record id, the same on every clone
-#: (a row key, or a seq, is one machine's).
-TEAM_NEWEST = "ord_ms DESC, ord_n DESC, id DESC"
-
-
 def by_id(db: sqlite3.Connection, rid: str) -> Row | None:
     """The row of record `rid`, or None."""
     return first(db, "SELECT * FROM records WHERE id = ?", (rid,))
@@ -135,25 +130,36 @@ def newest_rows(db: sqlite3.Connection, limit: int, scopes: list[str] | None = N
     ids marks them as it marks named ones), and how many records the scopes hold."""
     where, params = scope_clause(scopes, "scope")
     total = int(db.execute("SELECT COUNT(*) FROM records WHERE 1=1" + where, params).fetchone()[0])
-    newest = rows(db, "SELECT * FROM records WHERE 1=1" + where + " ORDER BY " + TEAM_NEWEST + " LIMIT ?",
+    newest = rows(db, "SELECT * FROM records WHERE 1=1" + where + f" ORDER BY {NEWEST} LIMIT ?",
                   [*params, limit])
     return newest, total
 
 
+#: The team order, newest first: the team clock of each record (identical on every clone), then its id.
+NEWEST = "ord_ms DESC, ord_n DESC, id DESC"
+Key = tuple[int, int, str]  # (ord_ms, ord_n, id): a record's place in the team order, what a cursor holds
+
+
+def _after(key: Key | None, alias: str = "r") -> tuple[str, list[Any]]:
+    """The clause keeping the records after `key` in the team order (older), and its parameters."""
+    if key is None:
+        return "", []
+    return f" AND ({alias}.ord_ms, {alias}.ord_n, {alias}.id) < (?, ?, ?)", list(key)
+
+
 def list_page(db: sqlite3.Connection, *, scopes: list[str] | None, kind: str | None, as_of: str | None,
-              include_superseded: bool, before_seq: int | None, limit: int) -> tuple[list[Row], int, int]:
-    """A page of the records a read may show, newest first: (rows, how many the filters select, how
-    many of those are at or after `before_seq`, the pages before this one)."""
+              include_superseded: bool, after: Key | None, limit: int) -> tuple[list[Row], int, int]:
+    """A page of the records a read may show, newest first in the team order: (rows, how many the
+    filters select, how many of those come before `after`'s place: the pages before this one)."""
     where, params = filter_clause("r", scopes, kind, as_of, include_superseded)
     total = int(db.execute("SELECT COUNT(*) FROM records r WHERE 1=1" + where, params).fetchone()[0])
-    page, page_params, newer = where, list(params), 0
-    if before_seq is not None:
-        page += " AND r.seq < ?"
-        page_params.append(before_seq)
-        newer = int(db.execute("SELECT COUNT(*) FROM records r WHERE 1=1" + where + " AND r.seq >= ?",
-                               [*params, before_seq]).fetchone()[0])
-    found = rows(db, f"SELECT r.* FROM records r WHERE 1=1{page} ORDER BY r.ord_ms DESC, r.ord_n DESC, r.line DESC"
-                 " LIMIT ?", [*page_params, limit])
+    page, page_params = _after(after)
+    newer = 0
+    if after is not None:
+        newer = int(db.execute("SELECT COUNT(*) FROM records r WHERE 1=1" + where
+                               + " AND (r.ord_ms, r.ord_n, r.id) >= (?, ?, ?)", [*params, *after]).fetchone()[0])
+    found = rows(db, f"SELECT r.* FROM records r WHERE 1=1{where}{page} ORDER BY r.{NEWEST.replace(', ', ', r.')}"
+                 " LIMIT ?", [*params, *page_params, limit])
     return found, total, newer
 
 
@@ -183,7 +189,7 @@ def newest_current(db: sqlite3.Connection, scopes: list[str] | None, limit: int,
     if kinds:
         where += f" AND kind IN ({marks(kinds)})"
         params += list(kinds)
-    newest = TEAM_NEWEST
+    newest = NEWEST
     order = f"ORDER BY kind, {newest}" if kind is not None else f"ORDER BY {newest}"
     return rows(db, f"SELECT id, seq, ts, kind, scope, text, writer, author, ord_ms, ord_n FROM records WHERE {where}"
                 f" {order} LIMIT ?",
@@ -260,12 +266,15 @@ def markdown_rows(db: sqlite3.Connection, scopes: list[str] | None) -> list[Row]
     """Every record of the scopes, grouped for a readable export: scope, kind, newest first."""
     where, params = scope_clause(scopes, "scope")
     return rows(db, f"SELECT id, ts, kind, scope, text, superseded_by, {_TOMB} AS tomb FROM records"
-                f" WHERE 1=1{where} ORDER BY scope, kind, line DESC", params)
+                f" WHERE 1=1{where} ORDER BY scope, kind, {NEWEST}", params)
 
 
 def _browse_where(scopes: list[str] | None, kind: str | None, ts_from: str | None, ts_to: str | None,
-                  as_of: str | None, history: bool) -> tuple[str, list[Any]]:
+                  as_of: str | None, history: bool, exclude: list[str] | None = None) -> tuple[str, list[Any]]:
     where, params = scope_clause(scopes, "r.scope")
+    if exclude:
+        where += f" AND r.scope NOT IN ({marks(exclude)})"
+        params += list(exclude)
     for clause, value in ((" AND r.kind = ?", kind), (" AND r.ts >= ?", ts_from), (" AND r.ts < ?", ts_to)):
         if value is not None:
             where += clause
@@ -281,25 +290,27 @@ def _browse_where(scopes: list[str] | None, kind: str | None, ts_from: str | Non
 
 
 def browse(db: sqlite3.Connection, *, scopes: list[str] | None, kind: str | None, ts_from: str | None,
-           ts_to: str | None, as_of: str | None, history: bool, before_line: int | None,
-           limit: int) -> tuple[list[Row], int]:
-    """A page of records, newest first, and how many the filters select.
+           ts_to: str | None, as_of: str | None, history: bool, after: Key | None,
+           limit: int, exclude: list[str] | None = None) -> tuple[list[Row], int]:
+    """A page of records, newest first in the team order (after `after`'s place), and how many the
+    filters select. `exclude`: scopes left out (the page's "everything but this project").
 
     Default: current memory (not superseded, retracted, purged, nor a forget record). `as_of`: what
     was current then: written by then, not yet superseded or retracted by then. `history`: every
     record, superseded, retracted and purged ones and forget records included."""
-    where, params = _browse_where(scopes, kind, ts_from, ts_to, as_of, history)
+    where, params = _browse_where(scopes, kind, ts_from, ts_to, as_of, history, exclude)
     if as_of is None and not history and kind is None and ts_from is None and ts_to is None:
         total = current_count(db, scopes)  # a lookup, not a count over the table
+        left_out = [e for e in exclude or [] if scopes is None or e in scopes]
+        if left_out:
+            total -= current_count(db, left_out)
     else:
         total = int(db.execute(f"SELECT COUNT(*) FROM records r WHERE 1=1{where}", params).fetchone()[0])
-    page, page_params = where, list(params)
-    if before_line is not None:
-        page += " AND r.line < ?"
-        page_params.append(before_line)
+    page, page_params = _after(after)
     found = rows(db, f"SELECT r.line, r.seq, r.id, r.ts, r.kind, r.scope, r.source, r.supersedes, r.superseded_by,"
-                 f" r.retracted_by, r.tomb, r.hidden, substr(r.text, 1, 400) AS text, length(r.text) AS chars"
-                 f" FROM records r WHERE 1=1{page} ORDER BY r.line DESC LIMIT ?", [*page_params, limit])
+                 f" r.retracted_by, r.tomb, r.hidden, r.writer, r.author, r.ord_ms, r.ord_n,"
+                 f" substr(r.text, 1, 400) AS text, length(r.text) AS chars FROM records r WHERE 1=1{where}{page}"
+                 f" ORDER BY r.{NEWEST.replace(', ', ', r.')} LIMIT ?", [*params, *page_params, limit])
     return found, total
 
 
@@ -401,4 +412,4 @@ def team_ids(db: sqlite3.Connection) -> list[str]:
 def current_texts(db: sqlite3.Connection, scope: str, limit: int) -> list[Row]:
     """id, kind, text of the scope's newest current records."""
     return rows(db, "SELECT id, kind, text FROM records WHERE scope = ? AND superseded_by IS NULL"
-                " AND hidden = 0 ORDER BY " + TEAM_NEWEST + " LIMIT ?", (scope, limit))
+                " AND hidden = 0 ORDER BY " + NEWEST + " LIMIT ?", (scope, limit))

@@ -56,7 +56,24 @@
 
   const day = (ts) => (ts || "").slice(0, 10);
   const when = (ts) => (ts || "").slice(0, 19).replace("T", " ");
-  const plural = (n, word) => `${n.toLocaleString()} ${word}${n === 1 ? "" : "s"}`;
+  const plural = (n, word) => `${n.toLocaleString()} ${n === 1 ? word : /(s|x|ch|sh)$/.test(word) ? word + "es" : word + "s"}`;
+  // A stored field as data: control characters (and bidi overrides) shown as escapes, never acted on.
+  const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+  const shown = (v) => String(v ?? "").replace(CONTROL, (c) => {
+    const n = c.charCodeAt(0);
+    return n < 0x100 ? `\\x${n.toString(16).padStart(2, "0")}` : `\\u${n.toString(16).padStart(4, "0")}`;
+  });
+  const field = (v) => shown(v).replace(/[\t\n]/g, (c) => (c === "\t" ? "\\t" : "\\n"));
+  // A scope as a label: a path scope by its last part (the project's folder), the whole in its title.
+  const scopeLabel = (sc) => { const t = field(sc); return t.startsWith("/") ? (t.split("/").filter(Boolean).pop() || t) : t; };
+  // A teammate's record: its author's name (the email left out), else its writer; null for one's own.
+  function who(r) {
+    if (!r.writer) return null;
+    let a = r.author;
+    if (a && typeof a === "object") a = a.name || a.email;
+    const name = a ? String(a).split(" <")[0].trim() : "";
+    return name || String(r.writer);
+  }
 
   // Replace a node's children, skipping the empty slots (null, false) a view leaves.
   function put(node, ...children) {
@@ -124,23 +141,24 @@
   function filterForm(filters) {
     const f = state.facets;
     const scopeSel = el("select", { id: "f-scope", name: "scope" },
-      el("option", { value: "", text: f.default_scope ? `Default: ${f.default_scope}` : "Default scopes" }),
-      el("option", { value: "*", selected: filters.scope === "*", text: `All scopes (${f.current.toLocaleString()})` }),
-      f.scopes.map((s) => el("option", { value: s.scope, selected: filters.scope === s.scope, text: `${s.scope} (${s.n.toLocaleString()})` })));
+      el("option", { value: "", text: `All memory, every scope (${f.current.toLocaleString()})` }),
+      f.project ? el("option", { value: "here", selected: filters.scope === "here", text: `This project: ${field(f.project)} (${f.here_current.toLocaleString()})` }) : null,
+      f.scopes.map((s) => el("option", { value: s.scope, selected: filters.scope === s.scope,
+        text: `${scopeLabel(s.scope)}${s.here ? " (this project)" : ""} (${s.n.toLocaleString()})${scopeLabel(s.scope) !== field(s.scope) ? " · " + field(s.scope) : ""}` })));
     const kinds = [...new Set([...f.kinds_known, ...f.kinds])];
     const counts = state.kindCounts || {};
     const kindSel = el("select", { id: "f-kind", name: "kind" },
       el("option", { value: "", text: "All kinds" }),
       kinds.map((k) => el("option", { value: k, selected: filters.kind === k, dataset: { kind: k },
-        text: k in counts || state.kindCounts ? `${k} (${(counts[k] || 0).toLocaleString()})` : k })));
-    const field = (label, input) => el("label", { class: "field" }, el("span", { text: label }), input);
+        text: k in counts || state.kindCounts ? `${field(k)} (${(counts[k] || 0).toLocaleString()})` : field(k) })));
+    const label = (name, input) => el("label", { class: "field" }, el("span", { text: name }), input);
     const form = el("form", { class: "filters", role: "search", "aria-label": "Filter and search memory" },
-      field("Search", el("input", { id: "f-q", name: "q", type: "search", value: filters.q || "", placeholder: "words or a question  ( / )", autocomplete: "off" })),
-      field("Scope", scopeSel),
-      field("Kind", kindSel),
-      field("From", el("input", { id: "f-from", name: "from", type: "date", value: filters.from || "" })),
-      field("To", el("input", { id: "f-to", name: "to", type: "date", value: filters.to || "" })),
-      field("As of", el("input", { id: "f-as-of", name: "as_of", type: "datetime-local", step: "1", value: filters.as_of || "" })),
+      label("Search", el("input", { id: "f-q", name: "q", type: "search", value: filters.q || "", placeholder: "words or a question  ( / )", autocomplete: "off" })),
+      label("Project / scope", scopeSel),
+      label("Kind", kindSel),
+      label("From", el("input", { id: "f-from", name: "from", type: "date", value: filters.from || "" })),
+      label("To", el("input", { id: "f-to", name: "to", type: "date", value: filters.to || "" })),
+      label("As of", el("input", { id: "f-as-of", name: "as_of", type: "datetime-local", step: "1", value: filters.as_of || "" })),
       el("label", { class: "check" }, el("input", { id: "f-history", name: "history", type: "checkbox", value: "1", checked: filters.history === "1" }),
         " history"),
       el("div", { class: "buttons" },
@@ -158,18 +176,52 @@
   }
 
   function recordItem(r, terms) {
+    const author = who(r);
     const meta = el("div", { class: "meta" },
-      badge(r.kind, `kind kind-${r.kind}`),
-      r.state !== "current" ? badge(r.state, `state state-${r.state}`) : null,
-      el("span", { class: "scope", title: r.scope, text: r.scope }),
+      badge(field(r.kind), `kind kind-${field(r.kind)}`),
+      r.state && r.state !== "current" ? badge(r.state, `state state-${r.state}`) : null,
+      el("span", { class: "scope", title: field(r.scope), dataset: { scope: r.scope }, text: scopeLabel(r.scope) }),
+      author ? el("span", { class: "author", text: `by ${field(author)}` }) : null,
       el("time", { datetime: r.ts, text: day(r.ts) }),
       r.how ? el("span", { class: "how", text: r.how }) : null,
-      el("code", { class: "rid", text: r.id }));
-    const text = r.state === "purged" ? [el("em", { text: "purged: no content kept" })] : highlighted(r.text, terms);
+      el("code", { class: "rid", text: field(r.id) }));
+    const text = r.state === "purged" ? [el("em", { text: "purged: no content kept" })] : highlighted(shown(r.text), terms);
     const more = r.chars > r.text.length ? "…" : "";
     return el("li", {},
       el("a", { class: "rec", href: `#/r/${encodeURIComponent(r.id)}`, dataset: { id: r.id } },
         meta, el("p", { class: "text" }, text, more)));
+  }
+
+  // One group of the list: a heading, its records newest first (the team order), its own "Load more".
+  function group(id, title, data, params) {
+    const list = el("ol", { class: "records", id: id === "main" ? "records" : `records-${id}` });
+    list.append(...data.records.map((r) => recordItem(r)));
+    const g = { rows: [...data.records], next: data.next, total: data.total };
+    const count = el("span", { class: "count", text: ` · ${plural(data.total, "record")}` });
+    const more = el("button", { type: "button", id: id === "main" ? "more" : `more-${id}`, class: "more", hidden: !g.next,
+      text: "Load more", onclick: async () => {
+        more.disabled = true;
+        try {
+          const page = await api(`/api/records?${params}&limit=${PAGE}&cursor=${encodeURIComponent(g.next)}`);
+          list.append(...page.records.map((r) => recordItem(r)));
+          g.rows.push(...page.records);
+          g.next = page.next;
+          more.hidden = !g.next;
+          count.textContent = ` · ${plural(g.total, "record")}, ${g.rows.length.toLocaleString()} shown`;
+        } catch (e) { say(e.message, true); } finally { more.disabled = false; }
+      } });
+    state.rows.push(...data.records);
+    return el("section", { class: "group", "aria-labelledby": `h-group-${id}` },
+      title ? el("h2", { id: `h-group-${id}`, class: "group-title" }, title, count) : null,
+      data.records.length ? list : el("p", { class: "empty", text: emptyNote() }),
+      more);
+  }
+
+  // An empty view never claims the store is empty unless it is.
+  function emptyNote() {
+    const f = state.facets || {};
+    if (!f.records) return "The store holds no records yet.";
+    return `No record in this view. The store holds ${plural(f.current || 0, "current record")} in ${plural((f.scopes || []).length, "scope")}: clear the filters to see all of them.`;
   }
 
   async function showList(params) {
@@ -181,47 +233,46 @@
     for (const [k, v] of Object.entries(filters)) if (v && k !== "q") q.set(k, v);
     const first = initial && !Object.values(filters).some(Boolean) ? initial : null;
     initial = null;  // the server's first screen serves the first view only
-    const [facets, data] = first ? [first.facets, first.records] : await Promise.all([
-      state.facets ? Promise.resolve(state.facets) : api("/api/facets"),
-      filters.q ? api(`/api/search?${q}&q=${encodeURIComponent(filters.q)}`) : api(`/api/records?${q}&limit=${PAGE}`),
-    ]);
+    const facets = first ? first.facets : state.facets || await api("/api/facets");
     state.facets = facets;
-    const list = el("ol", { class: "records", id: "records" });
+    state.rows = [];
+    const plain = !Object.values(filters).some(Boolean);
+    const grouped = plain && facets.here && facets.here.length;  // opened inside a project: it comes first
     let summary;
+    let body;
+    let warnings = [];
     if (filters.q) {
+      const data = await api(`/api/search?${q}&q=${encodeURIComponent(filters.q)}`);
       const how = data.semantic ? ` · semantic ${data.semantic}` : "";
       summary = `${plural(data.total_matched, "match")}, ${data.hits.length} shown` +
         (data.match === "any" ? " (no record holds every word: showing records with any of them)" : "") +
         (data.filtered ? ` · ${data.filtered} outside the dates` : "") + how;
-      list.append(...data.hits.map((h) => recordItem(h, data.terms)));
+      const list = el("ol", { class: "records", id: "records" }, data.hits.map((h) => recordItem(h, data.terms)));
       state.rows = data.hits;
-      state.next = null;
+      body = data.hits.length ? list : el("p", { class: "empty", text: "Nothing matches these words. " + emptyNote().replace(/^No record in this view\. /, "") });
+      warnings = data.warnings || [];
+    } else if (grouped) {
+      const [mine, others] = first && first.others ? [first.records, first.others]
+        : await Promise.all([api(`/api/records?scope=here&limit=${PAGE}`), api(`/api/records?elsewhere=1&limit=${PAGE}`)]);
+      summary = `${plural(mine.total + others.total, "record")} · all memory, this project first · newest first`;
+      body = [group("here", `This project: ${field(facets.project)}`, mine, "scope=here"),
+        group("elsewhere", "Other projects and global", others, "elsewhere=1")];
+      warnings = [...new Set([...(mine.warnings || []), ...(others.warnings || [])])];
     } else {
+      const data = first ? first.records : await api(`/api/records?${q}&limit=${PAGE}`);
       const what = filters.as_of ? `as of ${filters.as_of.replace("T", " ")}` : filters.history === "1" ? "all records, history included" : "current memory";
-      summary = `${plural(data.total, "record")} · ${what} · newest first`;
-      list.append(...data.records.map((r) => recordItem(r)));
-      state.rows = data.records;
-      state.next = data.next;
-      state.total = data.total;
-    }
-    const more = el("button", { type: "button", id: "more", class: "more", hidden: !state.next, text: "Load more",
-      onclick: () => loadMore(list, more, q) });
-    const served = first && document.getElementById("records");
-    if (served && !(data.warnings || []).length && !facets.corrupt && !facets.breaks) {
-      // The server already painted these records (escaped): keep its list, add the controls around it.
-      main.prepend(filterForm(filters));
-      main.append(more);
-      listFinish(summary);
-      return;
+      const where = filters.scope === "here" ? "this project" : filters.scope ? field(filters.scope) : "every scope";
+      summary = `${plural(data.total, "record")} · ${what} · ${where} · newest first`;
+      body = group("main", null, data, q.toString());
+      warnings = data.warnings || [];
     }
     const notes = [...(facets.corrupt || facets.breaks ? [`${facets.corrupt + facets.breaks} damaged line(s) or chain break(s): see Health`] : []),
-      ...(data.warnings || [])];
-    put(main, 
+      ...warnings];
+    put(main,
       filterForm(filters),
-      notes.length ? el("p", { class: "warn", role: "alert", text: notes.join(" · ") }) : null,
+      notes.length ? el("p", { class: "warn", role: "alert", text: notes.map(field).join(" · ") }) : null,
       el("p", { class: "summary", id: "summary", "aria-live": "polite", text: summary }),
-      state.rows.length ? list : el("p", { class: "empty", text: filters.q ? "Nothing matches." : "No records here yet." }),
-      more);
+      body);
     listFinish(summary);
   }
 
@@ -242,28 +293,13 @@
     }
   }
 
-  async function loadMore(list, button, q) {
-    button.disabled = true;
-    try {
-      const data = await api(`/api/records?${q}&limit=${PAGE}&before=${state.next}`);
-      (document.getElementById("records") || list).append(...data.records.map((r) => recordItem(r)));
-      state.rows.push(...data.records);
-      state.next = data.next;
-      button.hidden = !state.next;
-      document.getElementById("summary").textContent =
-        `${plural(state.total, "record")} · ${state.rows.length.toLocaleString()} shown · newest first`;
-    } finally {
-      button.disabled = false;
-    }
-  }
-
   // -- one record ---------------------------------------------------------------------------------
   function dl(pairs) {
     return el("dl", { class: "pairs" }, pairs.filter(([, v]) => v !== null && v !== undefined && v !== "")
       .map(([k, v]) => [el("dt", { text: k }), el("dd", {}, v instanceof Node ? v : String(v))]));
   }
 
-  const CORE = new Set(["seq", "id", "ts", "kind", "text", "prev", "sha256", "scope", "source", "supersedes",
+  const CORE = new Set(["seq", "id", "writer", "author", "ts", "kind", "text", "prev", "sha256", "scope", "source", "supersedes",
     "client_op_id", "retracted", "superseded_by", "forgotten"]);
 
   async function showRecord(id) {
@@ -299,14 +335,15 @@
         " ", el("span", { class: "snippet", text: `${f.targets.join(", ")}${f.reason ? " — " + f.reason : ""}` }))));
     put(main, 
       el("p", {}, el("a", { href: listHash(state.filters || {}), id: "back" }, "← Back to the list ", el("kbd", { text: "Esc" }))),
-      el("h2", {}, badge(row.kind, `kind kind-${row.kind}`), " ", el("code", { text: row.id })),
+      el("h2", {}, badge(field(row.kind), `kind kind-${field(row.kind)}`), " ", el("code", { text: field(row.id) })),
       banner,
       el("section", { "aria-labelledby": "h-text" }, el("h3", { id: "h-text", class: "sr-only", text: "Text" }),
-        el("div", { class: "fulltext", id: "fulltext", tabindex: "0", text: row.state === "purged" ? "" : (rec.text ?? "") })),
+        el("div", { class: "fulltext", id: "fulltext", tabindex: "0", text: row.state === "purged" ? "" : shown(rec.text ?? "") })),
       actions,
       el("div", { id: "editor" }),
       el("section", { "aria-labelledby": "h-meta" }, el("h3", { id: "h-meta", text: "Record" }),
-        dl([["Scope", rec.scope || row.scope], ["Written", when(rec.ts || row.ts)], ["Source", rec.source], ["Supersedes", rec.supersedes],
+        dl([["Scope", field(rec.scope || row.scope)], ["Author", who(rec.writer ? rec : row) ? field(who(rec.writer ? rec : row)) : null],
+          ["Written", when(rec.ts || row.ts)], ["Source", field(rec.source ?? "")], ["Supersedes", rec.supersedes],
           ["Superseded by", row.superseded_by], ["Client op id", rec.client_op_id],
           ["Other fields", Object.keys(extra).length ? el("pre", { class: "fields", text: JSON.stringify(extra, null, 2) }) : null]])),
       el("section", { "aria-labelledby": "h-proof", id: "proof" }, el("h3", { id: "h-proof", text: "Proof" }),
@@ -437,7 +474,7 @@
       doctorBox);
     document.body.dataset.ready = "health";
     try {
-      const d = await api("/api/doctor");
+      const d = await api("/api/doctor?refresh=1");
       const hosts = d.hosts.map((host) => {
         const failed = host.checks.filter((c) => !c.ok);
         return el("li", { class: "host" },
@@ -508,6 +545,12 @@
     }
   });
   document.getElementById("help-button").addEventListener("click", helpDialog);
+  // A click on the view already shown shows it again, checked anew (Health verifies and runs doctor again).
+  for (const a of document.querySelectorAll("[data-nav]")) {
+    a.addEventListener("click", (ev) => {
+      if (a.getAttribute("href") === (location.hash || "#/")) { ev.preventDefault(); route(); }
+    });
+  }
   window.addEventListener("hashchange", route);
   route();
 })();
