@@ -165,7 +165,7 @@ def probe(store_dir: Path, root: str, key: str, timeout: float = 15.0) -> bool |
     except Exception:  # git missing, a hung remote, a checkout gone: asked again later
         found = None
     probes = _probes(store_dir)
-    entry = probes.get(key) if isinstance(probes.get(key), dict) else {}
-    probes[key] = {**entry, "at": time.time(), "memory": found}
+    entry = probes.get(key)
+    probes[key] = {**(entry if isinstance(entry, dict) else {}), "at": time.time(), "memory": found}
     _save_probes(store_dir, probes)
     return found
