@@ -30,7 +30,7 @@ import time
 ROOT = os.environ.get("RETAINED_PLUGIN_ROOT") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VERSION = os.environ.get("RETAINED_PLUGIN_VERSION") or ""
 DATA = os.environ.get("RETAINED_PLUGIN_DATA") or os.path.join(
-    os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share"), "retained", "plugin")
+    os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share"), "retained-plugin")
 ENV = os.path.join(DATA, f"env-{VERSION}")
 READY = os.path.join(ENV, "ready")
 LOCK = os.path.join(DATA, "build.lock")

@@ -16,7 +16,7 @@
 # ${PLUGIN_DATA} when the host gives one; else, for a copy the host installed under
 # <home>/plugins/cache/<marketplace>/<plugin>/<version> (Claude Code and Codex lay them out so), the
 # host's <home>/plugins/data/<plugin>-<marketplace>, the folder it gives that plugin's hooks and removes
-# on uninstall; else retained's own data folder ($XDG_DATA_HOME/retained/plugin).
+# on uninstall; else retained-plugin in the user data folder ($XDG_DATA_HOME/retained-plugin, beside the store, not in it).
 root=$(CDPATH='' cd -- "$(dirname -- "$0")/.." && pwd -P) || exit 0
 version=$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "$root/retained/__init__.py")
 data=${CLAUDE_PLUGIN_DATA:-${PLUGIN_DATA:-}}
@@ -25,7 +25,7 @@ if [ -z "$data" ]; then
     */plugins/cache/*/*/*)
       up=${root%/*}; plugin=${up##*/}; up=${up%/*}; market=${up##*/}; up=${up%/*}
       data=${up%/cache}/data/$plugin-$market ;;
-    *) data=${XDG_DATA_HOME:-${HOME:-/tmp}/.local/share}/retained/plugin ;;
+    *) data=${XDG_DATA_HOME:-${HOME:-/tmp}/.local/share}/retained-plugin ;;
   esac
 fi
 # The server: a host that starts it in the plugin's folder (Codex: cwd ".", no project variable) still
