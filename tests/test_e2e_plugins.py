@@ -33,7 +33,9 @@ HOST_HISTORY = (".claude/projects", ".claude/session-env", ".claude/shell-snapsh
                 ".claude/statsig", ".claude/backups", ".codex/sessions", ".codex/log", ".codex/.tmp",
                 ".codex/tmp", ".codex/state", ".gemini/tmp", ".gemini/history", ".cache/pip",
                 ".cache/claude-cli-nodejs", ".claude/plugins/install-counts-cache.json",
-                ".local/share/retained/")  # the store: the user's memories stay theirs
+                ".codex/thread_history", ".local/share/retained/", ".cache/retained/")
+# (the last two: the store, whose memories stay the user's, and retained's model cache, both retained's
+# own wherever it is installed from; the README's removal names them)
 
 
 @pytest.fixture(scope="module")
@@ -241,5 +243,9 @@ def test_codex_plugin_from_its_marketplace_wires_retained(checkout, isolate_home
     for cmd in (["plugin", "remove", "retained@retained"], ["plugin", "marketplace", "remove", "retained"]):
         proc = run([codex, *cmd], env, project)
         assert proc.returncode == 0, proc.stdout + proc.stderr
+    # Codex keeps a removed plugin's data folder (the launcher's notes, and its environment when it made
+    # one): the README's removal deletes it.
+    assert (home / ".codex" / "plugins" / "data" / "retained-retained").is_dir()
+    shutil.rmtree(home / ".codex" / "plugins" / "data" / "retained-retained")
     left = [t for t in traces(home) if t not in before]
     assert not left, sorted({"/".join(t.split("/")[:4]) for t in left})
