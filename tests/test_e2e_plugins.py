@@ -24,8 +24,10 @@ from retained.instructions import GUIDANCE
 from retained.store import Store
 from tests.conftest import host_env, require_npm_bin
 from tests.fake_model import FakeModel
+from tests.helpers import plugin_checkout
 
-REPO = Path(__file__).resolve().parent.parent
+checkout = plugin_checkout.checkout  # the fixture, by name
+
 BRIEF_HEAD = " left out (brief budget "
 MARKER = "E2E-PLUGIN-MARKER releases are cut from the trunk on Thursdays"
 # Where a host keeps its own session history (transcripts, logs, caches): not retained's to remove.
@@ -36,24 +38,6 @@ HOST_HISTORY = (".claude/projects", ".claude/session-env", ".claude/shell-snapsh
                 ".codex/thread_history", ".local/share/retained/", ".cache/retained/")
 # (the last two: the store, whose memories stay the user's, and retained's model cache, both retained's
 # own wherever it is installed from; the README's removal names them)
-
-
-@pytest.fixture(scope="module")
-def checkout(tmp_path_factory) -> Path:
-    """A clean checkout of this repository as it stands (tracked and new files, not .venv or caches)."""
-    dest = tmp_path_factory.mktemp("plugin") / "retained"
-    names = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
-                           text=True, check=True).stdout.splitlines()
-    for name in names:
-        src = REPO / name
-        if src.is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dest / name)
-    subprocess.run(["git", "init", "-q", "."], cwd=dest, check=True)
-    subprocess.run(["git", "add", "-A"], cwd=dest, check=True)
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "snapshot"], cwd=dest,
-                   check=True)
-    return dest
 
 
 def plugin_env(home: Path, **extra: str) -> dict[str, str]:
