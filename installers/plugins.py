@@ -97,3 +97,25 @@ def remove_command(host: str) -> str:
     return {"claude": "claude plugin uninstall retained@retained",
             "codex": "codex plugin remove retained@retained",
             "gemini": "gemini extensions uninstall retained"}.get(host, "")
+
+
+# -- one-click install links (Cursor, VS Code) ---------------------------------------------------------------
+# The server entry `retained install --scope project` writes when `retained` is on PATH and the store is
+# the default one: a link cannot carry a path of the machine it is clicked on.
+LINK_ENTRY = {"type": "stdio", "command": "retained", "args": ["serve"]}
+
+
+def cursor_link(entry: dict[str, object] | None = None) -> str:
+    """Cursor's install link: the server entry as base64 JSON in `config`."""
+    import base64
+
+    blob = json.dumps(entry or LINK_ENTRY, separators=(",", ":")).encode("utf-8")
+    return f"cursor://anysphere.cursor-deeplink/mcp/install?name={PLUGIN}&config={base64.b64encode(blob).decode()}"
+
+
+def vscode_link(entry: dict[str, object] | None = None) -> str:
+    """VS Code's install link: the server entry with its name, URL-encoded JSON."""
+    from urllib.parse import quote
+
+    return "vscode:mcp/install?" + quote(json.dumps({"name": PLUGIN, **(entry or LINK_ENTRY)}, separators=(",", ":")),
+                                         safe="")
