@@ -17,8 +17,18 @@
 # <home>/plugins/cache/<marketplace>/<plugin>/<version> (Claude Code and Codex lay them out so), the
 # host's <home>/plugins/data/<plugin>-<marketplace>, the folder it gives that plugin's hooks and removes
 # on uninstall; else retained-plugin in the user data folder ($XDG_DATA_HOME/retained-plugin, beside the store, not in it).
-root=$(CDPATH='' cd -- "$(dirname -- "$0")/.." && pwd -P) || exit 0
-version=$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' "$root/retained/__init__.py")
+# On the hook path every fork counts (issue 30: <= 20 ms over the hook itself): shell builtins only, and
+# one subshell when the host named this script by a relative path (Codex: ./hooks/launch.sh).
+root=${0%/*}
+root=${root%/hooks}
+case $root in
+  /*) ;;
+  *) root=$(CDPATH='' cd -- "${root:-.}" && pwd -P) || exit 0 ;;
+esac
+version=
+while IFS= read -r line; do
+  case $line in '__version__ = "'*'"') version=${line#*\"}; version=${version%\"} ;; esac
+done < "$root/retained/__init__.py"
 data=${CLAUDE_PLUGIN_DATA:-${PLUGIN_DATA:-}}
 if [ -z "$data" ]; then
   case $root in
@@ -30,15 +40,15 @@ if [ -z "$data" ]; then
 fi
 # The server: a host that starts it in the plugin's folder (Codex: cwd ".", no project variable) still
 # means the user's project, which is where the host itself runs.
-if [ "${1:-}" = serve ] && [ "$(pwd -P)" = "$root" ]; then
+if [ "${1:-}" = serve ] && [ "$(pwd -P)" = "$(cd -- "$root" && pwd -P)" ]; then
   here=$(readlink "/proc/$PPID/cwd" 2>/dev/null) ||
     here=$(lsof -a -p "$PPID" -d cwd -Fn 2>/dev/null | sed -n 's/^n//p')
-  if [ -n "$here" ] && [ "$here" != "$root" ] && [ -d "$here" ]; then cd "$here" || :; fi
+  if [ -n "$here" ] && [ "$here" != "$(pwd -P)" ] && [ -d "$here" ]; then cd "$here" || :; fi
 fi
 export RETAINED_PLUGIN_ROOT="$root" RETAINED_PLUGIN_DATA="$data" RETAINED_PLUGIN_VERSION="$version"
 stamp="$data/on-path-$version"
 if [ -f "$stamp" ]; then
-  onpath=$(cat "$stamp")
+  IFS= read -r onpath < "$stamp" || :
   if [ -x "$onpath" ] && [ ! "$onpath" -nt "$stamp" ]; then exec "$onpath" "$@"; fi
 fi
 env="$data/env-$version"
