@@ -257,8 +257,8 @@ class StandIn:
         method, rid = msg.get("method"), msg.get("id")
         if method == "initialize" and rid is not None:
             self.initialize = msg
-            params = msg.get("params") if isinstance(msg.get("params"), dict) else {}
-            asked = params.get("protocolVersion")
+            params = msg.get("params")
+            asked = params.get("protocolVersion") if isinstance(params, dict) else None
             result = dict(self.snapshot["initialize"], instructions=INSTRUCTIONS,
                           protocolVersion=asked if asked in VERSIONS else VERSIONS[-1])
             self.reply(rid, result)
@@ -337,10 +337,10 @@ class StandIn:
         pumping.start()
         try:
             while True:
-                line = self.lines.get()
-                if line is None:
+                more = self.lines.get()
+                if more is None:
                     break
-                proc.stdin.write(line)
+                proc.stdin.write(more)
                 proc.stdin.flush()
         except (BrokenPipeError, OSError):
             pass
