@@ -270,8 +270,12 @@ class StandIn:
             self.reply(rid, {})
         elif method in self.snapshot:
             self.reply(rid, self.snapshot[method])
+        elif method == "tools/call":
+            return False  # waits for the real server
         else:
-            return False
+            # Anything else now, at once: a client that probes first (Claude Code asks `server/discover`
+            # of the 2026 protocol, then falls back to initialize) must not wait for an environment.
+            self.reply(rid, error={"code": -32601, "message": f"method not found: {method}"})
         return True
 
     def refuse_pending(self, why: str) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from retained import __version__
 from retained.instructions import GUIDANCE
 from retained.store import Store
 from tests.conftest import host_env, require_npm_bin
@@ -233,3 +234,39 @@ def test_codex_plugin_from_its_marketplace_wires_retained(checkout, isolate_home
     shutil.rmtree(home / ".codex" / "plugins" / "data" / "retained-retained")
     left = [t for t in traces(home) if t not in before]
     assert not left, sorted({"/".join(t.split("/")[:4]) for t in left})
+
+
+@pytest.mark.slow
+def test_claude_codes_first_session_after_install_has_the_tools_while_retained_is_made(checkout, isolate_home,
+                                                                                       project):
+    """No retained anywhere: the first session's first request already lists retained's tools (the
+    launcher's stand-in answered within Claude Code's start window), the hooks skip, and the model's
+    memory_write waits for the private environment, then lands in the store."""
+    claude = require_npm_bin("claude", "Claude Code CLI")
+    home = isolate_home
+    env = plugin_env(home, RETAINED_PLUGIN_WAIT_S="600")
+    env["PATH"] = "/usr/bin:/bin"  # no retained on it: the plugin must bring its own
+    for cmd in (["plugin", "marketplace", "add", str(checkout)], ["plugin", "install", "retained@retained"]):
+        proc = run([claude, *cmd], env, project)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    tool = "mcp__plugin_retained_retained__memory_write"
+
+    def script(api, body):
+        if "tool_result" in json.dumps(body.get("messages", [])):
+            return ("text", "saved")
+        return ("tool", tool, {"text": "the first session's write", "kind": "fact"})
+
+    with FakeModel(script) as fm:
+        env_s = dict(env, ANTHROPIC_BASE_URL=fm.url, ANTHROPIC_API_KEY="sk-ant-fake")
+        proc = run([claude, "-p", "remember something", "--allowedTools", tool], env_s, project, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    first = fm.conversation_requests("anthropic")[0]
+    tools = {t.get("name"): t for t in first.get("tools", [])}
+    assert "ToolSearch" in tools
+    entry = tools.get(tool)
+    assert entry is not None and not entry.get("defer_loading"), sorted(tools)
+    data = home / ".claude" / "plugins" / "data" / "retained-retained"
+    ready = (data / f"env-{__version__}" / "ready").read_text().split()
+    print(f"first session: private environment made in {ready[1]} s")
+    records = written(home / ".local" / "share" / "retained", "the first session's write")
+    assert records and records[0]["scope"] == str(project)

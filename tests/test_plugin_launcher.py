@@ -82,6 +82,8 @@ def test_server_answers_the_handshake_at_once_while_the_environment_is_made(chec
                         cmd=["sh", str(checkout / "hooks" / "launch.sh"), "serve"])
     try:
         start = time.monotonic()
+        # Claude Code probes the 2026 protocol first and falls back to initialize: at once, or it waits 3 s
+        probe = server.request(1, "server/discover", {}, timeout=10)
         init = server.initialize()
         tools = server.request(2, "tools/list", {}, timeout=10)
         took = time.monotonic() - start
@@ -91,6 +93,7 @@ def test_server_answers_the_handshake_at_once_while_the_environment_is_made(chec
         sleeper.kill()
         sleeper.wait()
     assert took < 2, took  # far inside any host's start window (Claude Code: about 30 s)
+    assert probe["error"]["code"] == -32601
     assert init["result"]["serverInfo"]["name"] == "retained" and init["result"]["protocolVersion"] == "2025-06-18"
     listed = {t["name"]: t for t in tools["result"]["tools"]}
     assert set(listed) == served_tools()  # the real server's tools, before it runs
