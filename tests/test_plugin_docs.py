@@ -91,3 +91,21 @@ def test_the_readme_starts_with_each_hosts_own_install_commands():
                            (f"codex plugin add {codex_plugin}", f"codex plugin remove {codex_plugin}"),
                            (f"gemini extensions update {extension}", f"gemini extensions uninstall {extension}")):
         assert update in top and remove in top
+
+
+def test_agent_plugin_manifests_keep_the_specs_rules():
+    """Agent Plugins 1.0.0 (read by Codex, Cursor and Copilot CLI): a root plugin.json and mcp.json, each
+    naming its schema; a stdio server's command is one token and its paths start at ${PLUGIN_ROOT}."""
+    manifest = json.loads((ROOT / "plugin.json").read_text())
+    assert manifest["$schema"] == "https://open-plugins.com/schemas/1.0.0/plugin.schema.json"
+    assert re.fullmatch(r"(?!.*(?:--|\.\.))[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?", manifest["name"])
+    allowed = {"$schema", "name", "version", "description", "author", "homepage", "repository", "license", "keywords",
+               "extensions", "displayName"}
+    assert set(manifest) <= allowed
+    mcp = json.loads((ROOT / "mcp.json").read_text())
+    assert mcp["$schema"] == "https://open-plugins.com/schemas/1.0.0/mcp.schema.json" and set(mcp) == {"$schema",
+                                                                                                    "mcpServers"}
+    server = mcp["mcpServers"]["retained"]
+    assert set(server) <= {"type", "command", "args", "env", "cwd"} and server["type"] == "stdio"
+    assert " " not in server["command"] and server["args"][0].startswith("${PLUGIN_ROOT}/")
+    assert (ROOT / server["args"][0].replace("${PLUGIN_ROOT}/", "")).is_file()
