@@ -38,6 +38,7 @@ LOG = os.path.join(DATA, "build.log")
 FAILED = os.path.join(DATA, f"build-failed-{VERSION}")
 RETRY_AFTER_S = 600  # a failed build is tried again by the next start this long after it failed
 WAIT_S = float(os.environ.get("RETAINED_PLUGIN_WAIT_S") or 50)  # a tool call waits this long for the environment
+MIN_PYTHON = (3, 10)
 VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")  # handshake versions retained speaks
 # What `pip install` needs of the plugin's folder (not .git, tests, benchmarks, a .venv of the user's).
 SOURCE = ("pyproject.toml", "README.md", "LICENSE", "retained", "installers", "hooks", "templates")
@@ -144,6 +145,9 @@ def build() -> int:
         os.close(fd)
         if ready_exe():
             return 0
+        if tuple(sys.version_info[:2]) < MIN_PYTHON:  # this file runs under any python3; retained needs 3.10
+            raise OSError(f"retained needs Python 3.10 or newer and python3 here is {sys.version.split()[0]}: "
+                          "put a newer python3 first on PATH, or set RETAINED_PLUGIN_PYTHON")
         src = os.path.join(DATA, f"src-{VERSION}")
         for path in (ENV, src):
             shutil.rmtree(path, ignore_errors=True)
