@@ -244,6 +244,11 @@ def _install(*, host_names: list[str] | None, scope: str, dry_run: bool, flags: 
         return dict(contexts[h.name])
 
     chosen = select(host_names, ctx_for)
+    if not uninstalling:
+        chosen = _not_as_plugins(chosen, forced=bool(host_names), project=project, out=out, err=err, report=report)
+        if not chosen:
+            out("nothing to change")
+            return 0
     run = _Run(chosen, ctx_for, scope=scope, install=not uninstalling)
     run.plan(flags)
     report.update({"command": "uninstall" if uninstalling else "install", "scope": scope, "dry_run": dry_run,
@@ -278,6 +283,29 @@ def _install(*, host_names: list[str] | None, scope: str, dry_run: bool, flags: 
     _partial_notes(chosen, run.partial, run.failed, err, uninstalling=uninstalling)
     _host_report(report, chosen, run.failed, uninstalling=uninstalling, dry_run=False)
     return _summary(chosen, run.failed, out, err, uninstalling=uninstalling, dry_run=False, scope=scope)
+
+
+def _not_as_plugins(chosen: list[Host], *, forced: bool, project: Path, out: Callable[[str], None],
+                    err: Callable[[str], None], report: dict[str, Any]) -> list[Host]:
+    """The hosts to wire, less those that have retained as their own plugin or extension: never wired
+    twice. A host named with --host is wired anyway (with a warning)."""
+    from .plugins import installed_plugin
+
+    kept = []
+    for h in chosen:
+        how = installed_plugin(h.name, project=project)
+        if how is None:
+            kept.append(h)
+            continue
+        report.setdefault("plugins", {})[h.name] = how
+        if forced:
+            err(f"! {h.title}: retained is also installed as its {how}; wiring it a second time as asked "
+                "(retained doctor fails on this until one of them goes)")
+            kept.append(h)
+        else:
+            out(f"{h.title}: retained is installed as its {how}; not wiring it a second time "
+                f"(--host {h.name} wires it anyway)")
+    return kept
 
 
 def _file_report(p: FilePlan, result: Outcome | str, uninstalling: bool, applied: bool = False) -> dict[str, Any]:

@@ -363,10 +363,25 @@ def doctor(*, host_names: list[str] | None, store: Path, as_json: bool, out: Cal
     # Hosts are checked side by side (each waits on a server or hook process); the reports keep their order.
     with ThreadPoolExecutor(max_workers=max(1, len(chosen))) as pool:
         reports = list(pool.map(lambda h: doctor_host(h, store, project, scope, env), chosen))
+    from .plugins import installed_plugin, remove_command
+
     for h, report in zip(chosen, reports, strict=False):
+        entry = any(c.name == "server entry present" and c.ok for c in report.checks)
+        plugin = installed_plugin(h.name, env, project)
+        if plugin is not None and not entry:
+            # Wired by the host's own plugin surface: retained install's entries are not expected there.
+            checks.append(Check(h.name, "installed as its plugin", True, plugin))
+            checks += native_memory_checks(h, project, env)
+            wired.append(h)
+            continue
         checks += report.checks
+        if plugin is not None:
+            checks.append(Check(h.name, "wired once", False,
+                                f"retained is wired twice: as its {plugin}, and by retained install "
+                                "(two servers, every hook twice)",
+                                f"retained uninstall --host {h.name} (keeps the plugin), or {remove_command(h.name)}"))
         checks += native_memory_checks(h, project, env)
-        if any(c.name == "server entry present" and c.ok for c in report.checks):
+        if entry:
             wired.append(h)
         for path, what in report.stores.items():
             stores.setdefault(path, []).append(f"{h.name} {what}")

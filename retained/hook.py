@@ -30,6 +30,7 @@ EVENTS = ("session-start", "stop", "prompt", "pre-compact")
 DUPLICATE_WINDOW_S = 120  # two hooks for one session start (one host's hook file read by another host too)
 COMPACT_DUPLICATE_S = 10  # two copies of a hook for one compaction run within moments of each other
 SESSIONS_DIR = "sessions"
+STARTS_DIR = "starts"  # inside SESSIONS_DIR: who is briefing which session start (`_claim_start`)
 SESSION_TTL_S = 14 * 24 * 3600
 
 _MEMORY_WRITES = re.compile(rb'memory_(?:write|checkpoint)')
@@ -147,7 +148,11 @@ def _save(path: Path, state: dict[str, Any]) -> None:
 
 
 def _prune(store_dir: Path, now: float) -> None:
-    d = store_dir / SESSIONS_DIR
+    _prune_in(store_dir / SESSIONS_DIR, now)
+    _prune_in(store_dir / SESSIONS_DIR / STARTS_DIR, now)
+
+
+def _prune_in(d: Path, now: float) -> None:
     try:
         entries = list(d.iterdir())
     except OSError:
@@ -206,6 +211,8 @@ def session_start(data: dict[str, Any], env: dict[str, str], host: Host, store_d
             return None  # this compaction, reported by a second copy of the hook
     elif prior and now - prior.get("started", 0) < DUPLICATE_WINDOW_S and prior.get("source") == data.get("source"):
         return None  # the same session start, reported by a second copy of the hook
+    if state_path is not None and not compaction and not _claim_start(state_path, data.get("source"), now):
+        return None  # the same session start, being briefed at this moment by another copy of the hook
     start_seq = 0
     _check_openable(store_dir)
     shares = _sync_beside(store_dir)
@@ -233,6 +240,43 @@ def session_start(data: dict[str, Any], env: dict[str, str], host: Host, store_d
         state["shown"] = sorted(set(state.get("shown") or []) | set(_ids(brief)))
         _note(store_dir, state_path, state, now)
     return host.session_start_output(brief["text"])
+
+
+def _claim_start(state_path: Path, source: Any, now: float) -> bool:
+    """Whether this copy of the hook briefs this session start: the first to create the claim beside the
+    session's note does. Two copies run side by side (a host runs a plugin's hook and a settings file's
+    hook for the same event at once) both find no note yet; only one may create the claim. A claim from
+    an earlier start (another source, or older than the window) gives way."""
+    claim = state_path.parent / STARTS_DIR / state_path.name
+    key = str(source)
+    try:
+        state_path.parent.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        claim.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError:
+        return True  # no claim possible (read-only store): as before, the note alone keeps repeats out
+    for _ in range(3):
+        try:
+            fd = os.open(claim, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:
+            try:
+                age, held = now - os.stat(claim).st_mtime, claim.read_text()
+            except OSError:
+                continue
+            if age < DUPLICATE_WINDOW_S and held in ("", key):  # "": its holder is writing it now
+                return False
+            try:
+                os.unlink(claim)
+            except OSError:
+                pass
+            continue
+        except OSError:
+            return True
+        try:
+            os.write(fd, key.encode("utf-8", "replace"))
+        finally:
+            os.close(fd)
+        return True
+    return False
 
 
 def _ids(brief: dict[str, Any]) -> list[str]:
