@@ -207,29 +207,6 @@ def _advertise_tools_only(server: Any) -> None:
     low.get_capabilities = get_capabilities
 
 
-class ToolFailed(Exception):
-    """A tool body's expected failure, worded for a model (the SDK puts "Error executing tool <name>: " first)."""
-
-
-def run_tool(method: Callable[..., Any], arguments: Mapping[str, Any], store: Store) -> Any:
-    """Run one `Tools` method: its result with warnings worded for a model, or ToolFailed saying why not.
-
-    The one body both ways of answering a call share: the SDK's (`_sdk_function`) and the early
-    one while the SDK imports (retained/early_calls.py).
-    """
-    try:
-        result = method(**arguments)
-    except RetainedError as e:
-        hint = e.tool_hint or for_model(e.hint)
-        raise ToolFailed(e.message + (f" (hint: {hint})" if hint else "")) from None
-    except OSError as e:
-        raise ToolFailed(f"the store could not be read or written: {e.strerror or e} "
-                         f"(hint: the user must check the store directory {store.directory})") from None
-    if isinstance(result, dict) and isinstance(result.get("warnings"), list):
-        result["warnings"] = [for_model(w) if isinstance(w, str) else w for w in result["warnings"]]
-    return result
-
-
 def _sdk_function(name: str, method: Callable[..., Any], here: str, store: Store) -> Callable[..., Any]:
     """A `Tools` method as the SDK reads a tool: each `Param` a pydantic `Field`, each failure a ToolError."""
     import inspect
@@ -239,9 +216,16 @@ def _sdk_function(name: str, method: Callable[..., Any], here: str, store: Store
 
     def tool(**arguments: Any) -> Any:
         try:
-            return run_tool(method, arguments, store)
-        except ToolFailed as e:
-            raise ToolError(str(e)) from None
+            result = method(**arguments)
+        except RetainedError as e:
+            hint = e.tool_hint or for_model(e.hint)
+            raise ToolError(e.message + (f" (hint: {hint})" if hint else "")) from None
+        except OSError as e:
+            raise ToolError(f"the store could not be read or written: {e.strerror or e} "
+                            f"(hint: the user must check the store directory {store.directory})") from None
+        if isinstance(result, dict) and isinstance(result.get("warnings"), list):
+            result["warnings"] = [for_model(w) if isinstance(w, str) else w for w in result["warnings"]]
+        return result
 
     hints: dict[str, Any] = {}
     signature = []

@@ -22,7 +22,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 EDGES = ("retained.installers", "retained.cli", "retained.server", "retained.transport", "retained.tools",
-         "retained.early_calls", "retained.instructions",
+         "retained.instructions",
          "retained.stdio_guard", "retained.ui", "retained.team_cli",
          "retained.hook", "retained.__main__")
 # The registry imports every module of its package by name (importlib), which no import statement shows.
