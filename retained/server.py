@@ -214,7 +214,7 @@ def _sdk_function(name: str, method: Callable[..., Any], here: str, store: Store
     from mcp.server.mcpserver.exceptions import ToolError
     from pydantic import Field
 
-    def tool(**arguments: Any) -> Any:
+    async def tool(**arguments: Any) -> Any:  # run on the event loop: a worker thread's handoff costs a write more
         try:
             result = method(**arguments)
         except RetainedError as e:

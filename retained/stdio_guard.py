@@ -19,6 +19,7 @@ and nothing here knows retained's tools beyond the names it is given.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -201,6 +202,11 @@ class WireOut:
         return None
 
 
+def _settle(future: Any) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 def _is_tool_list(text: str) -> bool:
     try:
         result = json.loads(text).get("result")
@@ -282,6 +288,7 @@ class GuardedIn:
         self._ahead: queue.Queue[bytes | _Oversized | None] | None = None
         self._early: EarlyReplies | None = None
         self._early_lock = threading.Lock()
+        self._wake: Callable[[], None] | None = None  # tells the event loop a line is queued (_next_ahead)
 
     def read_ahead(self, early: EarlyReplies | None) -> None:
         """Read stdin on a thread from now on, so lines arrive while the SDK imports.
@@ -300,19 +307,41 @@ class GuardedIn:
                     if self._early is not None and isinstance(line, bytes):
                         self._early.see(line)
                 ahead.put(line)
+                wake = self._wake
+                if wake is not None:
+                    try:
+                        wake()
+                    except RuntimeError:  # the event loop has closed: nobody reads any more
+                        pass
                 if line is None:
                     return
 
         threading.Thread(target=run, daemon=True, name="retained-stdin").start()
 
-    def _read(self) -> bytes | _Oversized | None:
-        if self._ahead is None:
-            return self._read_line()
+    async def _next_ahead(self) -> bytes | _Oversized | None:
+        """The next line the reading thread queued, awaited on the event loop itself: the reading thread
+        wakes it directly, where a worker thread blocked on the queue would cost every request a second
+        handoff."""
+        import asyncio
+
         if self._early is not None:
             with self._early_lock:
                 self._early.done.set()
                 self._early = None  # the SDK is up: from here on it answers everything itself
-        return self._ahead.get()
+        assert self._ahead is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                return self._ahead.get_nowait()
+            except queue.Empty:
+                pass
+            ready = loop.create_future()
+            self._wake = functools.partial(loop.call_soon_threadsafe, _settle, ready)
+            try:
+                if self._ahead.empty():  # a line queued before the wake was set would wake nobody
+                    await ready
+            finally:
+                self._wake = None
 
     def _read_line(self) -> bytes | _Oversized | None:
         line = self._f.readline(MAX_LINE_BYTES + 1)
@@ -336,7 +365,7 @@ class GuardedIn:
         import anyio
 
         while True:
-            raw = await anyio.to_thread.run_sync(self._read)
+            raw = await (self._next_ahead() if self._ahead is not None else anyio.to_thread.run_sync(self._read_line))
             if raw is None:
                 raise StopAsyncIteration
             if isinstance(raw, _Oversized):
