@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EDGES = ("retained.installers", "retained.cli", "retained.server", "retained.transport", "retained.tools",
          "retained.instructions",
          "retained.stdio_guard", "retained.ui", "retained.team_cli",
-         "retained.hook", "retained.__main__")
+         "retained.hook", "retained.entry", "retained.__main__")
 # The registry imports every module of its package by name (importlib), which no import statement shows.
 REGISTRY = "retained.installers.hosts"
 
