@@ -25,6 +25,7 @@ import logging
 import os
 import queue
 import re
+import sys
 import threading
 from collections.abc import Callable, Collection
 from typing import Any
@@ -322,7 +323,7 @@ class GuardedIn:
         """The next line the reading thread queued, awaited on the event loop itself: the reading thread
         wakes it directly, where a worker thread blocked on the queue would cost every request a second
         handoff."""
-        import asyncio
+        import asyncio  # tens of ms the opening replies would wait for (-X importtime): the SDK's reading only
 
         if self._early is not None:
             with self._early_lock:
@@ -362,7 +363,7 @@ class GuardedIn:
         return self
 
     async def __anext__(self) -> str:
-        import anyio
+        import anyio  # with asyncio, tens of ms the opening replies would wait for: the SDK's reading only
 
         while True:
             raw = await (self._next_ahead() if self._ahead is not None else anyio.to_thread.run_sync(self._read_line))
@@ -589,7 +590,7 @@ def claim_stdio() -> tuple[int, int]:
 
 async def serve_sdk(lowlevel: Any, guarded: GuardedIn, out: WireOut) -> None:
     """Run the SDK's low-level server on the guarded streams (MCPServer.run_stdio_async minus the fd claim)."""
-    from mcp.server.stdio import stdio_server
+    from mcp.server.stdio import stdio_server  # the SDK: imported once the opening replies are out
 
     async with stdio_server(stdin=guarded, stdout=out) as (read_stream, write_stream):  # type: ignore[arg-type]
         await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
@@ -597,15 +598,13 @@ async def serve_sdk(lowlevel: Any, guarded: GuardedIn, out: WireOut) -> None:
 
 def sdk_validator() -> Any:
     """The SDK's own JSON-RPC message check, for `GuardedIn.validate` (imports the SDK)."""
-    from mcp.types import jsonrpc_message_adapter
+    from mcp.types import jsonrpc_message_adapter  # the SDK: imported once the opening replies are out
 
     return lambda text: jsonrpc_message_adapter.validate_json(text, by_name=False)
 
 
 def sdk_versions() -> dict[str, str | None]:
     """The installed versions of the SDK and pydantic, read from their dist-info names (no import)."""
-    import sys
-
     found: dict[str, str | None] = {"mcp": None, "pydantic": None}
     for entry in sys.path:
         try:

@@ -5,12 +5,17 @@ exit 0 ok, 1 a sync that did not finish, 2 usage (not in a checkout, no such rem
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from .errors import UsageError
+from .paths import store_dir
+from .store import Store
+from .team import background, share, state
+
 if TYPE_CHECKING:
-    import argparse
     from collections.abc import Callable
 
     from .team.state import Shared
@@ -33,9 +38,6 @@ def _oneline(text: str, width: int = 100) -> str:
 
 
 def _store(args: argparse.Namespace) -> Any:
-    from .paths import store_dir
-    from .store import Store
-
     return Store(store_dir(args.dir))
 
 
@@ -81,9 +83,6 @@ def _report(args: argparse.Namespace, results: list[tuple[Shared, SyncResult]], 
 
 def _target(args: argparse.Namespace, store_dir: Any) -> tuple[str, str]:
     """(key, remote URL) that `share` works on: the personal remote, or this checkout's project."""
-    from .errors import UsageError
-    from .team import share, state
-
     if args.personal is not None:
         if args.remote is not None:
             raise UsageError("--personal takes the private remote's URL itself; --remote is for a project",
@@ -96,8 +95,6 @@ def _target(args: argparse.Namespace, store_dir: Any) -> tuple[str, str]:
 
 
 def cmd_share(args: argparse.Namespace) -> int:
-    from .team import share, state
-
     with _store(args) as store:
         key, url = _target(args, store.directory)
         if key != state.PERSONAL:
@@ -122,9 +119,6 @@ def cmd_share(args: argparse.Namespace) -> int:
 
 def _check_not_personal(store_dir: Any, url: str) -> None:
     """A project's remote is never the personal one: nothing personal may reach a project's remote."""
-    from .errors import UsageError
-    from .team import state
-
     personal = state.shared(store_dir).get(state.PERSONAL)
     if personal is not None and personal.remote == url:
         raise UsageError(f"{url} is your personal remote: a project's memory does not go there",
@@ -132,8 +126,6 @@ def _check_not_personal(store_dir: Any, url: str) -> None:
 
 
 def cmd_unshare(args: argparse.Namespace) -> int:
-    from .team import share, state
-
     with _store(args) as store:
         key = state.PERSONAL if args.personal else share.project_here()[0]
         gone = state.unshare(store.directory, key)
@@ -151,8 +143,6 @@ def cmd_unshare(args: argparse.Namespace) -> int:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
-    from .team import share
-
     if getattr(args, "background", False):
         return _background(args)
     with _store(args) as store:
@@ -169,8 +159,6 @@ def cmd_sync(args: argparse.Namespace) -> int:
 def _background(args: argparse.Namespace) -> int:
     """What a hook starts: every shared project, bounded, waiting for no other sync; silent. A failure
     leaves one note the next brief shows (team/background.py)."""
-    from .team import background, share
-
     try:
         with _store(args) as store:
             results = share.sync_all(store, budget=share.BACKGROUND_BUDGET, wait=0)
@@ -181,7 +169,6 @@ def _background(args: argparse.Namespace) -> int:
             elif results:
                 background.clear_note(store.directory)
     except Exception as e:  # a background process has no one to tell but the next brief
-        from .paths import store_dir
 
         background.leave_note(store_dir(args.dir), f"the background team sync failed: {e}")
         return EXIT_FAIL
@@ -199,6 +186,4 @@ def add_commands(add: Callable[[str, Callable[[argparse.Namespace], int], str], 
     p = add("unshare", cmd_unshare, "stop sharing this project (records already pushed stay on the remote)")
     p.add_argument("--personal", action="store_true", help="stop sharing your personal memory")
     p = add("sync", cmd_sync, "fetch teammates' records, verify every writer's chain, push this machine's shared records")
-    import argparse as _argparse
-
-    p.add_argument("--background", action="store_true", help=_argparse.SUPPRESS)  # what hooks start
+    p.add_argument("--background", action="store_true", help=argparse.SUPPRESS)  # what hooks start

@@ -215,7 +215,7 @@ def serve(directory: Path) -> int:
 
 def _run_sdk(server: Any, guarded: GuardedIn, out: WireOut) -> None:
     """Serve the guarded streams with the SDK until stdin ends (or Ctrl-C)."""
-    import anyio
+    import anyio  # with the SDK: imported once the opening replies are out
 
     async def main() -> None:
         # Private: run_stdio_async takes no streams of ours (python-sdk#2343), so run its low-level server.
