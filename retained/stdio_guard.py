@@ -289,7 +289,7 @@ class GuardedIn:
         self._ahead: queue.Queue[bytes | _Oversized | None] | None = None
         self._early: EarlyReplies | None = None
         self._early_lock = threading.Lock()
-        self._wake: Callable[[], None] | None = None  # tells the event loop a line is queued (_next_ahead)
+        self._wake: Callable[[], object] | None = None  # tells the event loop a line is queued (_next_ahead)
 
     def read_ahead(self, early: EarlyReplies | None) -> None:
         """Read stdin on a thread from now on, so lines arrive while the SDK imports.
