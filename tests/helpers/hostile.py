@@ -29,6 +29,40 @@ def cli(*args: str, input: str | bytes | None = None, env: dict[str, str] | None
                                        proc.stderr.decode("utf-8", "replace"))
 
 
+def cli_here(*args: str) -> subprocess.CompletedProcess[str]:
+    """`retained ARGS` in this process (the console entry's `main`), words only, for a promise that is
+    not about the process: a fresh interpreter costs each call ~0.2 s of start-up and imports. Anything
+    that escapes `main` is written to stderr as a traceback, so `no_crash` still sees it."""
+    import io
+    import traceback
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from retained.entry import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_env = {k: os.environ.get(k) for k in LEXICAL}
+    limit = sys.getrecursionlimit()
+    os.environ.update(LEXICAL)
+    sys.setrecursionlimit(1000)  # as a fresh interpreter has it (a test may have raised it for the session)
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as e:  # argparse's usage errors
+                code = e.code if isinstance(e.code, int) else 2
+            except BaseException:  # a crash, said as a fresh interpreter would say it
+                traceback.print_exc()
+                code = 1
+    finally:
+        sys.setrecursionlimit(limit)
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return subprocess.CompletedProcess([sys.executable, "-m", "retained", *args], code, out.getvalue(), err.getvalue())
+
+
 def cli_json(*args: str, **kw: Any) -> dict[str, Any]:
     proc = cli(*args, "--json", **kw)
     assert proc.stdout.strip(), (proc.returncode, proc.stderr)
