@@ -39,7 +39,9 @@ def cli_here(*args: str) -> subprocess.CompletedProcess[str]:
 
     from retained.entry import main
 
-    out, err = io.StringIO(), io.StringIO()
+    out_bytes, err_bytes = io.BytesIO(), io.BytesIO()  # with .buffer, as sys.stdout has (export writes bytes)
+    out = io.TextIOWrapper(out_bytes, encoding="utf-8", errors="surrogateescape", write_through=True)
+    err = io.TextIOWrapper(err_bytes, encoding="utf-8", errors="backslashreplace", write_through=True)
     saved_env = {k: os.environ.get(k) for k in LEXICAL}
     limit = sys.getrecursionlimit()
     os.environ.update(LEXICAL)
@@ -60,7 +62,11 @@ def cli_here(*args: str) -> subprocess.CompletedProcess[str]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    return subprocess.CompletedProcess([sys.executable, "-m", "retained", *args], code, out.getvalue(), err.getvalue())
+    out.flush()
+    err.flush()
+    return subprocess.CompletedProcess([sys.executable, "-m", "retained", *args], code,
+                                       out_bytes.getvalue().decode("utf-8", "replace"),
+                                       err_bytes.getvalue().decode("utf-8", "replace"))
 
 
 def cli_json(*args: str, **kw: Any) -> dict[str, Any]:
