@@ -19,7 +19,12 @@ LEXICAL = {"RETAINED_EMBED": "off"}
 
 def cli(*args: str, input: str | bytes | None = None, env: dict[str, str] | None = None, cwd: str | Path | None = None,
         timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """`python -m retained ARGS` in a fresh interpreter, words only; stdout and stderr as text."""
+    """`retained ARGS`, words only; stdout and stderr as text. In this process (`cli_here`) unless the call
+    needs a process of its own: an environment or a folder of its own, or a command that serves or
+    hooks (`serve`, `ui`, `hook` change process-wide state); then `python -m retained` in a fresh interpreter."""
+    command = next((a for a in args if not a.startswith("-")), "")
+    if env is None and cwd is None and command not in ("serve", "ui", "hook") and "--dir" not in args[:1]:
+        return cli_here(*args, input=input)
     full = dict(os.environ, **LEXICAL)
     full.update(env or {})
     data = input.encode() if isinstance(input, str) else input
@@ -29,7 +34,7 @@ def cli(*args: str, input: str | bytes | None = None, env: dict[str, str] | None
                                        proc.stderr.decode("utf-8", "replace"))
 
 
-def cli_here(*args: str) -> subprocess.CompletedProcess[str]:
+def cli_here(*args: str, input: str | bytes | None = None) -> subprocess.CompletedProcess[str]:
     """`retained ARGS` in this process (the console entry's `main`), words only, for a promise that is
     not about the process: a fresh interpreter costs each call ~0.2 s of start-up and imports. Anything
     that escapes `main` is written to stderr as a traceback, so `no_crash` still sees it."""
@@ -44,6 +49,9 @@ def cli_here(*args: str) -> subprocess.CompletedProcess[str]:
     err = io.TextIOWrapper(err_bytes, encoding="utf-8", errors="backslashreplace", write_through=True)
     saved_env = {k: os.environ.get(k) for k in LEXICAL}
     limit = sys.getrecursionlimit()
+    data = input.encode() if isinstance(input, str) else (input or b"")
+    stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="surrogateescape")
+    saved_stdin, sys.stdin = sys.stdin, stdin
     os.environ.update(LEXICAL)
     sys.setrecursionlimit(1000)  # as a fresh interpreter has it (a test may have raised it for the session)
     try:
@@ -56,6 +64,7 @@ def cli_here(*args: str) -> subprocess.CompletedProcess[str]:
                 traceback.print_exc()
                 code = 1
     finally:
+        sys.stdin = saved_stdin
         sys.setrecursionlimit(limit)
         for k, v in saved_env.items():
             if v is None:
