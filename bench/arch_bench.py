@@ -15,6 +15,8 @@ load the machine has.
 - hook: a fresh `retained hook session-start` process on a project store of --hook-records, p50
 - tools/list: a fresh `retained serve`, start to the tools/list reply (initialize, initialized,
   tools/list, as Codex and Gemini CLI open), p50
+- mcp write, mcp search: memory_write and memory_search over MCP in a `retained serve` past its start
+  (the SDK up), request line to reply, p50 (a server per version per round)
 
 And two figures of structure, for each version (issue 31: fewer moving parts):
 - package: lines and modules of `retained/` and `installers/` (every .py file, as installed)
@@ -109,6 +111,34 @@ threading.setprofile(prof)
 sys.setprofile(prof)
 raise SystemExit(main(["serve"]))
 """
+
+
+def mcp_calls(env: dict[str, str], cwd: Path, texts: list[str], queries: list[str]) -> tuple[list[float], list[float]]:
+    """memory_write then memory_search over MCP, each timed from the request line to its reply, in a
+    `retained serve` past its start (the SDK up, a first write and search done untimed)."""
+    sys.path.insert(0, str(ROOT))
+    from tests.mcp_wire import WireServer
+
+    server = WireServer(env=env, cwd=str(cwd))
+    try:
+        server.initialize()
+        server.until_sdk()
+        server.call("w0", "memory_write", {"text": "a first write, untimed", "scope": "/p/a"})
+        server.call("s0", "memory_search", {"query": "first write"})
+        writes, searches = [], []
+        for i, text in enumerate(texts):
+            t = time.perf_counter()
+            reply = server.call(f"w{i + 1}", "memory_write", {"text": text, "scope": "/p/a"})
+            writes.append(time.perf_counter() - t)
+            assert not reply["result"].get("isError"), reply
+        for i, q in enumerate(queries):
+            t = time.perf_counter()
+            server.call(f"s{i + 1}", "memory_search", {"query": q, "scope": "*"})
+            searches.append(time.perf_counter() - t)
+        return writes, searches
+    finally:
+        server.proc.stdin.close()
+        server.proc.wait(30)
 
 
 def package_size(pkg: Path) -> tuple[int, int]:
@@ -244,8 +274,9 @@ def main() -> int:
             subprocess.run([sys.executable, "-m", "retained", "--dir", str(d), "reindex"], env=version_env(pkg),
                            capture_output=True, check=True)
 
-    figures: dict[str, dict[str, list[float]]] = {n: {"write": [], "search": [], "hook": [], "tools/list": []}
-                                                  for n, _ in versions}
+    figures: dict[str, dict[str, list[float]]] = {
+        n: {"write": [], "search": [], "hook": [], "tools/list": [], "mcp write": [], "mcp search": []}
+        for n, _ in versions}
     for r in range(args.rounds):
         texts = [sentence(rng) for _ in range(args.per_round)]
         queries = [a_query(rng) for _ in range(args.per_round)]
@@ -262,6 +293,9 @@ def main() -> int:
             serve_env = version_env(pkg, RETAINED_DIR=str(stores[name]))
             for _ in range(args.spawns_per_round):
                 figures[name]["tools/list"].append(tools_list_seconds(serve_env, project))
+            writes, searches = mcp_calls(serve_env, project, texts, queries)
+            figures[name]["mcp write"] += writes
+            figures[name]["mcp search"] += searches
 
     floor = []
     for _ in range(10 if args.rounds else 0):
@@ -272,7 +306,8 @@ def main() -> int:
     print(f"load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
           f"python -c pass p50 {statistics.median(floor or [0]) * 1000:.1f} ms (same run)")
     mine = figures["this tree"]
-    timed = (("write", args.records), ("search", args.records), ("hook", args.hook_records), ("tools/list", 0))
+    timed = (("write", args.records), ("search", args.records), ("hook", args.hook_records), ("tools/list", 0),
+             ("mcp write", args.records), ("mcp search", args.records))
     for what, size in timed if args.rounds else ():
         at = f" at {size} records" if size else ""
         parts = [f"this tree {statistics.median(mine[what]) * 1000:.2f} ms (min {min(mine[what]) * 1000:.2f})"]
