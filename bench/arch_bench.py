@@ -15,6 +15,14 @@ load the machine has.
 - hook: a fresh `retained hook session-start` process on a project store of --hook-records, p50
 - tools/list: a fresh `retained serve`, start to the tools/list reply (initialize, initialized,
   tools/list, as Codex and Gemini CLI open), p50
+- mcp write, mcp search: memory_write and memory_search over MCP in a `retained serve` past its start
+  (the SDK up), request line to reply, p50 (a server per version per round)
+
+And two figures of structure, for each version (issue 31: fewer moving parts):
+- package: lines and modules of `retained/` and `installers/` (every .py file, as installed)
+- one memory_write: the retained modules it runs in and the hops between them, from the MCP line to the
+  fsync and back, in a `retained serve` past its start (a profiler on every thread counts each call
+  from one retained module into another; two warm-up writes first)
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -60,6 +69,117 @@ for q in queries:
 store.close()
 print(json.dumps({"write": writes, "search": searches}))
 """
+
+
+# Run inside each version's own interpreter: `retained serve` with a profiler that counts, between
+# SIGUSR1 and SIGUSR2, the retained modules run and the calls that cross from one of them into another.
+_TRACED_SERVE = r"""
+import json, signal, sys, threading
+from retained.cli import main
+on = [False]
+modules, hops = set(), [0]
+
+def module_of(frame):
+    name = frame.f_globals.get("__name__", "") if frame is not None else ""
+    return name if name == "retained" or name.startswith("retained.") else None
+
+def prof(frame, event, arg):
+    if not on[0] or event != "call":
+        return
+    here = module_of(frame)
+    if here is None:
+        return
+    modules.add(here)
+    caller = frame.f_back
+    while caller is not None and module_of(caller) is None:
+        caller = caller.f_back
+    there = module_of(caller)
+    if there is not None and there != here:
+        hops[0] += 1
+
+def start(*_):
+    on[0] = True
+
+def stop(*_):
+    on[0] = False
+    sys.stderr.write("TRACE " + json.dumps({"modules": sorted(modules), "hops": hops[0]}) + "\n")
+    sys.stderr.flush()
+
+signal.signal(signal.SIGUSR1, start)
+signal.signal(signal.SIGUSR2, stop)
+threading.setprofile(prof)
+sys.setprofile(prof)
+raise SystemExit(main(["serve"]))
+"""
+
+
+def mcp_calls(env: dict[str, str], cwd: Path, texts: list[str], queries: list[str]) -> tuple[list[float], list[float]]:
+    """memory_write then memory_search over MCP, each timed from the request line to its reply, in a
+    `retained serve` past its start (the SDK up, a first write and search done untimed)."""
+    sys.path.insert(0, str(ROOT))
+    from tests.mcp_wire import WireServer
+
+    server = WireServer(env=env, cwd=str(cwd))
+    try:
+        server.initialize()
+        server.until_sdk()
+        server.call("w0", "memory_write", {"text": "a first write, untimed", "scope": "/p/a"})
+        server.call("s0", "memory_search", {"query": "first write"})
+        writes, searches = [], []
+        for i, text in enumerate(texts):
+            t = time.perf_counter()
+            reply = server.call(f"w{i + 1}", "memory_write", {"text": text, "scope": "/p/a"})
+            writes.append(time.perf_counter() - t)
+            assert not reply["result"].get("isError"), reply
+        for i, q in enumerate(queries):
+            t = time.perf_counter()
+            server.call(f"s{i + 1}", "memory_search", {"query": q, "scope": "*"})
+            searches.append(time.perf_counter() - t)
+        return writes, searches
+    finally:
+        server.proc.stdin.close()
+        server.proc.wait(30)
+
+
+def package_size(pkg: Path) -> tuple[int, int]:
+    """Lines and modules of every .py file of the package copy (retained/ with installers/ inside)."""
+    files = [f for f in (pkg / "retained").rglob("*.py")
+             if f.relative_to(pkg / "retained").parts[0] not in ("hooks", "templates")]  # data folders
+    return sum(len(f.read_text(encoding="utf-8").splitlines()) for f in files), len(files)
+
+
+def write_path(env: dict[str, str], cwd: Path) -> tuple[int, int]:
+    """The retained modules one memory_write runs in, and the hops between them (see _TRACED_SERVE)."""
+    sys.path.insert(0, str(ROOT))
+    from tests.mcp_wire import WireServer
+
+    server = WireServer(env=env, cwd=str(cwd), cmd=[sys.executable, "-c", _TRACED_SERVE])
+    try:
+        server.request(0, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                         "clientInfo": {"name": "bench", "version": "1"}})
+        server.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        server.request(1, "tools/list")
+        for i in (2, 3):  # past the start: the SDK up, a first write's imports done
+            server.request(i, "tools/call", {"name": "memory_write", "arguments": {"text": f"warm-up write {i}"}})
+        time.sleep(1.0)  # the index's background catch-up of the warm-up writes is over
+        server.proc.send_signal(signal.SIGUSR1)
+        time.sleep(0.3)
+        reply = server.request(4, "tools/call", {"name": "memory_write",
+                                                 "arguments": {"text": "the traced write of the structure bench"}})
+        assert not reply["result"].get("isError"), reply
+        time.sleep(0.5)  # what the write left to a background thread (the index's catch-up) is part of it
+        server.proc.send_signal(signal.SIGUSR2)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            for line in b"".join(server._stderr).decode(errors="replace").splitlines():
+                if line.startswith("TRACE "):
+                    got = json.loads(line[6:])
+                    return len(got["modules"]), got["hops"]
+            time.sleep(0.1)
+        raise SystemExit("the traced server said nothing")
+    finally:
+        server.proc.stdin.close()
+        server.proc.wait(30)
 
 
 def this_tree(base: Path) -> Path:
@@ -124,7 +244,10 @@ def main() -> int:
     ap.add_argument("--per-round", type=int, default=40, help="writes and searches per version per round")
     ap.add_argument("--spawns-per-round", type=int, default=6,
                     help="session-start hooks and server starts per version per round (each a new process)")
+    ap.add_argument("--structure-only", action="store_true", help="only the package and memory_write figures")
     args = ap.parse_args()
+    if args.structure_only:
+        args.rounds, args.hook_records = 0, 10
     base = Path(tempfile.mkdtemp(prefix="retained-arch-bench-"))
     os.chdir(base)  # `python -c` puts the working directory first on sys.path: never this checkout's
     rng = random.Random(16)
@@ -151,8 +274,9 @@ def main() -> int:
             subprocess.run([sys.executable, "-m", "retained", "--dir", str(d), "reindex"], env=version_env(pkg),
                            capture_output=True, check=True)
 
-    figures: dict[str, dict[str, list[float]]] = {n: {"write": [], "search": [], "hook": [], "tools/list": []}
-                                                  for n, _ in versions}
+    figures: dict[str, dict[str, list[float]]] = {
+        n: {"write": [], "search": [], "hook": [], "tools/list": [], "mcp write": [], "mcp search": []}
+        for n, _ in versions}
     for r in range(args.rounds):
         texts = [sentence(rng) for _ in range(args.per_round)]
         queries = [a_query(rng) for _ in range(args.per_round)]
@@ -169,18 +293,22 @@ def main() -> int:
             serve_env = version_env(pkg, RETAINED_DIR=str(stores[name]))
             for _ in range(args.spawns_per_round):
                 figures[name]["tools/list"].append(tools_list_seconds(serve_env, project))
+            writes, searches = mcp_calls(serve_env, project, texts, queries)
+            figures[name]["mcp write"] += writes
+            figures[name]["mcp search"] += searches
 
     floor = []
-    for _ in range(10):
+    for _ in range(10 if args.rounds else 0):
         t = time.perf_counter()
         subprocess.run([sys.executable, "-c", "pass"], check=True)
         floor.append(time.perf_counter() - t)
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
     print(f"load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
-          f"python -c pass p50 {statistics.median(floor) * 1000:.1f} ms (same run)")
+          f"python -c pass p50 {statistics.median(floor or [0]) * 1000:.1f} ms (same run)")
     mine = figures["this tree"]
-    for what, size in (("write", args.records), ("search", args.records), ("hook", args.hook_records),
-                       ("tools/list", 0)):
+    timed = (("write", args.records), ("search", args.records), ("hook", args.hook_records), ("tools/list", 0),
+             ("mcp write", args.records), ("mcp search", args.records))
+    for what, size in timed if args.rounds else ():
         at = f" at {size} records" if size else ""
         parts = [f"this tree {statistics.median(mine[what]) * 1000:.2f} ms (min {min(mine[what]) * 1000:.2f})"]
         for name, _ in versions[1:]:
@@ -188,6 +316,13 @@ def main() -> int:
             parts.append(f"{name} {theirs * 1000:.2f} ms (min {min(figures[name][what]) * 1000:.2f}; ratio "
                          f"{statistics.median(mine[what]) / theirs:.2f}, target <= 1.10)")
         print(f"{what} p50{at}: " + "; ".join(parts))
+    for name, pkg in versions:
+        lines, modules = package_size(pkg)
+        store = base / f"trace-{name.replace(' ', '-')}"
+        shutil.copytree(seed, store)
+        used, hops = write_path(version_env(pkg, RETAINED_DIR=str(store)), project)
+        print(f"{name}: package {lines:,} lines in {modules} modules; one memory_write over MCP runs in "
+              f"{used} retained modules with {hops} hops between them")
     shutil.rmtree(base, ignore_errors=True)
     return 0
 

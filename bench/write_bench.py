@@ -80,8 +80,7 @@ def child(tree: Path, store: Path, *args: str) -> dict:
 
 def mcp_writes(tree: Path, store: Path, runs: int, seed: int) -> dict[str, float]:
     """p50 and minimum of `runs` memory_write calls to a spawned `retained serve`, after a warm-up write and
-    once the SDK is up (a session past its start: plain calls are answered by retained's tool code
-    then too, others by the SDK; the calls while it imports: see first_call_bench.py)."""
+    once the SDK is up (a session past its start)."""
     from store_bench import sentence
 
     from tests.mcp_wire import WireServer

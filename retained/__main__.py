@@ -1,3 +1,3 @@
-from retained.cli import main
+from retained.entry import main
 
 raise SystemExit(main())

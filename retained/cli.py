@@ -1,44 +1,51 @@
 """`retained` command line: parses arguments in one place, calls one function per command, prints.
 
-Only this module (and the hook entry point) prints. Errors are one line with a hint, never a traceback
-(with --json, also {"error", "hint"} on stdout): exit 0 ok, 1 not intact / not found / failed,
-2 usage, 3 a bug, 130 interrupted (README, "Exit codes").
+Only this module (and the hook's entry, retained/entry.py) prints. A command's own room (install,
+doctor, serve, ui, export and import) is imported by that command: each costs every other command
+20-110 ms of imports (measured with `python -X importtime`); the rest is imported here, at the top.
+Errors are one line with a hint, never a traceback (with --json, also {"error", "hint"} on stdout):
+exit 0 ok, 1 not intact / not found / failed, 2 usage, 3 a bug, 130 interrupted (README, "Exit codes").
 """
 
 from __future__ import annotations
 
+import argparse
+import errno
 import os
 import sys
+import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from types import SimpleNamespace
+from typing import Any, cast
 
-from . import __version__, safejson
+from . import __version__, embed, maintain, safejson, warm
+from .brief import NO_PROJECT, make_brief, render
 from .errors import NotFound, RetainedError, UsageError
+from .hook import EVENTS
+from .hook import command as run_hook
+from .installers.hosts import NativeMemories, loaded_for, memory_sources, names, project_vars
+from .log import LOG_NAME
+from .paths import has_team, store_dir
+from .project import default_write_scope, project_identity, project_scope, write_scope
+from .records import MAX_FIELDS_BYTES
+from .results import (
+    ForgetReceipt,
+    GetResult,
+    Hit,
+    ListResult,
+    PurgeReceipt,
+    SearchHit,
+    SearchResult,
+    VerifyResult,
+    WriteReceipt,
+)
+from .store import Store, no_store_at
+from .switches import embed_mode, switch
+from .team_cli import add_commands as team_commands
 
-TYPE_CHECKING = False  # typing's, without importing typing: the hook path imports no more than it runs
-if TYPE_CHECKING:  # for annotations only: argparse alone costs the hook path more than the brief
-    import argparse
-    from typing import Any, cast
-
-    # some are named in cast() only, which ruff follows only when typing.cast is the cast at run time
-    from .results import (  # noqa: F401
-        ForgetReceipt,
-        GetResult,
-        Hit,
-        ListResult,
-        PurgeReceipt,
-        SearchHit,
-        SearchResult,
-        VerifyResult,
-        WriteReceipt,
-    )
-
-    _AddCommand = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
-
-    from .store import Store
-else:
-    def cast(_kind: object, value: object) -> object:  # typing.cast, which does nothing at run time either
-        return value
+_AddCommand = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
 
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_BUG, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
@@ -60,7 +67,6 @@ def _progress(label: str, *, rate: bool = False) -> Callable[[int, int], None] |
     """A percentage on a terminal's stderr (None elsewhere); with `rate`, the count and records/s too."""
     if not sys.stderr.isatty():
         return None
-    import time
 
     started = time.monotonic()
 
@@ -79,9 +85,6 @@ def _progress(label: str, *, rate: bool = False) -> Callable[[int, int], None] |
 def _store(args: argparse.Namespace, *, create: bool = False):
     """The store of --dir (or RETAINED_DIR, or the default). Only a write creates a missing one: a read
     on a mistyped --dir names the store it did not find, and leaves no empty store behind."""
-    from .paths import store_dir
-    from .store import Store
-
     directory = store_dir(args.dir)
     if not create and not os.path.lexists(directory):
         return _missing_store(directory)
@@ -92,10 +95,6 @@ def _store(args: argparse.Namespace, *, create: bool = False):
 def _missing_store(directory: Any) -> Iterator[Any]:
     """A read on a store that is not there: the command runs against an empty store thrown away after
     (so a bad argument is still a usage error, exit 2), then names the missing store (exit 1)."""
-    import tempfile
-
-    from .store import Store, no_store_at
-
     # (a record missing from a store that is not there is the store missing: NotFound is not said)
     with tempfile.TemporaryDirectory() as empty, Store(empty) as store, suppress(NotFound):
         yield store
@@ -103,9 +102,6 @@ def _missing_store(directory: Any) -> Iterator[Any]:
 
 
 def _project() -> str | None:
-    from .installers.hosts import project_vars
-    from .project import project_scope
-
     return project_scope(project_vars=project_vars())
 
 
@@ -117,8 +113,6 @@ def _parse_fields(pairs: list[str] | None) -> dict[str, Any] | None:
         key, sep, raw = pair.partition("=")
         if not sep or not key:
             raise UsageError(f"--field {pair!r} is not KEY=JSON", hint="e.g. --field ticket='\"ABC-12\"' --field pr=42")
-        from . import safejson
-        from .records import MAX_FIELDS_BYTES
 
         try:
             # Bounded like every reader of outside JSON: one value 5,000 deep is a usage error, not a crash.
@@ -171,8 +165,6 @@ def _show_hits(hits: Sequence[Hit]) -> None:
 
 # -- commands -------------------------------------------------------------------------------------
 def cmd_write(args: argparse.Namespace) -> int:
-    from .project import default_write_scope, write_scope
-
     text = args.text
     if text == "-":  # the text from stdin: for long or multi-line records (argv holds 128 KiB at most)
         data = sys.stdin.buffer.read()
@@ -212,8 +204,6 @@ def _report_write(args: argparse.Namespace, result: WriteReceipt) -> int:
 
 
 def cmd_checkpoint(args: argparse.Namespace) -> int:
-    from .project import default_write_scope, write_scope
-
     with _store(args, create=True) as store:
         result = store.checkpoint(args.label, args.summary, scope=write_scope(args.scope, _project(), store.known_scopes),
                                   default_scope=default_write_scope(_project()))
@@ -250,11 +240,8 @@ def cmd_search(args: argparse.Namespace) -> int:
 def _search_fast(store: Store, query: str, kw: dict[str, Any], words_only: bool) -> dict[str, Any]:
     """A running `retained serve` of the store searches with its loaded model; without one, this process
     loads the model (a few hundred ms) unless the caller asked for the instant answer by words only."""
-    from .switches import embed_mode as mode
-
-    if mode() == "off":
+    if embed_mode() == "off":
         return store.search(query, **kw)
-    from . import warm
 
     served = warm.search(store.directory, query, **kw)
     if served is not None:
@@ -358,11 +345,6 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 def cmd_scopes(args: argparse.Namespace) -> int:
     """Every scope with its record counts and project key; the current project is marked."""
-    from .installers.hosts import project_vars
-    from .paths import store_dir
-    from .project import project_identity
-    from .store import Store
-
     ident = project_identity(project_vars=project_vars())
     with Store(store_dir(args.dir), create=False, read_only=True) as store:
         table = store.scopes(_project())
@@ -382,10 +364,6 @@ def cmd_scopes(args: argparse.Namespace) -> int:
 
 def cmd_maintain(args: argparse.Namespace) -> int:
     """Report what could be tidied (writes nothing); --apply retracts exact duplicates, keeping the oldest."""
-    from . import maintain
-    from .paths import store_dir
-    from .store import Store
-
     with Store(store_dir(args.dir), create=False, read_only=not args.apply) as store:
         result: dict[str, Any] = maintain.apply(store) if args.apply else {"report": maintain.report(store), "applied": []}
     if args.json:
@@ -481,19 +459,11 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 
 def cmd_brief(args: argparse.Namespace) -> int:
-    from .brief import NO_PROJECT, make_brief, render
-    from .installers.hosts import loaded_for
-    from .log import LOG_NAME
-    from .paths import store_dir
-    from .store import Store, no_store_at
-
     project = _project()
     directory = store_dir(args.dir)
     if not os.path.lexists(directory):  # a read names the store it did not find, and creates none
         raise no_store_at(directory)
     try:
-        from .paths import has_team
-
         empty = not (directory / LOG_NAME).exists() and not has_team(directory)
     except OSError:  # e.g. someone else's store: the Store names the problem
         empty = False
@@ -520,8 +490,6 @@ def cmd_brief(args: argparse.Namespace) -> int:
 
 def _brief_as_of(store: Store, project: str | None, args: argparse.Namespace) -> dict[str, Any]:
     """The brief as it would have read at --as-of: the records current then, checkpoints first."""
-    from .brief import render
-
     scopes, notes = store.read_scopes(args.scope, project)
     rows_needed = max(args.budget // 8, 1) + 1
     checkpoints = store.list(scopes=scopes, kind="checkpoint", limit=min(rows_needed, 500), as_of=args.as_of)
@@ -535,26 +503,11 @@ def _brief_as_of(store: Store, project: str | None, args: argparse.Namespace) ->
 
 
 def cmd_hook(args: argparse.Namespace) -> int:
-    return _run_hook(args.event, args.host, args.dir, args.budget)
-
-
-def _run_hook(event: str, host: str | None, dir_arg: str | None, budget: int) -> int:
-    """`retained hook EVENT` parsed either way (`_fast_hook` or argparse): it always exits 0."""
-    _no_collector()
-    from .hook import run
-    from .paths import store_dir
-
-    try:
-        directory = store_dir(dir_arg)
-    except Exception as e:
-        _err(f"retained hook: skipped ({e})")
-        return EXIT_OK
-    return run(event, host, directory, budget)
+    return run_hook(args.event, args.host, args.dir, args.budget)
 
 
 def cmd_install(args: argparse.Namespace, uninstalling: bool = False) -> int:
-    from .installers.commands import INSTALL_FLAGS, install
-    from .paths import store_dir
+    from .installers.commands import INSTALL_FLAGS, install  # ~20 ms of imports no other command needs
 
     hooks = not getattr(args, "no_hooks", False)
     flags = {name: not getattr(args, f"no_{name}", False) for name in INSTALL_FLAGS}
@@ -582,40 +535,33 @@ def cmd_uninstall(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from .installers.doctor import doctor
-    from .paths import store_dir
+    from .installers.doctor import doctor  # ~80 ms of imports no other command needs
 
     return doctor(host_names=args.host, store=store_dir(args.dir).absolute(), as_json=args.json, out=_out,
                   scope=args.scope)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from . import embed
-    from .paths import store_dir
-    from .switches import switch
-
     if switch("RETAINED_MODEL_HOST", True):
         # One model process per user, shared by every server (retained/model_host.py); that module is
         # imported at the first embedding, not on the way to the opening replies.
         embed.LOCAL_FACTORY[:] = [_hosted_embedder]
     else:
         embed.one_heap()  # the model lives here: before serve() starts a thread, so a dropped one is given back
-    from .transport import serve
+    from .transport import serve  # ~70 ms of imports no other command needs
 
     return serve(store_dir(args.dir))
 
 
 def _hosted_embedder(env: dict[str, str]) -> Any:
-    from .model_host import hosted_or_local
+    from .model_host import hosted_or_local  # at the first embedding: not on the way to the opening replies
 
     return hosted_or_local(env)
 
 
 # -- export, import, the web page (retained/transfer.py, retained/ui.py) -----------------------------
 def cmd_export(args: argparse.Namespace) -> int:
-    from .paths import store_dir
-    from .store import no_store_at
-    from .transfer import export
+    from .transfer import export  # ~30 ms of imports no other command needs
 
     directory = store_dir(args.dir)
     if not os.path.lexists(directory):  # before any -o file is written: an export of nothing is no export
@@ -646,18 +592,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    from .paths import store_dir
-    from .ui import serve
+    from .ui import serve  # ~110 ms of imports (http.server and more) no other command needs
 
     return serve(store_dir(args.dir), open_browser=not args.no_open, port=args.port, project=_project())
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from .installers.hosts import NativeMemories
-    from .paths import store_dir
-    from .project import write_scope
-    from .store import Store
-    from .transfer import apply, plan
+    from .transfer import apply, plan  # ~30 ms of imports no other command needs
 
     directory = store_dir(args.dir)
 
@@ -673,7 +614,6 @@ def cmd_import(args: argparse.Namespace) -> int:
         with Store(directory, read_only=True) as store:
             result = planned(store)
     else:  # nor creates one: plan against an empty store that is thrown away
-        import tempfile
 
         with tempfile.TemporaryDirectory() as empty, Store(empty) as store:
             result = planned(store)
@@ -700,8 +640,6 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 # -- parsing ------------------------------------------------------------------------------------
 def _positive(text: str) -> int:
-    import argparse
-
     try:
         value = int(text)
     except ValueError:
@@ -713,8 +651,6 @@ def _positive(text: str) -> int:
 
 def _port(text: str) -> int:
     """A TCP port, 0 (any free one) to 65535: anything else is a usage error, not a bind failure."""
-    import argparse
-
     try:
         value = int(text)
     except ValueError:
@@ -726,8 +662,6 @@ def _port(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line: `retained [--dir DIR] [--json] COMMAND ...`, a sub-parser per command."""
-    import argparse  # not at module level: the hook path never needs it
-
     class _Parser(argparse.ArgumentParser):
         def error(self, message: str) -> Any:  # one line plus a pointer to help, exit 2
             hint = f"`{self.prog} --help`"
@@ -755,9 +689,8 @@ def build_parser() -> argparse.ArgumentParser:
     # In this order in `retained --help`.
     for commands in (_record_commands, _store_commands, _host_commands, _transfer_commands, _hook_command):
         commands(add)
-    from .team_cli import add_commands as _team_commands  # share, unshare, sync (issue 19)
 
-    _team_commands(add)
+    team_commands(add)  # share, unshare, sync (issue 19)
     return parser
 
 
@@ -841,9 +774,7 @@ def _store_commands(add: _AddCommand) -> None:
 
 def _host_commands(add: _AddCommand) -> None:
     """install, uninstall, doctor: retained wired into agent hosts."""
-    from .installers.hosts import names as host_names
-
-    hosts_help = f"{', '.join(host_names())}; repeat for several (default: every host found)"
+    hosts_help = f"{', '.join(names())}; repeat for several (default: every host found)"
     for name, func, text in (("install", cmd_install, "wire retained into agent hosts, safely"),
                              ("uninstall", cmd_uninstall, "remove retained's entries and hooks, nothing else")):
         p = add(name, func, text)
@@ -867,8 +798,6 @@ def _host_commands(add: _AddCommand) -> None:
 
 def _transfer_commands(add: _AddCommand) -> None:
     """ui, export, import: the memory seen, written out and brought in."""
-    from .installers.hosts import memory_sources as sources
-
     p = add("ui", cmd_ui, "a local web page to see, search, correct and forget memories (127.0.0.1, token)")
     p.add_argument("--no-open", action="store_true", help="print the address instead of opening a browser")
     p.add_argument("--port", type=_port, default=0, help="port on 127.0.0.1 (default: a free one)")
@@ -882,8 +811,8 @@ def _transfer_commands(add: _AddCommand) -> None:
     p = add("import", cmd_import, "bring memory in (dry run unless --apply): a retained export, a host's instruction "
             "file, a memory folder, or a host's own memory")
     p.add_argument("path", nargs="?", metavar="PATH", help="an export (.jsonl), an instruction file or a memory folder")
-    p.add_argument("--from", dest="from_source", choices=sources(), metavar="SOURCE",
-                   help=f"a host's own memory: {', '.join(sources())}")
+    p.add_argument("--from", dest="from_source", choices=memory_sources(), metavar="SOURCE",
+                   help=f"a host's own memory: {', '.join(memory_sources())}")
     p.add_argument("--scope", help="file every imported record under this scope")
     p.add_argument("--apply", action="store_true", help="write; without it nothing is written")
     p.add_argument("--include-superseded", action="store_true",
@@ -891,91 +820,12 @@ def _transfer_commands(add: _AddCommand) -> None:
 
 
 def _hook_command(add: _AddCommand) -> None:
-    """hook: what hosts run (parsed without argparse when it can be: `_fast_hook`)."""
-    from .hook import EVENTS
-    from .installers.hosts import names as host_names
-
+    """hook: what hosts run (read leniently by retained/entry.py; here for `retained hook --help`)."""
     p = add("hook", cmd_hook, "what agent hosts run at session start, prompt, compaction and stop (always exits 0)")
     p.add_argument("event", choices=list(EVENTS))
-    p.add_argument("--host", choices=host_names(),
+    p.add_argument("--host", choices=names(),
                    help="the calling host (default: worked out from the input and the environment)")
     p.add_argument("--budget", type=_positive, default=800, help="brief token budget (default 800)")
-
-
-def _no_collector() -> None:
-    """For a hook: it lives for a fraction of a second and makes little cyclic garbage, while the cyclic
-    collector's passes over everything its imports create cost ~3% of a session-start hook's instructions."""
-    import gc
-
-    gc.disable()
-
-
-def _fast_hook(argv: list[str]) -> int | None:
-    """`retained [--dir D] hook EVENT [--host H] [--budget N] [--dir D]`, parsed without argparse.
-
-    Hosts run this at every session start and prompt; argparse alone costs more than the brief, and
-    argparse exits 2 on a flag it does not know, which Claude Code reads from a prompt hook as "block
-    this prompt" (issue 17 item 10). So a hook's command line is read leniently: whatever is wrong in
-    it (an unknown or newer flag, a bad --budget, an unknown --host, an unknown event) is noted on
-    stderr, the rest is used, and the exit is 0. Only `--help` goes to the full parser.
-    """
-    args = list(argv)
-    opts: dict[str, str] = {}
-    while args and args[0] in ("--dir", "--json"):  # the options before the command
-        if args[0] == "--json":
-            args = args[1:]
-        elif len(args) >= 2:
-            opts["--dir"], args = args[1], args[2:]
-        else:
-            return None
-    if not args or args[0] != "hook":  # before importing the hook module: `serve` must not pay for it
-        return None
-    rest = args[1:]
-    if "-h" in rest or "--help" in rest:
-        return None
-    from .hook import EVENTS
-
-    problems: list[str] = []
-    event: str | None = None
-    while rest:
-        arg = rest.pop(0)
-        if arg.startswith("-") and len(arg) > 1:
-            name, eq, value = arg.partition("=")
-            if name in ("--host", "--budget", "--dir"):
-                if eq:
-                    opts[name] = value
-                elif rest and not rest[0].startswith("--"):
-                    opts[name] = rest.pop(0)
-                else:
-                    problems.append(f"{name} without a value was ignored")
-            elif name != "--json":
-                problems.append(f"unknown flag {name} was ignored")
-        elif event is None:
-            event = arg
-        else:
-            problems.append(f"unexpected argument {arg[:40]!r} was ignored")
-    host = opts.get("--host")
-    if host is not None:
-        from .installers.hosts import get, names
-
-        if get(host) is None:
-            problems.append(f"unknown --host {host[:40]!r} was ignored (known: {', '.join(names())})")
-            host = None
-    budget = opts.get("--budget", "800")
-    if not (budget.isascii() and budget.isdigit() and len(budget) <= 9) or int(budget) < 1:
-        problems.append(f"--budget {budget[:40]!r} is not a positive whole number; 800 was used")
-        budget = "800"
-    for problem in problems:
-        _err(f"retained hook: {problem}")
-    if event is None or event not in EVENTS:
-        said = "no event" if event is None else f"unknown event {event[:40]!r}"
-        _err(f"retained hook: skipped ({said}; use one of {', '.join(EVENTS)})")
-        return EXIT_OK
-    dir_arg = opts.get("--dir")
-    if dir_arg is not None and not dir_arg.strip():
-        _err("retained hook: skipped (--dir is empty)")
-        return EXIT_OK
-    return _run_hook(event, host, dir_arg, int(budget))
 
 
 # Whether the command line asked for --json: then errors are a JSON object on stdout as well.
@@ -992,8 +842,6 @@ def _fail(message: str, hint: str | None, code: int) -> int:
 
 def _os_error(e: OSError) -> tuple[str, str]:
     """A file the command could not use, said in one line (permission, read-only disk, full disk)."""
-    import errno
-
     what = e.strerror or type(e).__name__
     where = f": {e.filename}" if e.filename else ""
     if e.errno in (errno.EACCES, errno.EPERM):
@@ -1009,12 +857,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Exit codes (README, "Exit codes"): 0 ok, 1 failed / not found / not intact, 2 usage, 3 a bug,
     130 interrupted."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    fast = _fast_hook(argv)
-    if fast is not None:
-        return fast
     if argv == ["serve"] or (len(argv) == 3 and argv[0] == "--dir" and argv[2] == "serve"):
         # How hosts start the server: without building the whole parser, which delays the first reply.
-        from types import SimpleNamespace
 
         args: Any = SimpleNamespace(func=cmd_serve, dir=argv[1] if len(argv) == 3 else None, json=False)
     else:

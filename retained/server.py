@@ -3,24 +3,35 @@
 `build_server` is all of it: each tool's method becomes an SDK tool whose schemas the SDK generates,
 cut to what an agent reads (`compact_schema`); a failure becomes a one-line tool error worded for a
 model (`for_model`, `argument_error`), and a result's text is compact lines (retained/replies.py).
-With `stdio_guard`, the only module that imports `mcp`, and only inside functions; how the server
-runs over stdio (the guard, the early replies, SIGTERM, warm-up) is `retained/transport.py`.
+With `stdio_guard`, the only module that imports `mcp` (retained/transport.py imports this module once
+the opening replies are out: the SDK's import takes about half a second); how the server runs over
+stdio (the guard, the early replies, SIGTERM, warm-up) is `retained/transport.py`.
 
 handshake.json's key covers the definitions in retained/tools.py, not the code here: after a change
 to how a schema is made or cut, capture it again (tests/test_server.py fails until then).
 """
 
+import inspect
 import json
+import re
 import sys
 import types
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal, Union, get_args, get_origin, is_typeddict
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field, ValidationError
+from typing_extensions import NotRequired, TypedDict
 
 from . import __version__
 from .errors import RetainedError
 from .instructions import GUIDANCE as GUIDANCE
 from .instructions import INSTRUCTIONS_MAX_CHARS as INSTRUCTIONS_MAX_CHARS
 from .instructions import compute_instructions as compute_instructions
+from .replies import reply_text
 from .store import Store
 from .tools import HERE, SERVER_NAME, TOOLS, Tools, here_phrase, parameters, unknown_arguments
 
@@ -55,8 +66,6 @@ _FOR_MODEL = (
 
 def _no_cli(text: str) -> str:
     """What no mapping above rewrote: a `retained …` command is the user's to run, not the model's."""
-    import re
-
     return re.sub(r"`retained ([a-z-]+)[^`]*`", r"the user's retained \1 command", text)
 
 
@@ -137,13 +146,6 @@ def argument_error(tool: str, errors: Sequence[Mapping[str, Any]], schema: dict[
 
 def _server_class() -> Any:
     """MCPServer, with argument errors in one line instead of pydantic's dump with its URL."""
-    from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
-    from mcp.types import CallToolResult, TextContent
-    from pydantic import ValidationError
-
-    from .replies import reply_text
-
     class RetainedServer(MCPServer):
         reply_project: str | None = None  # the current project, named in reply text only when it differs
         input_schemas: dict[str, dict[str, Any]]  # each tool's inputSchema as published, set by build_server
@@ -172,9 +174,6 @@ def _server_class() -> Any:
 def build_server(store: Store, project: str | None, instructions: str | None = None,
                  session_id: str | None = None) -> Any:
     """The MCPServer with retained's tools, bound to one store and one project."""
-    from mcp.server.mcpserver.tools import Tool
-    from mcp.types import ToolAnnotations
-
     if isinstance(store, Store):  # every tool reads through a catch-up: a write's reply need not wait for one
         store.index.catch_up_in_background()
     bound = Tools(store, project, session_id)
@@ -209,41 +208,21 @@ def _advertise_tools_only(server: Any) -> None:
     low.get_capabilities = get_capabilities
 
 
-class ToolFailed(Exception):
-    """A tool body's expected failure, worded for a model (the SDK puts "Error executing tool <name>: " first)."""
-
-
-def run_tool(method: Callable[..., Any], arguments: Mapping[str, Any], store: Store) -> Any:
-    """Run one `Tools` method: its result with warnings worded for a model, or ToolFailed saying why not.
-
-    The one body both ways of answering a call share: the SDK's (`_sdk_function`) and the early
-    one while the SDK imports (retained/early_calls.py).
-    """
-    try:
-        result = method(**arguments)
-    except RetainedError as e:
-        hint = e.tool_hint or for_model(e.hint)
-        raise ToolFailed(e.message + (f" (hint: {hint})" if hint else "")) from None
-    except OSError as e:
-        raise ToolFailed(f"the store could not be read or written: {e.strerror or e} "
-                         f"(hint: the user must check the store directory {store.directory})") from None
-    if isinstance(result, dict) and isinstance(result.get("warnings"), list):
-        result["warnings"] = [for_model(w) if isinstance(w, str) else w for w in result["warnings"]]
-    return result
-
-
 def _sdk_function(name: str, method: Callable[..., Any], here: str, store: Store) -> Callable[..., Any]:
     """A `Tools` method as the SDK reads a tool: each `Param` a pydantic `Field`, each failure a ToolError."""
-    import inspect
-
-    from mcp.server.mcpserver.exceptions import ToolError
-    from pydantic import Field
-
-    def tool(**arguments: Any) -> Any:
+    def tool(**arguments: Any) -> Any:  # the SDK runs it on a worker thread: SIGTERM's handler, on the main
+        # thread, can then wait for a write under way to finish (Store.wait_idle) instead of for itself
         try:
-            return run_tool(method, arguments, store)
-        except ToolFailed as e:
-            raise ToolError(str(e)) from None
+            result = method(**arguments)
+        except RetainedError as e:
+            hint = e.tool_hint or for_model(e.hint)
+            raise ToolError(e.message + (f" (hint: {hint})" if hint else "")) from None
+        except OSError as e:
+            raise ToolError(f"the store could not be read or written: {e.strerror or e} "
+                            f"(hint: the user must check the store directory {store.directory})") from None
+        if isinstance(result, dict) and isinstance(result.get("warnings"), list):
+            result["warnings"] = [for_model(w) if isinstance(w, str) else w for w in result["warnings"]]
+        return result
 
     hints: dict[str, Any] = {}
     signature = []
@@ -270,7 +249,6 @@ def _for_pydantic(kind: Any) -> Any:
     """
     if sys.version_info >= (3, 12):
         return kind
-    from typing_extensions import NotRequired, TypedDict
 
     done: dict[Any, Any] = {}
 

@@ -11,9 +11,7 @@ It works around two things in the SDK (mcp 2.x), and can go when upstream fixes 
   without retained's tools when the tool list comes later). `GuardedIn.read_ahead` reads stdin
   while the SDK imports, `EarlyReplies` answers the handshake, the 2026 `server/discover` and the
   tool list with the SDK's own replies (precomputed; tests keep them equal), and `WireOut` then
-  drops the SDK's copies. A plain `tools/call` is answered in full by the `ToolCalls` it is given
-  (retained/early_calls.py) and withheld from the SDK, which would run it again; `wire_json` writes
-  it as the SDK's serializer would.
+  drops the SDK's copies. Every tool call goes to the SDK.
 
 `claim_stdio` keeps stdout for protocol messages only. Nothing here imports the SDK at module level,
 and nothing here knows retained's tools beyond the names it is given.
@@ -21,16 +19,16 @@ and nothing here knows retained's tools beyond the names it is given.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
 import queue
 import re
+import sys
 import threading
 from collections.abc import Callable, Collection
-from contextlib import AbstractContextManager, nullcontext
-from json.encoder import encode_basestring as _encode_str
-from typing import Any, Protocol
+from typing import Any
 
 from . import records
 
@@ -163,8 +161,7 @@ class WireOut:
         self._f = os.fdopen(fd, "wb", buffering=0, closefd=False)
         self._lock = threading.Lock()
         self._expected: dict[tuple[str, str], dict[str, Any]] = {}  # what the SDK will repeat, to drop
-        self.on_tools_listed: Callable[[], None] | None = None  # called once, after the first tool list is out
-        self.on_sdk_line: Callable[[str], None] | None = None  # told of each line the SDK's side writes
+        self.tools_listed = threading.Event()  # set once the first tool list is out
 
     def answer_early(self, frame: dict[str, Any], sdk_key: tuple[str, str]) -> None:
         """Write `frame` now and drop the SDK's own copy of it later (the frame keyed `sdk_key`)."""
@@ -193,37 +190,30 @@ class WireOut:
             view = memoryview(data)
             while view:
                 view = view[self._f.write(view):]
-        if self.on_tools_listed is not None and '"tools"' in text:
-            self._tools_listed(text)
-
-    def _tools_listed(self, text: str) -> None:
-        try:
-            result = json.loads(text).get("result")
-        except (ValueError, AttributeError):
-            return
-        if not isinstance(result, dict) or "tools" not in result:
-            return
-        with self._lock:
-            callback, self.on_tools_listed = self.on_tools_listed, None
-        if callback is not None:
-            callback()
-
-    def sdk_line(self, text: str) -> None:
-        """Write a line of the SDK's side (the SDK's own, or the guard's answer to a line it refused).
-        Told first, then written: the request it answers is done, and a host that reads the reply and
-        sends a tool call at once must find nothing owed any more."""
-        if self.on_sdk_line is not None:
-            self.on_sdk_line(text)
-        self.write_line(text)
+        if not self.tools_listed.is_set() and '"tools"' in text and _is_tool_list(text):
+            self.tools_listed.set()
 
     # the async face stdio_server() expects
     async def write(self, text: str) -> None:
         if self._expected and self._swallowed(text):  # only the SDK's output is ever dropped
             return
-        self.sdk_line(text)
+        self.write_line(text)
 
     async def flush(self) -> None:
         return None
+
+
+def _settle(future: Any) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _is_tool_list(text: str) -> bool:
+    try:
+        result = json.loads(text).get("result")
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(result, dict) and "tools" in result
 
 
 def sdk_frame_key(msg: Any) -> tuple[str, str] | None:
@@ -299,43 +289,60 @@ class GuardedIn:
         self._ahead: queue.Queue[bytes | _Oversized | None] | None = None
         self._early: EarlyReplies | None = None
         self._early_lock = threading.Lock()
-        self._sdk_reading = False
+        self._wake: Callable[[], object] | None = None  # tells the event loop a line is queued (_next_ahead)
 
     def read_ahead(self, early: EarlyReplies | None) -> None:
         """Read stdin on a thread from now on, so lines arrive while the SDK imports.
 
-        `early` sees each line first and may answer it; the SDK still gets every other line, in order
-        (so its session state is what it would have been), but not a tool call `early` answered in full
-        (it would run it again). Once the SDK asks for its first line, `early` answers tool calls only.
+        Until the SDK asks for its first line, `early` sees each line first and may answer it; the
+        SDK still gets every line, in order (so its session state is what it would have been).
         """
         self._early = early
-        self._sdk_reading = False
         ahead: queue.Queue[bytes | _Oversized | None] = queue.Queue(maxsize=8)
         self._ahead = ahead
 
         def run() -> None:
             while True:
                 line = self._read_line()
-                withheld = False
-                with self._early_lock:  # the SDK's first read waits here for a call under way to finish
+                with self._early_lock:
                     if self._early is not None and isinstance(line, bytes):
-                        withheld = self._early.see(line)
-                if not withheld:  # a call answered early never reaches the SDK, which would run it again
-                    ahead.put(line)
+                        self._early.see(line)
+                ahead.put(line)
+                wake = self._wake
+                if wake is not None:
+                    try:
+                        wake()
+                    except RuntimeError:  # the event loop has closed: nobody reads any more
+                        pass
                 if line is None:
                     return
 
         threading.Thread(target=run, daemon=True, name="retained-stdin").start()
 
-    def _read(self) -> bytes | _Oversized | None:
-        if self._ahead is None:
-            return self._read_line()
-        if not self._sdk_reading:
-            self._sdk_reading = True
-            if self._early is not None:
-                with self._early_lock:  # the SDK is up: from here on it answers all but plain tool calls
-                    self._early.sdk_up()
-        return self._ahead.get()
+    async def _next_ahead(self) -> bytes | _Oversized | None:
+        """The next line the reading thread queued, awaited on the event loop itself: the reading thread
+        wakes it directly, where a worker thread blocked on the queue would cost every request a second
+        handoff."""
+        import asyncio  # tens of ms the opening replies would wait for (-X importtime): the SDK's reading only
+
+        if self._early is not None:
+            with self._early_lock:
+                self._early.done.set()
+                self._early = None  # the SDK is up: from here on it answers everything itself
+        assert self._ahead is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                return self._ahead.get_nowait()
+            except queue.Empty:
+                pass
+            ready = loop.create_future()
+            self._wake = functools.partial(loop.call_soon_threadsafe, _settle, ready)
+            try:
+                if self._ahead.empty():  # a line queued before the wake was set would wake nobody
+                    await ready
+            finally:
+                self._wake = None
 
     def _read_line(self) -> bytes | _Oversized | None:
         line = self._f.readline(MAX_LINE_BYTES + 1)
@@ -356,20 +363,20 @@ class GuardedIn:
         return self
 
     async def __anext__(self) -> str:
-        import anyio
+        import anyio  # with asyncio, tens of ms the opening replies would wait for: the SDK's reading only
 
         while True:
-            raw = await anyio.to_thread.run_sync(self._read)
+            raw = await (self._next_ahead() if self._ahead is not None else anyio.to_thread.run_sync(self._read_line))
             if raw is None:
                 raise StopAsyncIteration
             if isinstance(raw, _Oversized):
-                self._out.sdk_line(json.dumps(_error(raw.msg_id, -32600,
-                                                       f"Invalid Request: line longer than "
-                                                       f"{MAX_LINE_BYTES // 2**20} MiB; nothing was done")))
+                self._out.write_line(json.dumps(_error(raw.msg_id, -32600,
+                                                      f"Invalid Request: line longer than "
+                                                      f"{MAX_LINE_BYTES // 2**20} MiB; nothing was done")))
                 continue
             text, err = check_line(raw, self.validate, self.tools)
             if err is not None:
-                self._out.sdk_line(json.dumps(err, ensure_ascii=False))
+                self._out.write_line(json.dumps(err, ensure_ascii=False))
             if text is not None:
                 return text
 
@@ -390,97 +397,35 @@ class EarlyReplies:
     SDK and kept equal to it by tests). Anything else, or anything odd, is left to the SDK; after an
     odd first request nothing is answered early at all. The SDK still reads every line and its own
     copies of these frames are dropped by `WireOut` (compared, with a warning if they differ).
-
-    A `tools/call` is answered by `calls` (run in full, on the stdin thread, one at a time) when it
-    comes in either era's plain shape (name and arguments; in the 2026-07-28 era the envelope too, and
-    the reply gets the SDK's resultType and serverInfo stamp), with arguments `calls` accepts, and no
-    request handed to the SDK before it is still unanswered (it must not overtake one in flight there:
-    `sdk_replied` hears of each answer). That line is then withheld from the SDK (`see` returns True):
-    a tool call changes nothing in the SDK's session, and the SDK would run it again. This goes on once
-    the SDK is up (`sdk_up`), for tool calls only: the SDK's path (its reader and tool threads, pydantic
-    on the way in and out) costs a write more than its append and fsync do, and the reply is the same.
+    A tool call, like anything else not named here, is the SDK's.
     """
 
     def __init__(self, out: WireOut, snapshot: dict[str, Any], instructions: Callable[[], str],
-                 tools: Collection[str] = (), calls: ToolCalls | None = None) -> None:
+                 tools: Collection[str] = ()) -> None:
         self._out = out
         self._snapshot = snapshot
         self._instructions = instructions
         self._tools = tuple(tools)
-        self._calls = calls
         self._era: str | None = None  # "handshake", "modern", or "off"
-        # Set once the tool list is out, a tool call was answered, or a request came that only the
-        # SDK can answer: until then the server may hold the SDK's import back, which would slow
-        # these replies down.
+        # Set once the tool list is out, or a request came that only the SDK can answer: until
+        # then the server may hold the SDK's import back, which would slow these replies down.
         self.done = threading.Event()
         self._answered = 0
         self._seen: set[str] = set()
-        # Requests handed to the SDK and not answered yet, by the reply's id: tool calls wait their turn.
-        self._owed: dict[str, int] = {}
-        self._owed_lock = threading.Lock()
-        self._taken = False  # the line being seen is a tool call answered here: the SDK must never see it
-        self._sdk_is_up = False  # from then on only tool calls are answered here
-        out.on_sdk_line = self.sdk_replied
 
-    def sdk_up(self) -> None:
-        """The SDK reads now: it answers everything from here on but plain tool calls (when calls are given)."""
-        self._sdk_is_up = True
-        if self._calls is None:
-            self._era = "off"
-        self.done.set()
-
-    def sdk_replied(self, text: str) -> None:
-        """The SDK's side wrote `text`: a reply settles what was owed under its id."""
-        if not self._owed:
-            return
-        try:
-            msg = json.loads(text)
-        except (ValueError, RecursionError):
-            return
-        if isinstance(msg, dict) and "method" not in msg and ("result" in msg or "error" in msg):
-            self._settle(json.dumps(msg.get("id")))
-
-    def _settle(self, key: str) -> None:
-        with self._owed_lock:
-            left = self._owed.get(key, 0) - 1
-            if left > 0:
-                self._owed[key] = left
-            else:
-                self._owed.pop(key, None)
-
-    def _owe(self, raw: bytes, msg: Any) -> None:
-        """`raw` (`msg` as read by `_read_json`) goes to the SDK, which answers it under the id its reply will
-        carry (null when unusable)."""
-        if msg is _UNREADABLE:
-            rid = _ends_id(raw)
-        elif not isinstance(msg, dict):
-            rid = None
-        elif "method" not in msg and ("result" in msg or "error" in msg):
-            return  # the client's answer to a server request: nothing comes back for it
-        else:
-            rid = msg.get("id") if _usable_id(msg.get("id")) else None
-        key = json.dumps(rid)
-        with self._owed_lock:
-            self._owed[key] = self._owed.get(key, 0) + 1
-
-    def see(self, raw: bytes) -> bool:
-        """Answer `raw` early if it is one of the requests answered here; True when it was a tool call
-        answered in full, which the SDK must then never see (it would run it again)."""
+    def see(self, raw: bytes) -> None:
+        """Answer `raw` early if it is one of the opening requests answered here."""
         if self._era == "off":
-            return False
+            return
         answered = self._answered
-        self._taken = False
         msg = _read_json(raw)  # once: a line may be up to 8 MiB
         try:
             self._see(raw, msg)
-            for_sdk = self._era == "off" or (self._answered == answered and _is_request(raw, msg))
-        except Exception as e:  # the SDK answers it; but a call already taken is never handed on
+        except Exception as e:  # the SDK answers it
             log.warning("no early reply: %s", e)
-            for_sdk = not self._taken
-        if for_sdk:
-            self._owe(raw, msg)
+            self._era = "off"
+        if self._era == "off" or (self._answered == answered and _is_request(raw, msg)):
             self.done.set()  # something for the SDK: let it load now
-        return self._taken
 
     def _see(self, raw: bytes, msg: Any) -> None:
         text, err = check_line(raw, None, self._tools)
@@ -493,22 +438,15 @@ class EarlyReplies:
             if self._era is None:
                 self._era = "off"
             return
-        if msg.get("id") is None:  # a notification: nothing to answer (none changes what a tool call does)
-            if msg["method"] == "notifications/cancelled" and isinstance(msg.get("params"), dict):
-                self._settle(json.dumps(msg["params"].get("requestId")))  # its reply may never come
-            return
+        if msg.get("id") is None:
+            return  # a notification: nothing to answer
         rid, method, params = msg["id"], msg["method"], msg.get("params")
-        fresh = True
-        if not self._sdk_is_up:  # once it is, only tool calls, withheld from the SDK: no reply of its to tell apart
-            key = json.dumps(rid)
-            fresh = key not in self._seen
-            self._seen.add(key)
+        key = json.dumps(rid)
+        fresh = key not in self._seen
+        self._seen.add(key)
         if self._era is None:  # the first request decides the era, as in the SDK
             if method != "initialize" and has_modern_envelope(params):
                 self._era = "modern"
-            elif self._sdk_is_up:  # the SDK answers the opening itself; a tool call waits for that answer
-                self._era = "handshake" if method == "initialize" and well_formed_initialize(params) else "off"
-                return
             else:
                 result = self._initialize(method, params)
                 if result is None:
@@ -517,8 +455,8 @@ class EarlyReplies:
                 self._era = "handshake"
                 self._reply(rid, result)
                 return
-        if not fresh or (self._sdk_is_up and method != "tools/call"):
-            return  # a reused id (its replies could not be told apart), or what only the SDK answers now
+        if not fresh:
+            return  # a reused id: its replies could not be told apart
         if self._era == "handshake":
             self._handshake(rid, method, params)
         else:
@@ -535,44 +473,10 @@ class EarlyReplies:
             return None
         return initialize_result(params, self._snapshot["handshake"]["initialize"], self._instructions)
 
-    def _call(self, rid: Any, params: dict[str, Any], stamp: dict[str, Any] | None) -> None:
-        """Answer a `tools/call` in full, when nothing is owed before it and its arguments are plain.
-
-        The handshake era: only after `initialize` was answered (the SDK serves calls from then on,
-        `notifications/initialized` or not); the 2026-07-28 era: each request is served on its own.
-        """
-        name, arguments = params.get("name"), params.get("arguments", {})
-        if self._calls is None or self._owed or not isinstance(name, str) or not self._calls.accepts(name, arguments):
-            return
-        self._taken = True  # from here on the SDK never sees this line, whatever happens
-        self._answered += 1
-        with _answering(self._calls) as answered:
-            try:
-                frame = self._frame(rid, self._calls.call(name, arguments), stamp)
-            except Exception as e:  # call() answers every failure of the tool itself; this is a last resort
-                log.error("tool %s: its reply could not be made: %s", name, type(e).__name__)
-                failed = {"content": [{"text": f"Error executing tool {name}", "type": "text"}], "isError": True}
-                frame = self._frame(rid, failed, stamp)
-            self._out.write_line(frame)
-            answered()
-        if self._sdk_is_up:
-            log.debug("answered tools/call %s (id %s) without the SDK", name, json.dumps(rid)[:100])
-        else:
-            log.info("answered tools/call %s (id %s) before the SDK loaded", name, json.dumps(rid)[:100])
-        self.done.set()
-
-    @staticmethod
-    def _frame(rid: Any, result: dict[str, Any], stamp: dict[str, Any] | None) -> str:
-        if stamp is not None:  # what the SDK adds in this era: resultType in order, its serverInfo stamp last
-            result = dict(sorted({**result, "resultType": "complete"}.items()), _meta=stamp)
-        return wire_json({"jsonrpc": "2.0", "id": rid, "result": result})
-
     def _handshake(self, rid: Any, method: str, params: Any) -> None:
         if has_modern_envelope(params):
             return
-        if method == "tools/call" and isinstance(params, dict) and set(params) <= {"name", "arguments"}:
-            self._call(rid, params, None)
-        elif method in LISTS and method in self._snapshot["handshake"] and _no_cursor(params):
+        if method in LISTS and method in self._snapshot["handshake"] and _no_cursor(params):
             self._reply(rid, self._snapshot["handshake"][method])
         elif method == "ping" and _no_cursor(params):
             self._reply(rid, {})
@@ -580,11 +484,7 @@ class EarlyReplies:
     def _modern(self, rid: Any, method: str, params: Any) -> None:
         if not _good_envelope(params):
             return
-        if method == "tools/call" and set(params) <= {"_meta", "name", "arguments"}:
-            stamp = self._snapshot["modern"]["server/discover"].get("_meta")
-            if isinstance(stamp, dict):
-                self._call(rid, params, stamp)
-        elif method == "server/discover" and set(params) == {"_meta"}:
+        if method == "server/discover" and set(params) == {"_meta"}:
             self._reply(rid, dict(self._snapshot["modern"]["server/discover"], instructions=self._instructions()))
         elif method in LISTS and method in self._snapshot["modern"] and _no_cursor(params):
             self._reply(rid, self._snapshot["modern"][method])
@@ -596,85 +496,6 @@ class EarlyReplies:
                        "params": {"_meta": {SUBSCRIPTION_ID_KEY: rid}, "notifications": honored}}
                 self._out.answer_early(ack, ("ack", json.dumps(rid)))
                 self._answered += 1
-
-
-def _answering(calls: ToolCalls) -> AbstractContextManager[Callable[[], None]]:
-    """`calls.answering()`, or a block that does nothing when that fails: a call taken must be answered."""
-    try:
-        return calls.answering()
-    except Exception as e:
-        log.error("no catch-up after the reply: %s", type(e).__name__)
-        return nothing_after_reply()
-
-
-def nothing_after_reply() -> AbstractContextManager[Callable[[], None]]:
-    """A `ToolCalls.answering` block for a call that leaves nothing to do once its reply is out."""
-    return nullcontext(_nothing)
-
-
-def _nothing() -> None:
-    pass
-
-
-class ToolCalls(Protocol):
-    """What answers tool calls early (retained/early_calls.py): whether it takes a call, and its result."""
-
-    def accepts(self, name: str, arguments: Any) -> bool: ...
-
-    def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]: ...
-
-    def answering(self) -> AbstractContextManager[Callable[[], None]]: ...
-
-
-def wire_json(value: Any) -> str:
-    """JSON as the SDK writes it (pydantic's serializer): compact, text as it is (not \\u-escaped), and
-    floats spelt its way (0.00001 and 1e-7 where Python writes 1e-05 and 1e-07); not finite: null."""
-    parts: list[str] = []
-    _encode(value, parts.append)
-    return "".join(parts)
-
-
-def _encode(value: Any, put: Callable[[str], Any]) -> None:
-    if value is None:
-        put("null")
-    elif value is True:
-        put("true")
-    elif value is False:
-        put("false")
-    elif isinstance(value, str):
-        put(_encode_str(value))
-    elif isinstance(value, int):
-        put(int.__repr__(value))
-    elif isinstance(value, float):
-        put(_float_json(value))
-    elif isinstance(value, dict):
-        put("{")
-        for i, (k, v) in enumerate(value.items()):
-            put(("," if i else "") + _encode_str(str(k)) + ":")
-            _encode(v, put)
-        put("}")
-    elif isinstance(value, (list, tuple)):
-        put("[")
-        for i, v in enumerate(value):
-            if i:
-                put(",")
-            _encode(v, put)
-        put("]")
-    else:
-        raise TypeError(f"not JSON data: {type(value).__name__}")
-
-
-def _float_json(value: float) -> str:
-    if value != value or value in (float("inf"), float("-inf")):
-        return "null"
-    text = float.__repr__(value)
-    mantissa, e, exponent = text.partition("e")
-    if not e or exponent.startswith("+"):
-        return text
-    if exponent == "-05":  # written out: 1.5e-05 is 0.000015
-        sign, digits = ("-", mantissa[1:]) if mantissa.startswith("-") else ("", mantissa)
-        return sign + "0.0000" + digits.replace(".", "")
-    return f"{mantissa}e{int(exponent)}"
 
 
 _UNREADABLE = object()  # what _read_json gives for a line that is not JSON
@@ -769,7 +590,7 @@ def claim_stdio() -> tuple[int, int]:
 
 async def serve_sdk(lowlevel: Any, guarded: GuardedIn, out: WireOut) -> None:
     """Run the SDK's low-level server on the guarded streams (MCPServer.run_stdio_async minus the fd claim)."""
-    from mcp.server.stdio import stdio_server
+    from mcp.server.stdio import stdio_server  # the SDK: imported once the opening replies are out
 
     async with stdio_server(stdin=guarded, stdout=out) as (read_stream, write_stream):  # type: ignore[arg-type]
         await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
@@ -777,15 +598,13 @@ async def serve_sdk(lowlevel: Any, guarded: GuardedIn, out: WireOut) -> None:
 
 def sdk_validator() -> Any:
     """The SDK's own JSON-RPC message check, for `GuardedIn.validate` (imports the SDK)."""
-    from mcp.types import jsonrpc_message_adapter
+    from mcp.types import jsonrpc_message_adapter  # the SDK: imported once the opening replies are out
 
     return lambda text: jsonrpc_message_adapter.validate_json(text, by_name=False)
 
 
 def sdk_versions() -> dict[str, str | None]:
     """The installed versions of the SDK and pydantic, read from their dist-info names (no import)."""
-    import sys
-
     found: dict[str, str | None] = {"mcp": None, "pydantic": None}
     for entry in sys.path:
         try:

@@ -5,12 +5,19 @@ exit 0 ok, 1 a sync that did not finish, 2 usage (not in a checkout, no such rem
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from .errors import UsageError
+from .paths import store_dir
+from .project import canonical_key
+from .store import Store
+from .team import background, share, state
+from .team.git import public_url
+
 if TYPE_CHECKING:
-    import argparse
     from collections.abc import Callable
 
     from .team.state import Shared
@@ -33,9 +40,6 @@ def _oneline(text: str, width: int = 100) -> str:
 
 
 def _store(args: argparse.Namespace) -> Any:
-    from .paths import store_dir
-    from .store import Store
-
     return Store(store_dir(args.dir))
 
 
@@ -84,9 +88,6 @@ def _report(args: argparse.Namespace, results: list[tuple[Shared, SyncResult]], 
 def _target(args: argparse.Namespace, store_dir: Any) -> tuple[str, str, str | None, str | None]:
     """(key, remote URL, checkout, remote name) that `share` works on: the personal remote, or this
     checkout's project (the checkout and the remote's name there when it was named, not a URL)."""
-    from .errors import UsageError
-    from .team import share, state
-
     if args.personal is not None:
         if args.remote is not None:
             raise UsageError("--personal takes the private remote's URL itself; --remote is for a project",
@@ -101,9 +102,6 @@ def _target(args: argparse.Namespace, store_dir: Any) -> tuple[str, str, str | N
 
 
 def cmd_share(args: argparse.Namespace) -> int:
-    from .team import share, state
-    from .team.git import public_url
-
     with _store(args) as store:
         key, url, checkout, name = _target(args, store.directory)
         _check_boundary(store.directory, key, url)
@@ -130,10 +128,6 @@ def _check_boundary(store_dir: Any, key: str, url: str) -> None:
     """A project's remote is never the personal one, and the personal remote is never a shared
     project's, however each URL is spelled: nothing personal may reach a project's remote, and nothing
     of a project the personal one."""
-    from .errors import UsageError
-    from .project import canonical_key
-    from .team import state
-    from .team.git import public_url
 
     def same(a: str, b: str) -> bool:
         return canonical_key(public_url(a)) == canonical_key(public_url(b))
@@ -152,8 +146,6 @@ def _check_boundary(store_dir: Any, key: str, url: str) -> None:
 
 
 def cmd_unshare(args: argparse.Namespace) -> int:
-    from .team import share, state
-
     with _store(args) as store:
         key = state.PERSONAL if args.personal else share.project_here()[0]
         gone = state.unshare(store.directory, key)
@@ -171,8 +163,6 @@ def cmd_unshare(args: argparse.Namespace) -> int:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
-    from .team import share
-
     if getattr(args, "background", False):
         return _background(args)
     if getattr(args, "probe", None):
@@ -196,8 +186,6 @@ def cmd_sync(args: argparse.Namespace) -> int:
 def _background(args: argparse.Namespace) -> int:
     """What a hook starts: every shared project, bounded, waiting for no other sync; silent. A failure
     leaves one note the next brief shows (team/background.py)."""
-    from .team import background, share
-
     try:
         with _store(args) as store:
             results = share.sync_all(store, budget=share.BACKGROUND_BUDGET, wait=0)
@@ -208,7 +196,6 @@ def _background(args: argparse.Namespace) -> int:
             elif results:
                 background.clear_note(store.directory)
     except Exception as e:  # a background process has no one to tell but the next brief
-        from .paths import store_dir
 
         background.leave_note(store_dir(args.dir), f"the background team sync failed: {e}")
         return EXIT_FAIL
@@ -226,7 +213,5 @@ def add_commands(add: Callable[[str, Callable[[argparse.Namespace], int], str], 
     p = add("unshare", cmd_unshare, "stop sharing this project (records already pushed stay on the remote)")
     p.add_argument("--personal", action="store_true", help="stop sharing your personal memory")
     p = add("sync", cmd_sync, "fetch teammates' records, verify every writer's chain, push this machine's shared records")
-    import argparse as _argparse
-
-    p.add_argument("--background", action="store_true", help=_argparse.SUPPRESS)  # what hooks start
-    p.add_argument("--probe", nargs=2, metavar=("CHECKOUT", "KEY"), help=_argparse.SUPPRESS)  # a look at a remote
+    p.add_argument("--background", action="store_true", help=argparse.SUPPRESS)  # what hooks start
+    p.add_argument("--probe", nargs=2, metavar=("CHECKOUT", "KEY"), help=argparse.SUPPRESS)  # a look at a remote

@@ -3,9 +3,8 @@
 The order of start-up is the point. The protocol's fds are claimed, the store is opened and stdin is
 read *before* the SDK is imported (about half a second, python-sdk#1508 / #3220), so the requests a
 host opens with are answered at once from `retained/handshake.json` (`stdio_guard.EarlyReplies`)
-while it loads, and so are plain tool calls, by retained's own tool code (retained/early_calls.py).
-Nothing on that path imports the SDK or pydantic (a tool call answered early loads only what the
-call itself needs): the snapshot's key (`made_with`) is computed from the tool definitions as data (retained/tools.py),
+while it loads; every tool call is the SDK's. Nothing on that path imports the SDK or pydantic:
+the snapshot's key (`made_with`) is computed from the tool definitions as data (retained/tools.py),
 not from the SDK or from any file's bytes, so an edit to this module cannot make the snapshot stale.
 
 What this module leans on that is not public, each to go when a public way exists:
@@ -24,8 +23,6 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +31,10 @@ from .errors import RetainedError
 from .installers import hosts as registry  # host facts: the session variables
 from .instructions import GUIDANCE, compute_instructions
 from .project import project_scope
-from .stdio_guard import EarlyReplies, GuardedIn, ToolCalls, WireOut
+from .stdio_guard import EarlyReplies, GuardedIn, WireOut
 from .store import Store
 from .switches import switch
-from .tools import TOOL_NAMES, Tools, definitions, here_phrase
+from .tools import TOOL_NAMES, definitions, here_phrase
 
 log = logging.getLogger("retained.server")
 
@@ -85,40 +82,14 @@ def replace_in_strings(value: Any, old: str, new: str) -> Any:
     return value
 
 
-def _early_replies(out: WireOut, project: str | None, instructions: Any, calls: ToolCalls) -> EarlyReplies | None:
+def _early_replies(out: WireOut, project: str | None, instructions: Any) -> EarlyReplies | None:
     if not switch("RETAINED_EARLY_INITIALIZE", True):
-        return None  # off: the opening requests and the tool calls alike wait for the SDK
+        return None  # off: the opening requests wait for the SDK
     snapshot = early_snapshot(project)
     if snapshot is None:
         log.info("no early replies: retained/handshake.json was made with other tools or another SDK version")
         return None
-    return EarlyReplies(out, snapshot, instructions, TOOL_NAMES, calls)
-
-
-class _LaterCalls:
-    """The early tool calls (retained/early_calls.py), made at the first call that comes: the opening
-    replies do not wait for that module and the tool code it runs to import."""
-
-    def __init__(self, store: Any, project: str | None, session_id: str | None) -> None:
-        self._args = (store, project, session_id)
-        self._calls: ToolCalls | None = None
-
-    def _made(self) -> ToolCalls:
-        if self._calls is None:
-            from .early_calls import EarlyCalls
-
-            store, project, session_id = self._args
-            self._calls = EarlyCalls(Tools(store, project, session_id), store, project)
-        return self._calls
-
-    def accepts(self, name: str, arguments: Any) -> bool:
-        return self._made().accepts(name, arguments)
-
-    def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        return self._made().call(name, arguments)
-
-    def answering(self) -> AbstractContextManager[Callable[[], None]]:
-        return self._made().answering()
+    return EarlyReplies(out, snapshot, instructions, TOOL_NAMES)
 
 
 # -- the store, whatever state it is in ---------------------------------------------------------------
@@ -211,16 +182,15 @@ def serve(directory: Path) -> int:
     lent: list[Any] = []
 
     def _warm() -> None:  # after the handshake: the model warms up, and the prompt hook may borrow it
+        out.tools_listed.wait()
         from . import warm  # imported only then: the opening replies do not wait for it
 
         lent.append(warm.after_handshake(store))
 
-    out.on_tools_listed = _warm
+    threading.Thread(target=_warm, name="retained-after-handshake", daemon=True).start()
     guarded = GuardedIn(wire_in, out, tools=TOOL_NAMES)
-    calls = _LaterCalls(store, project, session_id)
-    early = _early_replies(out, project, instructions.text, calls)
-    # The SDK gets every line but the tool calls `early` answers in full while it imports.
-    guarded.read_ahead(early)
+    early = _early_replies(out, project, instructions.text)
+    guarded.read_ahead(early)  # the SDK gets every line; `early` may answer some while it imports
     if early is not None:
         # The import holds the GIL for most of half a second: let the opening be answered first.
         early.done.wait(EARLY_WINDOW_S)
@@ -245,7 +215,7 @@ def serve(directory: Path) -> int:
 
 def _run_sdk(server: Any, guarded: GuardedIn, out: WireOut) -> None:
     """Serve the guarded streams with the SDK until stdin ends (or Ctrl-C)."""
-    import anyio
+    import anyio  # with the SDK: imported once the opening replies are out
 
     async def main() -> None:
         # Private: run_stdio_async takes no streams of ours (python-sdk#2343), so run its low-level server.

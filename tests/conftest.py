@@ -72,6 +72,12 @@ def _model_cache(factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(autouse=True)
 def isolate_home(tmp_path, tmp_path_factory, monkeypatch):
+    yield isolate(monkeypatch, tmp_path, tmp_path_factory)
+
+
+def isolate(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """HOME, the XDG dirs, host config dirs and the store under `tmp_path`; settings that leak from the
+    shell cleared. Also for a module's shared server, under `pytest.MonkeyPatch.context()`."""
     home = tmp_path / "home"
     home.mkdir()
     for var in ISOLATED_VARS:
@@ -96,7 +102,7 @@ def isolate_home(tmp_path, tmp_path_factory, monkeypatch):
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)  # not a git repository: default scopes are global / every scope
-    yield home
+    return home
 
 
 @pytest.fixture

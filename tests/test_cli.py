@@ -69,18 +69,18 @@ def test_exit_codes(store_dir):
     assert v.returncode == 1 and "NOT INTACT" in v.stdout and "corrupt line 1" in v.stdout
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["write", "x", "--field", "nojson"], "not KEY=JSON"),
-    (["write", "x", "--field", "k=notjson"], "is not JSON"),
-    (["write", "x", "--field", "seq=1"], "reserved"),
-    (["write", "x", "--supersedes", "mem_NOPE"], "not a record"),
-    (["write", "x", "--scope", "../up"], "'..'"),
-    (["write", "x", "--kind", "bad kind!"], "invalid kind"),
-    (["search", "x", "-k", "101"], "from 1 to 100"),
+@pytest.mark.parametrize("args, needle, code", [
+    (["write", "x", "--field", "nojson"], "not KEY=JSON", 2),
+    (["write", "x", "--field", "k=notjson"], "is not JSON", 2),
+    (["write", "x", "--field", "seq=1"], "reserved", 2),
+    (["write", "x", "--supersedes", "mem_NOPE"], "not a record", 1),  # README: an id not found is 1
+    (["write", "x", "--scope", "../up"], "'..'", 2),
+    (["write", "x", "--kind", "bad kind!"], "invalid kind", 2),
+    (["search", "x", "-k", "101"], "from 1 to 100", 2),
 ])
-def test_errors_are_one_line_with_a_hint_and_no_traceback(store_dir, args, needle):
+def test_errors_are_one_line_with_a_hint_and_no_traceback(store_dir, args, needle, code):
     proc = run_cli(*args)
-    assert proc.returncode in (1, 2)
+    assert proc.returncode == code
     assert "Traceback" not in proc.stderr and proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and "hint" in lines[0]

@@ -168,7 +168,7 @@ def test_output_stays_under_the_claude_and_codex_caps(store_dir, project, transc
 
 def test_hook_path_imports_no_mcp(store_dir, project, transcript):
     payload, env = fixtures(project, transcript)["claude"]
-    code = ("import sys, io; sys.stdin = io.StringIO(sys.argv[1]); from retained.cli import main; main(['hook', "
+    code = ("import sys, io; sys.stdin = io.StringIO(sys.argv[1]); from retained.entry import main; main(['hook', "
             "'session-start']); bad = sorted(m for m in sys.modules if m.split('.')[0] in "
             "('mcp', 'mcp_types', 'pydantic', 'anyio', 'platformdirs', 'yaml', 'tomlkit')); "
             "sys.stderr.write('IMPORTED=' + ','.join(bad))")
@@ -184,7 +184,7 @@ def test_session_start_notes_the_session_without_an_fsync(store_dir, project, tr
         s.write("deploys go through the release branch", scope=str(project))
     payload, env = fixtures(project, transcript)["claude"]
     code = ("import io, os, sys; calls = []; real = os.fsync; os.fsync = lambda fd: (calls.append(fd), real(fd)); "
-            "sys.stdin = io.StringIO(sys.argv[1]); from retained.cli import main\n"
+            "sys.stdin = io.StringIO(sys.argv[1]); from retained.entry import main\n"
             "try: main(['hook', 'session-start'])\n"
             "except SystemExit: pass\n"
             "sys.stderr.write('FSYNCS=%d' % len(calls))")

@@ -15,7 +15,7 @@ import pytest
 
 from retained import records
 from tests.helpers.fuzz import FAMILIES, Mutator, one_line, sample
-from tests.helpers.hostile import LEXICAL, append_line, cli, cli_json, no_crash
+from tests.helpers.hostile import LEXICAL, append_line, cli_here, cli_json, no_crash
 from tests.helpers.ui_server import UiServer
 from tests.mcp_wire import WireServer
 
@@ -62,12 +62,12 @@ def test_a_log_full_of_mutated_lines_leaves_every_command_working(store_dir, fam
     docs = one_line(sample(Mutator(LOG_TEMPLATES[0], seed=len(family)), (family,), per_family=12, size_cap=256 * 1024))
     for _f, _label, doc in docs:
         append_line(store_dir, doc)
-    last = cli("write", "a good record after them")
+    last = cli_here("write", "a good record after them")
     no_crash(last, "write")
     assert last.returncode == 0, last.stderr
     for args in (["verify"], ["brief"], ["reindex"], ["list"], ["search", "good record"], ["get", first["id"]],
                  ["maintain"], ["scopes"], ["export"]):
-        proc = cli(*args)
+        proc = cli_here(*args)
         no_crash(proc, f"{family}: {args[0]}")
     report = cli_json("verify")
     assert report["corrupt_count"] >= 1 and report["records"] == 2, report
@@ -129,11 +129,11 @@ def test_an_import_file_of_mutated_lines_is_read_without_a_crash(tmp_path, famil
     path = tmp_path / "export.jsonl"
     path.write_bytes(b"".join(lines))
     for args in ([str(path)], [str(path), "--apply"]):
-        proc = cli("import", *args)
+        proc = cli_here("import", *args)
         no_crash(proc, f"import {family}")
         assert proc.returncode in (0, 1, 2)
     assert cli_json("get", "mem_good")["records"][0]["text"] == "a good imported record"
-    assert cli("verify").returncode == 0
+    assert cli_here("verify").returncode == 0
 
 
 MARKDOWN = [
@@ -154,7 +154,7 @@ MARKDOWN = [
 def test_a_hostile_instruction_file_is_imported_or_refused_without_a_crash(tmp_path, label, text):
     path = tmp_path / "CLAUDE.md"
     path.write_text(text, encoding="utf-8", errors="surrogateescape")
-    proc = cli("import", str(path))
+    proc = cli_here("import", str(path))
     no_crash(proc, label)
     assert proc.returncode in (0, 1, 2)
 
@@ -162,7 +162,7 @@ def test_a_hostile_instruction_file_is_imported_or_refused_without_a_crash(tmp_p
 def test_an_instruction_file_that_is_not_utf8_is_read_or_refused_without_a_crash(tmp_path):
     path = tmp_path / "AGENTS.md"
     path.write_bytes(b"## Conventions\n\n- caf\xe9 and \xff\xfe bytes\n")
-    no_crash(cli("import", str(path)))
+    no_crash(cli_here("import", str(path)))
 
 
 # -- --field values -------------------------------------------------------------------------------------------
@@ -175,10 +175,10 @@ def test_every_mutated_field_value_is_written_or_refused_as_usage(store_dir, fam
     for _f, label, doc in docs:
         if b"\x00" in doc or len(doc) > 100_000:
             continue  # no NUL, and no argument over 128 KiB, can pass through argv
-        proc = cli("write", "fuzzed field", "--field", "f=" + doc.decode("utf-8", "surrogateescape"))
+        proc = cli_here("write", "fuzzed field", "--field", "f=" + doc.decode("utf-8", "surrogateescape"))
         no_crash(proc, f"--field {label}")
         assert proc.returncode in (0, 2), (label, proc.stderr)
-    assert cli("verify").returncode == 0  # whatever was written reads back as records
+    assert cli_here("verify").returncode == 0  # whatever was written reads back as records
 
 
 # -- config files read by install and doctor -------------------------------------------------------------------------
@@ -200,19 +200,19 @@ def test_install_and_doctor_refuse_a_mutated_config_without_a_crash_and_touch_no
             if name == "claude-settings":
                 (isolate_home / ".claude.json").write_text("{}")
             path.write_bytes(doc)
-            proc = cli("install", "--host", host, "--yes")
+            proc = cli_here("install", "--host", host, "--yes")  # in process: the promise is about the files
             no_crash(proc, f"install {name}: {label}")
-            assert proc.returncode in (0, 1), (label, proc.stderr[-300:])
+            assert proc.returncode in (0, 1), (label, proc.stderr[-300:])  # a mutation may still be a good config
             if proc.returncode == 1:
                 assert path.read_bytes() == doc, f"{name}: {label}: a refused file was changed"
-            no_crash(cli("uninstall", "--host", host, "--yes"), f"uninstall {name}: {label}")
+            no_crash(cli_here("uninstall", "--host", host, "--yes"), f"uninstall {name}: {label}")
 
 
 def test_doctor_reports_a_deeply_nested_config_as_a_failed_check(isolate_home):
     (isolate_home / ".claude").mkdir()
     (isolate_home / ".claude.json").write_text("{}")
     (isolate_home / ".claude" / "settings.json").write_bytes(b'{"hooks":' + b"[" * 5000 + b"]" * 5000 + b"}")
-    proc = cli("doctor", "--host", "claude")
+    proc = cli_here("doctor", "--host", "claude")
     no_crash(proc, "doctor")
     assert proc.returncode == 1
 
@@ -233,11 +233,11 @@ def test_codex_install_refuses_a_hostile_config_toml_and_touches_nothing(isolate
     path.parent.mkdir()
     data = text.encode("utf-8", "surrogateescape")
     path.write_bytes(data)
-    proc = cli("install", "--host", "codex", "--yes")
+    proc = cli_here("install", "--host", "codex", "--yes")
     no_crash(proc, label)
     if proc.returncode != 0:
         assert path.read_bytes() == data
-    no_crash(cli("doctor", "--host", "codex"), f"doctor: {label}")
+    no_crash(cli_here("doctor", "--host", "codex"), f"doctor: {label}")
 
 
 DEEP = "[" * 5000 + "]" * 5000
@@ -255,7 +255,7 @@ def test_every_hosts_config_nested_deep_is_a_failed_check_or_a_refusal(isolate_h
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(data)
     for args in (["install", "--host", host, "--yes"], ["uninstall", "--host", host, "--yes"], ["doctor", "--host", host]):
-        proc = cli(*args)
+        proc = cli_here(*args)
         no_crash(proc, " ".join(args))
         assert proc.returncode in (0, 1), (args, proc.stderr[-300:])
     assert path.read_text() == data, "a refused file was changed"
@@ -265,7 +265,7 @@ def test_a_host_memory_file_nested_deep_is_skipped_without_a_crash(isolate_home)
     (isolate_home / ".gemini").mkdir()
     (isolate_home / ".gemini" / "projects.json").write_text('{"projects": ' + DEEP + "}")
     (isolate_home / ".gemini" / "GEMINI.md").write_text("- keep the changelog current\n")
-    proc = cli("import", "--from", "gemini")
+    proc = cli_here("import", "--from", "gemini")
     no_crash(proc)
     assert proc.returncode == 0 and "would add 1" in proc.stdout, proc.stdout + proc.stderr
 

@@ -13,6 +13,7 @@ into the core. Every other module of the package is core, a new one included.
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -22,9 +23,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 EDGES = ("retained.installers", "retained.cli", "retained.server", "retained.transport", "retained.tools",
-         "retained.early_calls", "retained.instructions",
+         "retained.instructions",
          "retained.stdio_guard", "retained.ui", "retained.team_cli",
-         "retained.hook", "retained.__main__")
+         "retained.hook", "retained.entry", "retained.__main__")
 # The registry imports every module of its package by name (importlib), which no import statement shows.
 REGISTRY = "retained.installers.hosts"
 
@@ -203,3 +204,56 @@ def test_the_graph_sees_relative_local_imports_and_skips_type_checking(tmp_path)
     assert cycles(graph) == [["retained.installers.hosts", "retained.installers.hosts.one", "retained.project"]]
     assert core_to_edge(graph) == ["retained.project imports retained.installers.hosts"]
     assert graph["retained.records"] == set() and graph["retained.cli"] == {"retained.records"}
+
+
+def layers_of_the_architecture_page() -> list[tuple[str, list[str]]]:
+    """docs/ARCHITECTURE.md's layers, lowest first: (name, [a module, or a package's prefix "retained.x."])."""
+    page = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    section = page.split("## The layers", 1)[1].split("\n## ", 1)[0]
+    found = []
+    for name, line in re.findall(r"^\d+\. \*\*(.+?)\*\* — (.+)$", section, re.M):
+        names = []
+        for path in re.findall(r"`([\w./]+)`", re.sub(r"\([^)]*\)", "", line)):  # not the asides
+            folder = path.endswith("/")
+            dotted = path.removesuffix(".py").removesuffix("/").replace("/", ".").removesuffix(".__init__")
+            dotted = dotted if dotted.startswith("retained") else f"retained.{dotted}"
+            names += [dotted, dotted + "."] if folder else [dotted]
+        found.append((name, names))
+    return found
+
+
+def layer_index(module: str, layers: list[tuple[str, list[str]]]) -> int | None:
+    for i, (_, names) in enumerate(layers):
+        if any(module == n or (n.endswith(".") and module.startswith(n)) for n in names):
+            return i
+    return None
+
+
+def imports_below(graph: dict[str, set[str]], layers: list[tuple[str, list[str]]]) -> list[str]:
+    """Each import of a module in a higher layer than the importer's, and each module no layer places."""
+    bad = sorted(f"{m} is in no layer of docs/ARCHITECTURE.md" for m in graph if layer_index(m, layers) is None)
+    for m, targets in sorted(graph.items()):
+        mine = layer_index(m, layers)
+        for t in sorted(targets):
+            theirs = layer_index(t, layers)
+            if mine is not None and theirs is not None and theirs > mine:
+                bad.append(f"{m} ({layers[mine][0]}) imports {t} ({layers[theirs][0]})")
+    return bad
+
+
+def test_no_module_imports_above_its_layer(installed):
+    """The layers docs/ARCHITECTURE.md names are the code's: every module is in one, and none imports a
+    module of a higher layer, a function-level import included."""
+    layers = layers_of_the_architecture_page()
+    assert [n for n, _ in layers][:2] == ["foundations", "the log"] and len(layers) >= 8
+    bad = imports_below(import_graph(installed), layers)
+    assert not bad, "imports against the layers of docs/ARCHITECTURE.md:\n" + "\n".join(bad)
+
+
+def test_the_layer_check_names_an_import_upward_and_a_module_no_layer_places():
+    """The check above is not vacuous."""
+    layers = [("low", ["retained", "retained.records"]), ("high", ["retained.store", "retained.index", "retained.index."])]
+    graph = {"retained": set(), "retained.records": {"retained.index.kept"}, "retained.store": {"retained.records"},
+             "retained.index.kept": set(), "retained.stray": set()}
+    assert imports_below(graph, layers) == ["retained.stray is in no layer of docs/ARCHITECTURE.md",
+                                            "retained.records (low) imports retained.index.kept (high)"]

@@ -333,59 +333,6 @@ def test_a_background_catch_up_that_fails_costs_the_write_nothing_and_the_next_r
         assert r["id"] in [h["id"] for h in result["hits"]] and result["warnings"] == []
 
 
-def test_a_thread_that_catches_up_itself_takes_in_its_write_there_and_never_wakes_the_background(store_dir):
-    import threading
-
-    with Store(store_dir) as store:
-        store.write("the first record, taken in by the write itself", scope="/p")
-        store.index.catch_up_in_background()
-        follower = store.index._follower
-        size_before = (store_dir / "log.jsonl").stat().st_size
-        with store.index.catching_up_here() as now:
-            r = store.write("the heron deploy waits for the freeze to end", scope="/p")
-            assert r["durable"]
-            # left to this thread: nothing taken in yet, no background thread woken
-            assert _indexed_to(store_dir) == size_before and follower._thread is None
-            now()
-            assert _indexed_to(store_dir) == (store_dir / "log.jsonl").stat().st_size
-        # a block left without calling it still takes the write in, on this thread
-        with store.index.catching_up_here():
-            r2 = store.write("the egret cache expires hourly", scope="/p")
-        assert _indexed_to(store_dir) == (store_dir / "log.jsonl").stat().st_size and follower._thread is None
-        # another thread's writes, even while this thread is in such a block, go on waking the background thread
-        done = []
-        with store.index.catching_up_here():
-            t = threading.Thread(target=lambda: done.append(store.write("the ibis job retries twice", scope="/p")))
-            t.start()
-            t.join(30)
-        assert done and follower._thread is not None
-        hits = [h["id"] for h in store.search("heron egret ibis", scopes=["/p"])["hits"]]
-        assert {r["id"], r2["id"], done[0]["id"]} <= set(hits)
-
-
-def test_a_catch_up_left_to_the_answering_thread_that_fails_costs_the_write_nothing_and_the_next_read_catches_up(store_dir, monkeypatch):
-    import sqlite3
-
-    with Store(store_dir) as store:
-        store.index.catch_up_in_background()
-        real = store.index.catch_up
-        calls = []
-
-        def catch_up(*args, **kw):
-            calls.append(1)
-            if len(calls) == 2:  # the one after the write (the first is the write's own, before it appends)
-                raise sqlite3.OperationalError("database is locked")
-            return real(*args, **kw)
-
-        monkeypatch.setattr(store.index, "catch_up", catch_up)
-        with store.index.catching_up_here() as now:
-            r = store.write("the plover build is pinned to node 22")
-            now()  # fails, and says nothing: the write was acknowledged already
-        assert len(calls) == 2
-        result = store.search("plover")
-        assert r["id"] in [h["id"] for h in result["hits"]] and result["warnings"] == []
-
-
 def test_with_the_index_in_background_writes_and_reads_from_threads_lose_nothing(store_dir):
     import threading
 

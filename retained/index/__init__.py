@@ -25,7 +25,6 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
 
@@ -164,7 +163,6 @@ class Index:
         self._directory = directory
         self._kept: Kept | None = None
         self._follower: Any = None  # background.Follower, for a process that catches up before every read
-        self._here = threading.local()  # a thread that catches up itself once it has answered (catching_up_here)
 
     @property
     def kept(self) -> Kept:
@@ -224,34 +222,8 @@ class Index:
         """Have the background thread catch up now; False (nothing done) unless it is on."""
         if self._follower is None:
             return False
-        if getattr(self._here, "on", False):
-            self._here.owed = True
-        else:
-            self._follower.poke()
+        self._follower.poke()
         return True
-
-    @contextmanager
-    def catching_up_here(self) -> Iterator[Callable[[], None]]:
-        """Within this block, `catch_up_later` on this thread leaves the catch-up to this thread: the block
-        yields a function that runs it (call it once the answer is out) and the block's end runs it if
-        that was not called. For the server's stdin thread (early_calls.py), which has nothing else to do
-        until the next request arrives: the catch-up then costs no handover to the background thread, nor
-        the two threads' contention while the next request is read and run."""
-        self._here.on, self._here.owed = True, False
-
-        def now() -> None:
-            self._here.on = False
-            if self._here.owed:
-                self._here.owed = False
-                try:
-                    self.catch_up()
-                except Exception:  # as the background thread: the next read or write catches up and says why
-                    pass
-
-        try:
-            yield now
-        finally:
-            now()
 
     def catch_up(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Index every complete log line not yet indexed. Returns how many lines were read.

@@ -19,7 +19,12 @@ LEXICAL = {"RETAINED_EMBED": "off"}
 
 def cli(*args: str, input: str | bytes | None = None, env: dict[str, str] | None = None, cwd: str | Path | None = None,
         timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """`python -m retained ARGS` in a fresh interpreter, words only; stdout and stderr as text."""
+    """`retained ARGS`, words only; stdout and stderr as text. In this process (`cli_here`) unless the call
+    needs a process of its own: an environment or a folder of its own, or a command that serves or
+    hooks (`serve`, `ui`, `hook` change process-wide state); then `python -m retained` in a fresh interpreter."""
+    command = next((a for a in args if not a.startswith("-")), "")
+    if env is None and cwd is None and command not in ("serve", "ui", "hook") and "--dir" not in args[:1]:
+        return cli_here(*args, input=input)
     full = dict(os.environ, **LEXICAL)
     full.update(env or {})
     data = input.encode() if isinstance(input, str) else input
@@ -27,6 +32,50 @@ def cli(*args: str, input: str | bytes | None = None, env: dict[str, str] | None
                           env=full, cwd=cwd, timeout=timeout)
     return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout.decode("utf-8", "replace"),
                                        proc.stderr.decode("utf-8", "replace"))
+
+
+def cli_here(*args: str, input: str | bytes | None = None) -> subprocess.CompletedProcess[str]:
+    """`retained ARGS` in this process (the console entry's `main`), words only, for a promise that is
+    not about the process: a fresh interpreter costs each call ~0.2 s of start-up and imports. Anything
+    that escapes `main` is written to stderr as a traceback, so `no_crash` still sees it."""
+    import io
+    import traceback
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from retained.entry import main
+
+    out_bytes, err_bytes = io.BytesIO(), io.BytesIO()  # with .buffer, as sys.stdout has (export writes bytes)
+    out = io.TextIOWrapper(out_bytes, encoding="utf-8", errors="surrogateescape", write_through=True)
+    err = io.TextIOWrapper(err_bytes, encoding="utf-8", errors="backslashreplace", write_through=True)
+    saved_env = {k: os.environ.get(k) for k in LEXICAL}
+    limit = sys.getrecursionlimit()
+    data = input.encode() if isinstance(input, str) else (input or b"")
+    stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="surrogateescape")
+    saved_stdin, sys.stdin = sys.stdin, stdin
+    os.environ.update(LEXICAL)
+    sys.setrecursionlimit(1000)  # as a fresh interpreter has it (a test may have raised it for the session)
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as e:  # argparse's usage errors
+                code = e.code if isinstance(e.code, int) else 2
+            except BaseException:  # a crash, said as a fresh interpreter would say it
+                traceback.print_exc()
+                code = 1
+    finally:
+        sys.stdin = saved_stdin
+        sys.setrecursionlimit(limit)
+        for k, v in saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    out.flush()
+    err.flush()
+    return subprocess.CompletedProcess([sys.executable, "-m", "retained", *args], code,
+                                       out_bytes.getvalue().decode("utf-8", "replace"),
+                                       err_bytes.getvalue().decode("utf-8", "replace"))
 
 
 def cli_json(*args: str, **kw: Any) -> dict[str, Any]:
