@@ -11,6 +11,7 @@ the rest is fetched again.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import operator
 from collections.abc import Mapping
@@ -106,8 +107,8 @@ class Mirror:
         `entries` (a line's bytes never change: a tombstone is a new line)."""
         old, lines = self.data.get(writer), self._lines.get(writer)
         if old is None or lines is None or len(lines) > len(entries) or not _same(lines, entries):
-            return wlog.encode(entries)
-        return old + wlog.encode(entries[len(lines):]) if len(entries) > len(lines) else old
+            return _encode(entries)
+        return old + _encode(entries[len(lines):]) if len(entries) > len(lines) else old
 
     def holding(self, ids: list[object], first: str) -> dict[str, tuple[str, wlog.Entry]]:
         """{id: (writer, line)} for those of `ids` some writer's file holds, looked up in `first`'s
@@ -187,6 +188,11 @@ class Mirror:
                 known = self._oids[(writer, n)] = (piece, blob_oid(wlog.encode(piece)))
             out.append((known[1], piece))
         return out
+
+
+def _encode(entries: list[wlog.Entry]) -> bytes:
+    """`wlog.encode`, without a copy of each line on the way (a first sync writes every writer's log)."""
+    return b"".join(itertools.chain.from_iterable((e.raw, b"\n") for e in entries))
 
 
 def _same(a: list[wlog.Entry], b: list[wlog.Entry]) -> bool:
