@@ -22,9 +22,7 @@ if TYPE_CHECKING:
 
 from . import records
 from .errors import StoreError
-from .index.clock import advance
 from .log import Tail
-from .team.hlc import MAX_DRIFT_MS
 
 Receipt = dict[str, Any]
 
@@ -62,10 +60,10 @@ class Appender:
         last = self._clock
         if self._index_error is None:
             try:
-                last = max(last, self.index.last_clock(now + MAX_DRIFT_MS))
+                last = max(last, self.index.last_clock(now + records.MAX_CLOCK_DRIFT_MS))
             except sqlite3.Error:  # the derived index: the wall clock and this appender's last still order it
                 pass
-        self._clock = advance(last, now)
+        self._clock = records.next_clock(last, now)
         return list(self._clock)
 
     def append(self, fields: dict[str, Any], kind: str, text: str, warnings: list[str] | None = None) -> Receipt:

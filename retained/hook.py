@@ -226,10 +226,7 @@ def session_start(data: dict[str, Any], env: dict[str, str], host: Host, store_d
             brief = _fit_for_host(host, store, project, budget)  # the brief names damaged lines itself
             start_seq = store.index.max_seq()
     if not compaction and not read_only_requested():
-        hint = _join_hint(store_dir, project, data, env)
-        if hint:
-            head, _, rest = brief["text"].partition("\n")
-            brief["text"] = f"{head}\nNote: {hint}." + (f"\n{rest}" if rest else "")
+        _add_join_hint(brief, store_dir, project, data, env)
     if state_path is not None:
         if prior and compaction:
             # the session goes on: keep when it began
@@ -395,18 +392,23 @@ def prompt(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Pat
     return host.prompt_output("\n\n".join(parts))
 
 
-def _join_hint(store_dir: Path, project: str | None, data: dict[str, Any], env: dict[str, str]) -> str | None:
-    """Issue 28: a clone of a project whose remote holds team memory learns it once (team/background.py);
-    a look at the remote is only ever started beside the hook, never made in it. Fails open."""
+def _add_join_hint(brief: dict[str, Any], store_dir: Path, project: str | None, data: dict[str, Any],
+                   env: dict[str, str]) -> None:
+    """Issue 28: a clone of a project whose remote holds team memory learns it once, under the brief's
+    header (team/background.py); a look at the remote is only ever started beside the hook, never made
+    in it. Fails open."""
     try:
         if not project:
-            return None
+            return
         from .team.background import join_hint
 
         root = project_root_of(data, env)
-        return join_hint(store_dir, project, str(root) if root else None)
+        hint = join_hint(store_dir, project, str(root) if root else None)
     except Exception:
-        return None
+        return
+    if hint:
+        head, _, rest = brief["text"].partition("\n")
+        brief["text"] = f"{head}\nNote: {hint}." + (f"\n{rest}" if rest else "")
 
 
 def _sync_beside(store_dir: Path, *, if_written: bool = False) -> bool:

@@ -344,13 +344,12 @@ def _meaning(store: Store, qvec: Any, terms: list[str], filters: dict[str, Any],
     # the best MEANING_CANDIDATES above it are enough (reading a row for every vector was most of a
     # search's time at 1k records). Filters that leave too few widen the look.
     m = min(n, MEANING_CANDIDATES)
-    best: dict[int, tuple[dict[str, Any], float]] = {}
     while True:
         top = np.argpartition(-sims, m - 1)[:m] if m < n else np.arange(n)
         cut = float(sims[top].min())
         top = top[sims[top] >= MEANING_FLOOR]
         by_line = {int(lines[i]): float(sims[i]) for i in top}
-        best = {}
+        best: dict[int, tuple[dict[str, Any], float]] = {}
         for row in store.index.rows_for_lines(list(by_line), **filters) if by_line else []:
             cos = by_line[row["mline"]]
             key = row["line"]

@@ -347,6 +347,19 @@ def now_rfc3339() -> str:
     return rfc3339()
 
 
+#: A clock this far ahead of the wall clock (a teammate's wrong or forged one) is not followed: one bad
+#: clock would otherwise drag every later record of the team along.
+MAX_CLOCK_DRIFT_MS = 24 * 3600 * 1000
+
+
+def next_clock(last: tuple[int, int], wall_ms: int) -> tuple[int, int]:
+    """The team clock `[ms, n]` of a record written at `wall_ms` after every clock up to `last`:
+    strictly after `last` (docs/FORMAT.md, "The clock and the order")."""
+    if wall_ms > last[0]:
+        return wall_ms, 0
+    return last[0], last[1] + 1
+
+
 def new_id() -> str:
     """A ULID-style id: 48 bits of milliseconds then 80 random bits, Crockford base32."""
     n = (int(time.time() * 1000) << 80) | int.from_bytes(os.urandom(10), "big")

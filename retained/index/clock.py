@@ -18,11 +18,8 @@ def ts_ms(ts: object) -> int:
     return max(0, records.ts_ms(ts) or 0)
 
 
-def advance(last: tuple[int, int], wall_ms: int) -> tuple[int, int]:
-    """The next local row's clock after `last`, for a record written at `wall_ms`."""
-    if wall_ms > last[0]:
-        return wall_ms, 0
-    return last[0], last[1] + 1
+#: The next local row's clock after `last`, for a record written at `wall_ms` (records.next_clock).
+advance = records.next_clock
 
 
 def hlc_of(rec: dict) -> tuple[int, int] | None:

@@ -17,11 +17,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
+from ..records import MAX_CLOCK_DRIFT_MS
 from ..records import ts_ms as ts_ms  # a stored time in milliseconds, read one way (records.py)
 
 #: A teammate's clock this far ahead of ours is not followed (its records keep their own clock, ours
 #: do not jump ahead with it): one bad clock would otherwise drag every later record of the team along.
-MAX_DRIFT_MS = 24 * 3600 * 1000
+MAX_DRIFT_MS = MAX_CLOCK_DRIFT_MS
 #: Import history entries kept beyond the one that covers the oldest pending record.
 KEEP_IMPORTS = 8
 
