@@ -59,8 +59,15 @@ def main() -> int:
         rows = [("python -c pass", timed([sys.executable, "-c", "pass"], env, args.runs)),
                 ("search --words", timed([*run[:4], "--words", *run[4:]], env, args.runs)),
                 ("search (by meaning, default)", timed(run, env, args.runs))]
-        if args.baseline:
-            benv = {**env, "PYTHONPATH": args.baseline}
+        if args.baseline:  # its own copy of the store, embedded by the baseline (its model key may differ)
+            import shutil
+
+            base_dir = Path(tmp) / "base-store"
+            shutil.copytree(store_dir, base_dir)
+            benv = {**env, "PYTHONPATH": args.baseline, "RETAINED_DIR": str(base_dir)}
+            subprocess.run([sys.executable, "-c", "import os, pathlib; from retained.store import Store; "
+                            "s = Store(pathlib.Path(os.environ['RETAINED_DIR'])); s.embed_all(); s.close()"],
+                           env=benv, check=True, capture_output=True)
             rows.append(("baseline search --meaning", timed([*run[:4], "--meaning", *run[4:]], benv, args.runs)))
             rows.append(("baseline search (words)", timed(run, benv, args.runs)))
     print(f"retained search, fresh process, {args.records} records embedded, median of {args.runs} "

@@ -237,6 +237,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     return EXIT_OK if result["hits"] else EXIT_FAIL
 
 
+CLI_INLINE_EMBED = 64  # new records a terminal search embeds itself (~0.2 s at most)
+
+
 def _search_fast(store: Store, query: str, kw: dict[str, Any], words_only: bool) -> dict[str, Any]:
     """A running `retained serve` of the store searches with its loaded model; without one, this process
     loads the model (a few hundred ms) unless the caller asked for the instant answer by words only."""
@@ -248,7 +251,9 @@ def _search_fast(store: Store, query: str, kw: dict[str, Any], words_only: bool)
         return served[0]
     if not words_only:
         store.semantic().quick_start()  # one search and out: the model loaded the way that answers soonest
-        return store.search(query, **kw)
+        # A few new records are embedded here; a store never embedded is searched by words, saying so
+        # (a background thread would die with this process).
+        return store.search_scored(query, inline_embed=CLI_INLINE_EMBED, need_vectors=True, **kw)[0]
     store.semantic().defer("words only (--words)")
     result = store.search(query, **kw)
     result["warnings"].append("meaning was not used (--words); leave --words out to search by meaning too")
