@@ -1,9 +1,12 @@
 """The text of a tool reply, as the model reads it: compact lines, not indented JSON.
 
 A tool's structured content keeps every field; this is the `content` text beside it, which is what
-most hosts put in front of the model. One hit or record per line: its id (to pass back), kind, age,
-score (search) and text, with its scope only when it is not the current project's. Stored text is
-flattened to one line, so it can never pass for another line of the reply.
+most hosts put in front of the model. One hit or record per line: its id (to pass back), score
+(search), kind, age and text, with its scope only when it is not the current project's and its author
+only on a teammate's record. Every shown field goes through `shown`: stored text is flattened to one
+line and no field, whoever wrote it, can carry a control character or the fence's markers, so none can
+pass for another line of the reply or for retained's own words. A list page that has more ends with
+the cursor of the next: paging works from the text alone.
 """
 
 from __future__ import annotations

@@ -728,7 +728,7 @@ def loopback_socket(port: int = 0) -> socket.socket:
 def serve(store_dir: Path, *, open_browser: bool = True, port: int = 0, out: Any = None,
           project: str | None = None) -> int:
     """Run the page until interrupted. Prints its address (with the token) first. `project`: the
-    project the page was opened in (its default read is that project plus global, else global only)."""
+    project the page was opened in (shown first; the page shows every scope, the person's whole memory)."""
     import uvicorn
 
     from .store import Store

@@ -291,13 +291,14 @@ def test_a_damaged_record_is_reported_as_damaged_not_missing(store):
     path.write_bytes(raw.replace(b"will rot", b"WILL ROT"))
     text = reply_text("memory_get", store.get([rid]), None, NOW)
     got = store.get([rid])
-    assert rid not in got["missing"], got
-    assert rid in got["damaged"] or got["corrupt_lines"] >= 1
-    assert "not found" not in text, text
+    assert rid not in got["missing"] and rid in got["damaged"], got
+    assert "not found" not in text and f"damaged (their line no longer reads; call memory_verify): {rid}" in text, text
 
 
-def test_every_hint_in_tool_errors_names_a_tool_or_an_argument():
-    """The hints a tool failure carries point at something the agent can call or pass."""
-    from retained.reads import CURSOR_HINT
-
-    assert "cursor" in CURSOR_HINT
+@pytest.mark.anyio
+async def test_hints_of_tool_errors_and_warnings_name_the_tool_to_call(store):
+    rid = store.write("the build uses make", kind="fact")["id"]
+    gone, again = await _calls(store, None, ("memory_forget", {"ids": ["mem_NOPE"], "reason": "wrong"}),
+                               ("memory_write", {"text": "the build uses make", "kind": "fact"}))
+    assert "memory_search" in gone.content[0].text, gone.content[0].text
+    assert again.structured_content["id"] == rid and "memory_write with supersedes" in again.content[0].text

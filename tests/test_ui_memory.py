@@ -85,11 +85,13 @@ def test_opened_outside_a_project_the_page_shows_every_scope_with_authors_and_ne
         empty = b.text("p.empty")
         assert "38 current records" in empty and "no records yet" not in empty.lower(), empty
         # Search: "matches", and no state badge on a current hit; the any-word note said once.
-        b.js("document.body.dataset.ready = ''; location.hash = '#/?q=deploy%20pipeline';")
+        b.js("document.body.dataset.ready = ''; location.hash = '#/?q=deploy';")
         b.wait("return document.body.dataset.ready === 'list'")
         summary = b.text("#summary")
         assert "matches" in summary and "matchs" not in summary, summary
         assert b.js("return document.querySelectorAll('a.rec .badge.state').length") == 0
+        b.screenshot(SHOTS / "all-memory-search.png")
+        print(f"screenshot: {SHOTS / 'all-memory-search.png'}")
         b.js("document.body.dataset.ready = ''; location.hash = '#/?q=deploy%20zebra';")
         b.wait("return document.body.dataset.ready === 'list'")
         said = b.js("return document.getElementById('main').textContent")
