@@ -305,7 +305,7 @@ def spread(cands: list[Candidate]) -> list[Candidate]:
     (a conversation log, a long note in several records), each further hit of it scores SOURCE_DECAY
     times less for every one before it, so other sources' hits come up between them. Scores still fall
     with rank."""
-    ordered = sorted(cands, key=lambda c: (-c.score, -c.row["seq"]))
+    ordered = sorted(cands, key=_best_first)
     seen: dict[str, int] = {}
     decayed = False
     for c in ordered:
@@ -316,7 +316,12 @@ def spread(cands: list[Candidate]) -> list[Candidate]:
         if n > SOURCE_SHARE:
             c.score *= SOURCE_DECAY ** (n - SOURCE_SHARE)
             decayed = True
-    return sorted(ordered, key=lambda c: (-c.score, -c.row["seq"])) if decayed else ordered
+    return sorted(ordered, key=_best_first) if decayed else ordered
+
+
+def _best_first(c: Candidate) -> tuple[Any, ...]:
+    """Score, then the newest in the team's order (clock, then id): ties fall the same on every clone."""
+    return (-c.score, -c.row.get("ord_ms", 0), -c.row.get("ord_n", 0), tuple(-ord(ch) for ch in c.row["id"]))
 
 
 def meaning_floor(terms: list[str], text: str) -> float:

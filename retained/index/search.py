@@ -76,7 +76,9 @@ class _Shape:
         self.where, self.params = filter_clause("h" if fold else "r", **filters)
         self.join = " CROSS JOIN records h ON h.line = r.head" if fold else ""  # matches drive the join
         self.cols = "h.*, MIN(m.rank) AS rank" if fold else "r.*, m.rank AS rank"
-        self.tail = " GROUP BY r.head ORDER BY rank, h.seq DESC LIMIT ?" if fold else " ORDER BY rank, r.seq DESC LIMIT ?"
+        # ties in rank go to the newest in the team's order (queries.NEWEST), the same on every clone
+        self.tail = (" GROUP BY r.head ORDER BY rank, h.ord_ms DESC, h.ord_n DESC, h.id DESC LIMIT ?" if fold
+                     else " ORDER BY rank, r.ord_ms DESC, r.ord_n DESC, r.id DESC LIMIT ?")
 
 
 def ranked(db: sqlite3.Connection, match: str, *, scopes: list[str] | None, kind: str | None, as_of: str | None,
