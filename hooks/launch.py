@@ -93,13 +93,15 @@ def _alive(pid: int) -> bool:
 
 
 def building() -> bool:
-    """Whether a live build holds the lock (a lock left by a build that died is removed)."""
+    """Whether a live build holds the lock (a lock left by a build that died is removed). A lock with no
+    pid yet is one being taken this moment: building (removing it would let a second build start)."""
     try:
         with open(LOCK) as f:
             pid = int(f.read().strip() or 0)
+        age = time.time() - os.stat(LOCK).st_mtime
     except (OSError, ValueError):
         return False
-    if pid and _alive(pid):
+    if pid and _alive(pid) or not pid and age < 10:
         return True
     try:
         os.unlink(LOCK)
@@ -118,10 +120,14 @@ def failed_recently() -> str | None:
     return None
 
 
+_STARTED: list[float] = []  # when this process last started a build (its lock may not be taken yet)
+
+
 def start_build() -> None:
     """Start making the environment in the background, unless it is ready, being made, or just failed."""
-    if ready_exe() or building() or failed_recently():
+    if ready_exe() or building() or failed_recently() or _STARTED and time.monotonic() - _STARTED[-1] < 30:
         return
+    _STARTED.append(time.monotonic())
     os.makedirs(DATA, exist_ok=True)
     with open(LOG, "ab") as log:
         subprocess.Popen([sys.executable, os.path.abspath(__file__), "_build"], stdin=subprocess.DEVNULL,

@@ -33,7 +33,13 @@ SESSIONS_DIR = "sessions"
 STARTS_DIR = "starts"  # inside SESSIONS_DIR: who is briefing which session start (`_claim_start`)
 SESSION_TTL_S = 14 * 24 * 3600
 
-_MEMORY_WRITES = re.compile(rb'memory_(?:write|checkpoint)')
+# A call of retained's write tools in a transcript, under any host's name for them (memory_write,
+# mcp__retained__memory_write, a plugin's mcp__plugin_retained_retained__memory_write, Gemini's
+# mcp_retained_memory_write): the name followed by the call's arguments (Claude Code's "input", Codex's
+# "arguments", Gemini CLI's "args") or its reply ("response"). Not a bare mention: the tool lists and
+# server instructions a host copies into its transcript name these tools in every session.
+_MEMORY_WRITES = re.compile(rb'"(?:name|tool|tool_name|toolName)"\s*:\s*"[\w.-]*memory_(?:write|checkpoint)"\s*,\s*'
+                            rb'"(?:input|arguments|args|tool_input|toolInput|response)"')
 TRANSCRIPT_SCAN_BYTES = 8 * 1024 * 1024
 
 STOP_REASON = (

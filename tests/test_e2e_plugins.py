@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from retained import __version__
+from retained.hook import STOP_REASON
 from retained.instructions import GUIDANCE
 from retained.store import Store
 from tests.conftest import host_env, require_npm_bin
@@ -53,10 +54,21 @@ def run(cmd: list[str], env: dict[str, str], cwd: Path, timeout: float = 240, **
     return subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout, **kw)
 
 
+RECALLED = "heliotrope"
+RECALL_HEAD = "retained recalled "  # the first words of the prompt hook's block
+ASK = "what is the PLUGINRECALL codeword?"
+REASON = STOP_REASON[:60]
+
+
 def seed(home: Path, project: Path) -> Path:
+    """The default store with a marker the brief shows, and a note it leaves out (the brief shows
+    decisions first) that only the prompt hook's recall can bring for ASK."""
     store = home / ".local" / "share" / "retained"
     with Store(store) as s:
-        s.write(MARKER, scope=str(project))
+        s.write(f"the PLUGINRECALL codeword is {RECALLED}", scope=str(project), kind="note")
+        for i in range(40):
+            s.write(f"filler decision {i}: module {i} keeps its own cache layer", scope=str(project), kind="decision")
+        s.write(MARKER, scope=str(project), kind="decision")
     return store
 
 
@@ -113,11 +125,13 @@ def test_claude_code_plugin_from_its_marketplace_wires_retained(checkout, isolat
 
     with FakeModel(script) as fm:
         env_s = dict(env, ANTHROPIC_BASE_URL=fm.url, ANTHROPIC_API_KEY="sk-ant-fake")
-        proc = run([claude, "-p", "remember something", "--allowedTools", tool], env_s, project)
+        proc = run([claude, "-p", ASK, "--allowedTools", tool], env_s, project)
     assert proc.returncode == 0, proc.stderr[-2000:]
     convo = fm.conversation_requests("anthropic")
     first = convo[0]
     assert MARKER in fm.text_of(first)
+    assert RECALL_HEAD in fm.text_of(first)  # the prompt hook's recall
+    assert REASON not in json.dumps([b["messages"] for b in convo])  # it saved: not asked to
     assert hook_briefs(first) == 1
     tools = {t.get("name"): t for t in first.get("tools", [])}
     assert "ToolSearch" in tools, "tool deferral was not on: the test would prove nothing"
@@ -127,6 +141,21 @@ def test_claude_code_plugin_from_its_marketplace_wires_retained(checkout, isolat
     records = written(store, "written by claude through the plugin")
     assert records and records[0]["scope"] == str(project)
     assert not (checkout / "build").exists() and not list(checkout.glob("*.egg-info"))  # ran in place, wrote nothing
+
+    def worker(api, body):  # a session that works and saves nothing: the stop hook asks, once
+        history = json.dumps(body.get("messages", []))
+        if "Stop hook feedback" in history:
+            return ("text", "fine")
+        if "tool_result" in history:
+            return ("text", "done")
+        return ("tool", "Bash", {"command": "echo hi", "description": "say hi"})
+
+    with FakeModel(worker) as fm:
+        env_s = dict(env, ANTHROPIC_BASE_URL=fm.url, ANTHROPIC_API_KEY="sk-ant-fake")
+        proc = run([claude, "-p", "say hi", "--allowedTools", "Bash"], env_s, project)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    convo = fm.conversation_requests("anthropic")
+    assert sum(REASON in json.dumps(b["messages"]) for b in convo) == 1
 
     for cmd in (["plugin", "uninstall", "retained@retained"], ["plugin", "marketplace", "remove", "retained"]):
         proc = run([claude, *cmd], env, project)
@@ -165,17 +194,34 @@ def test_gemini_extension_installs_from_a_path_and_wires_retained(checkout, isol
 
     with FakeModel(script) as fm:
         env_s = dict(env, GEMINI_API_KEY="fake", GOOGLE_GEMINI_BASE_URL=fm.url)
-        proc = run([gemini, "-m", "gemini-2.5-flash", "-p", "hello", "--yolo"], env_s, project)
+        proc = run([gemini, "-m", "gemini-2.5-flash", "-p", ASK, "--yolo"], env_s, project)
     assert proc.returncode == 0, proc.stderr[-3000:]
     convo = fm.conversation_requests("gemini")
     assert convo, (proc.stdout[-1000:], proc.stderr[-2000:])
     first = fm.text_of(convo[0])
     assert MARKER in first and "<hook_context>" in first
     assert hook_briefs(convo[0]) == 1
+    assert RECALL_HEAD in first  # the prompt hook's recall (BeforeAgent)
     names = {d.get("name") for t in convo[0].get("tools", []) for d in t.get("functionDeclarations", [])}
     assert "mcp_retained_memory_write" in names, sorted(n for n in names if n)
     records = written(store, "written by gemini through the extension")
     assert records and records[0]["scope"] == str(project)
+    assert "Invalid hook event name" not in proc.stderr  # the extension's hooks file holds only Gemini's events
+
+    def worker(api, body):  # a session that works and saves nothing: the stop hook (AfterAgent) asks, once
+        history = json.dumps(body.get("contents", []))
+        if REASON in history:
+            return ("text", "fine")
+        if "functionResponse" in history:
+            return ("text", "done")
+        return ("tool", "run_shell_command", {"command": "echo hi"})
+
+    with FakeModel(worker) as fm:
+        env_s = dict(env, GEMINI_API_KEY="fake", GOOGLE_GEMINI_BASE_URL=fm.url)
+        proc = run([gemini, "-m", "gemini-2.5-flash", "-p", "say hi", "--yolo"], env_s, project)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    convo = fm.conversation_requests("gemini")
+    assert sum(REASON in json.dumps(b.get("contents", [])) for b in convo) == 1, [fm.text_of(b)[-300:] for b in convo]
 
     proc = run([gemini, "extensions", "uninstall", "retained"], env, project)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -213,17 +259,37 @@ def test_codex_plugin_from_its_marketplace_wires_retained(checkout, isolate_home
                             'env_key = "FAKE_OPENAI_KEY"\nwire_api = "responses"\n')
         # The plugin's hooks go through Codex's hash trust like any hook: a person reviews them once in
         # /hooks; headless, this run stands in for that review.
-        proc = run([codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-hook-trust", "hello"], env, project)
+        proc = run([codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-hook-trust", ASK], env, project)
         config.write_text(kept)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "hook: SessionStart Completed" in proc.stderr + proc.stdout
     convo = fm.conversation_requests("openai")
     first = fm.text_of(convo[0])
     assert MARKER in first
+    assert RECALL_HEAD in first  # the prompt hook's recall
     assert hook_briefs(convo[0]) == 1
     assert "mcp__retained" in json.dumps(convo[0].get("tools", []))
     records = written(store, "written by codex through the plugin")
     assert records and records[0]["scope"] == str(project)  # the server ran in the plugin's folder
+
+    def worker(api, body):  # a session that works and saves nothing: the stop hook asks, once
+        history = json.dumps(body.get("input", []))
+        if REASON in history:
+            return ("text", "fine")
+        if "function_call_output" in history:
+            return ("text", "done")
+        return ("tool", "exec_command", {"cmd": "echo hi"})
+
+    with FakeModel(worker) as fm:
+        config.write_text('model = "gpt-fake"\nmodel_provider = "fake"\n' + kept
+                          + f'\n[model_providers.fake]\nname = "fake"\nbase_url = "{fm.url}/v1"\n'
+                            'env_key = "FAKE_OPENAI_KEY"\nwire_api = "responses"\n')
+        proc = run([codex, "exec", "--skip-git-repo-check", "--dangerously-bypass-hook-trust",
+                    "--dangerously-bypass-approvals-and-sandbox", "say hi"], env, project)
+        config.write_text(kept)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    convo = fm.conversation_requests("openai")
+    assert sum(REASON in fm.text_of(b) for b in convo) == 1
 
     for cmd in (["plugin", "remove", "retained@retained"], ["plugin", "marketplace", "remove", "retained"]):
         proc = run([codex, *cmd], env, project)

@@ -47,9 +47,14 @@ def test_a_session_that_saved_through_the_plugins_tool_names_is_not_asked_to_sav
     saved = tmp_path / "saved.jsonl"
     saved.write_text(worked + _turn(PLUGIN_NAMES["claude"].format(tool), {"text": "x"}))
     assert _stop(project, saved, f"renamed-{tool}") == ""
+    # The same work, nothing saved, in a transcript that names the tools as a host copies them in (the
+    # deferred tool list and the server's instructions, every session): asked.
+    listed = json.dumps({"type": "attachment", "attachment": {"type": "deferred_tools_record", "entries": [
+        {"name": PLUGIN_NAMES["claude"].format(t), "description": "..."} for t in ("memory_write", "memory_checkpoint")]}})
+    told = json.dumps({"type": "attachment", "attachment": {"type": "mcp_instructions_delta", "addedBlocks": [GUIDANCE]}})
     unsaved = tmp_path / "unsaved.jsonl"
-    unsaved.write_text(worked)
-    assert STOP_REASON[:40] in _stop(project, unsaved, f"unsaved-{tool}")  # the same work, nothing saved: asked
+    unsaved.write_text(worked + listed + "\n" + told + "\n")
+    assert STOP_REASON[:40] in _stop(project, unsaved, f"unsaved-{tool}")
 
 
 def test_every_text_that_names_a_tool_names_it_as_every_host_can_call_it():

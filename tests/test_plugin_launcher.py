@@ -189,3 +189,17 @@ def test_first_run_makes_the_private_environment_once_and_then_serves(checkout, 
     proc = subprocess.run(["sh", str(checkout / "hooks" / "launch.sh"), "--version"], capture_output=True, text=True,
                           cwd=project, env=env, timeout=60)
     assert proc.stdout.strip() == f"retained {__version__}" and time.monotonic() - again < 10
+
+
+def test_a_lock_being_taken_is_a_build_not_a_stale_lock(checkout, isolate_home, project, tmp_path):
+    """A build's lock exists a moment before its pid is in it: a second start that took it for a dead
+    build's would remove it and build beside it (measured: two builds deleting each other's files)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "build.lock").write_text("")
+    proc = subprocess.run(["sh", str(checkout / "hooks" / "launch.sh"), "hook", "session-start"],
+                          input=session_input(project), capture_output=True, text=True, cwd=project,
+                          env=launcher_env(isolate_home, data), timeout=30)
+    assert proc.returncode == 0 and proc.stdout == "" and "being made" in proc.stderr
+    assert "making a private environment" not in proc.stderr  # no second build started
+    assert (data / "build.lock").exists() and not (data / f"env-{__version__}").exists()
