@@ -57,10 +57,12 @@ def test_after_a_purge_and_a_sync_on_every_clone_the_marker_is_in_no_clone_and_n
     secret = share_a_secret(crew)
     request = purge_request(secret)
     result = ann.sync(purges=(request,))  # ann purges bob's record: any teammate may
-    assert result.ok and result.rewrote and result.purged == [{"writer": bob.writer, "id": secret, "by": request.id}]
+    # each clone shows what it tombstoned and who asked: the purge record, its writer and author
+    shown = [{"writer": bob.writer, "id": secret, "by": request.id, "purged_by": ann.writer, "author": "Ann Tester"}]
+    assert result.ok and result.rewrote and result.purged == shown
     for m in (bob, cat):
         got = m.sync()
-        assert got.ok and got.purged == [{"writer": bob.writer, "id": secret, "by": request.id}], got
+        assert got.ok and got.purged == shown, got
     # bob's sync says which record its store must purge from its own log (phase 2 does it).
     for m in crew:
         assert holds_marker(m) == [], m.name

@@ -80,13 +80,14 @@ def test_a_sync_with_nothing_new_makes_no_commit_and_pushes_nothing(machines, re
     assert count.strip() == b"1"
 
 
-def test_the_memory_ref_holds_only_a_format_file_and_one_log_per_writer(machines, remote):
+def test_the_memory_ref_holds_only_a_format_file_and_one_log_and_signature_per_writer(machines, remote):
     ann, bob = machines("ann"), machines("bob")
     ann.write("a"), bob.write("b")
     ann.sync(), bob.sync()
     listing = git("--git-dir", remote.removeprefix("file://"), "ls-tree", "-r", "--name-only",
                   team_git.MEMORY_REF).stdout.decode().split()
-    assert sorted(listing) == sorted(["format", f"writers/{ann.writer}/000000.jsonl", f"writers/{bob.writer}/000000.jsonl"])
+    assert sorted(listing) == sorted(["format", "allowed_signers", *(f"writers/{m.writer}/000000.jsonl" for m in (ann, bob)),
+                                      *(f"signatures/{m.writer}.sig" for m in (ann, bob))])
     refs = git("--git-dir", remote.removeprefix("file://"), "for-each-ref", "--format=%(refname)").stdout.split()
     assert refs == [team_git.MEMORY_REF.encode()]
 

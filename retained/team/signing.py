@@ -472,6 +472,7 @@ class Signatures:
         self.remote_sigs: dict[str, bytes] = {}
         self.remote_keys: dict[str, str] = {}
         self._signed_own: tuple[tuple[int, str], bytes | None] | None = None
+        self._own_fp: str | None = None  # own_key's answer once asked ("" for none)
 
     # -- what was fetched -----------------------------------------------------------------------------------
     def check(self, parsed: Mapping[str, wlog.Parsed], signatures: Mapping[str, bytes], allowed: bytes | None,
@@ -649,6 +650,32 @@ class Signatures:
         self.pins[self.writer] = {"key": sig.key, "since": (pin or {}).get("since") or records.now_rfc3339(),
                                   "head": [sig.seq, sig.sha256], "signature": sig.raw.decode()}
         return sig.raw
+
+    def own_key(self) -> str | None:
+        """The fingerprint of the key this user signs with now (its public half: the `.pub` beside a key
+        file, or `ssh-keygen -y`), or None without one. Never makes a key. Only this proves that lines
+        of this writer's own log that this clone does not hold were written by this user (a store
+        restored from a backup): a pin lives in the store, and a restore brings back an old one."""
+        if self._own_fp is not None:
+            return self._own_fp or None
+        key = self._key or find_key(self._cwd, store_dir=self._store_dir, create=False)[0]
+        found = ""
+        try:
+            if key is not None and key.literal is not None:
+                found = key.literal
+            elif key is not None and key.path is not None:
+                pub = Path(str(key.path) + ".pub")
+                if pub.is_file():
+                    found = pub.read_text(encoding="utf-8", errors="replace")
+                elif self.exe is not None:
+                    code, out, _ = _wait(_start([self.exe, "-y", "-f", str(key.path)], subprocess.DEVNULL), TIMEOUT)
+                    found = out.decode("ascii", "replace") if code == 0 else ""
+            parts = found.split()
+            blob = parts[1] if len(parts) > 1 else ""
+            self._own_fp = fingerprint(public_key(base64.b64decode(blob, validate=True)))
+        except (OSError, ValueError, SigningError, BadSignature):
+            self._own_fp = ""
+        return self._own_fp or None
 
     # -- state -----------------------------------------------------------------------------------------------
     def statuses(self) -> dict[str, str]:
