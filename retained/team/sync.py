@@ -302,6 +302,7 @@ class _Run:
                 wlog.encode(plan[1][oid]) if oid in plan[1] else got[oid] for oid in plan[0])
             marked = marked or TOMBSTONE_MARK in (self.mirror.data.get(w, b"") if data is None else data)
             parsed[w] = self._parse(w, data)
+        offered = parsed.get(self.writer)
         parsed = self.sigs.check(parsed, {w: extra_bytes[p] for p in extra if (w := _signer(p)) is not None},
                                  extra_bytes.get(signing.ALLOWED_SIGNERS),
                                  {w: len(e) for w, e in self.mirror.files.items()})
@@ -311,7 +312,7 @@ class _Run:
         if marked:  # else no line fetched is a tombstone, and there is nothing to vouch for
             parsed = wlog.vouch(parsed, wlog.listed(self.mirror.files))
         if self.writer in parsed:
-            parsed[self.writer] = self._own_extension(parsed[self.writer])
+            parsed[self.writer] = self._own_extension(parsed[self.writer], offered or parsed[self.writer])
         before = {w: len(e) for w, e in self.mirror.files.items()}
         for w, p in sorted(parsed.items()):
             if p.problem:
@@ -367,17 +368,18 @@ class _Run:
         new = [wlog.Entry(e.raw) for e in parsed.entries[len(base):]]
         return wlog.Parsed(parsed.entries[:len(base)] + new, parsed.problem)
 
-    def _own_extension(self, p: wlog.Parsed) -> wlog.Parsed:
+    def _own_extension(self, p: wlog.Parsed, offered: wlog.Parsed) -> wlog.Parsed:
         """A writer's published lines are its own: lines of this writer's own log on the remote that
         this machine does not hold and did not note as its own are taken in only when their head is
         signed with this user's key (a store restored from a backup: they come back, `restored`);
-        else they are refused and named, and this machine's own log goes back to the remote."""
-        mine, theirs = self.mirror.files.get(self.writer, []), p.entries
+        else they are refused and named, and this machine's own log goes back to the remote. `p`: what
+        the signature check left of `offered`, the verified lines fetched."""
+        mine, theirs = self.mirror.files.get(self.writer, []), offered.entries
         n = len(mine)
         if len(theirs) <= n or any(a is not b and a.ident != b.ident for a, b in zip(mine, theirs, strict=False)):
             return p  # nothing new, or a rewrite (`_merge` judges it)
         known = max(n, self._own_head_in(theirs))
-        if self._signed_here(self.writer, theirs, own=True):
+        if len(p.entries) == len(theirs) and self._signed_here(self.writer, theirs, own=True):
             self.result.restored += [body for e in theirs[n:] if (body := _restorable(e)) is not None]
             return p
         if len(theirs) <= known:  # lines this machine noted as its own (its mirror lost them)
@@ -388,7 +390,7 @@ class _Run:
                      f"machine's own log ({ids}) were not written here and their head is not signed with this "
                      "machine's key: refused, and this machine's own log pushed back (a store restored from a "
                      "backup takes its newer lines back only when they are signed: keep signing on)")
-        return wlog.Parsed(theirs[:known], p.problem)
+        return wlog.Parsed(p.entries[:known], p.problem)
 
     def _own_head_in(self, entries: list[wlog.Entry]) -> int:
         """How many lines of `entries` this machine noted as its own (the head saved after each sync),
@@ -466,12 +468,17 @@ class _Run:
         own = self.mirror.files.setdefault(self.writer, [])
         found: Counter[str] = Counter()
         for rec in outgoing:
-            if rec.get("id") in held:
+            where = held.get(rec.get("id"))
+            if where is not None and where[0] == self.writer:
                 continue
             body, why = wlog.share_copy(rec, found)
             if body is None:
                 self.result.notes.append(why or "a record was not shared")
                 continue
+            if where is not None and all(where[1].rec.get(k) == body.get(k) for k in ("ts", "kind", "text")):
+                continue  # this record, published under a writer id this store had before (it moved)
+            # else another writer's line claims this record's id: this record is published all the same,
+            # and every clone shows the clash and keeps the one published first (the index's rule)
             own.append(self._seal(body, own))
             held[body["id"]] = (self.writer, own[-1])
             self.result.published += 1
