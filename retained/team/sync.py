@@ -9,6 +9,14 @@ What it promises:
 - **Verified imports.** Every writer's file fetched is verified (chain, hashes, writer, clock,
   tombstones vouched for by a purge record); only the verified prefix of a damaged file is taken in,
   and a file that changed a line this machine already holds is refused for that writer, in one line.
+- **Signed heads** (`signing.py`). Each writer's head is checked against the key pinned for it before
+  tombstones are vouched for, and what a refused head does not vouch for is not taken in; this
+  writer's new head is signed, and `signatures/<writer>.sig` and `allowed_signers` go in each commit.
+  The remote's version of a writer's file that its owner's signed head covers replaces a version this
+  clone took in before (`SyncResult.signed`: per writer, signed, unsigned or refused).
+- **Own lines.** Lines of this writer's own file it did not write are refused and named, and its own
+  file is pushed back; lines signed with this user's key that the mirror lacks (a store restored from
+  a backup) are taken back and returned in `SyncResult.restored` for the store's log.
 - **Merge by content.** Per writer file, the longer extension of the same lines wins; a line and its
   tombstone are the same line. Commits only carry the merged tree: a commit's one parent is the commit
   fetched, so that a push is a fast-forward (on a rejection it fetches, merges and pushes again, at
