@@ -189,9 +189,10 @@ def sync_one(store: Store, shared: state.Shared, *, budget: float | None = None,
     outgoing, purges = select(store, shared.key)
     writer = state.writer_id(store.directory)
     cwd = os.getcwd() if shared.key != state.PERSONAL else None
-    author = team_git.author(cwd)
+    found = team_git.config(cwd)  # one git call: the author, and the key its head is signed with
+    author = team_git.author(cwd, found)
     before = _refused(store)
-    signatures = signing.Signatures(shared.dir, writer, cwd=cwd, store_dir=store.directory)
+    signatures = signing.Signatures(shared.dir, writer, cwd=cwd, store_dir=store.directory, git_config=found)
     result = sync(shared.dir, state.git_url(shared), writer, outgoing, purges, author=author, ref=shared.ref,
                   budget=budget, wait=wait, signatures=signatures)
     if result.restored:

@@ -311,7 +311,7 @@ class _Run:
             marked = marked or TOMBSTONE_MARK in (self.mirror.data.get(w, b"") if data is None else data)
             parsed[w] = self._parse(w, data)
         offered = parsed.get(self.writer)
-        parsed = self.sigs.check(parsed, {w: extra_bytes[p] for p in extra if (w := _signer(p)) is not None},
+        parsed = self.sigs.check(parsed, {signer: extra_bytes[p] for p in extra if (signer := _signer(p)) is not None},
                                  extra_bytes.get(signing.ALLOWED_SIGNERS),
                                  {w: len(e) for w, e in self.mirror.files.items()})
         self.saved["ref_files"] = {p: d.decode("utf-8", "replace") for p, d in extra_bytes.items()}
@@ -476,7 +476,8 @@ class _Run:
         own = self.mirror.files.setdefault(self.writer, [])
         found: Counter[str] = Counter()
         for rec in outgoing:
-            where = held.get(rec.get("id"))
+            rid = rec.get("id")
+            where = held.get(rid) if isinstance(rid, str) else None
             if where is not None and where[0] == self.writer:
                 continue
             body, why = wlog.share_copy(rec, found)
@@ -589,7 +590,7 @@ class _Run:
         objects = [("blob", data) for _, data in sorted(contents.items())]
         logs: dict[str, dict[str, tuple[str, str]]] = {}
         signatures: dict[str, tuple[str, str]] = {}
-        root: dict[str, tuple[str, str]] = {}
+        top_level: dict[str, tuple[str, str]] = {}
         for path, oid in tree.items():
             if path.startswith("writers/"):
                 _, writer, name = path.split("/")
@@ -597,17 +598,17 @@ class _Run:
             elif path.startswith(signing.SIGNATURES + "/"):
                 signatures[path.split("/", 1)[1]] = ("blob", oid)
             else:  # format, allowed_signers
-                root[path] = ("blob", oid)
+                top_level[path] = ("blob", oid)
         top = {}
         for writer, segments in sorted(logs.items()):
             objects.append(("tree", tree_content(segments)))
             top[writer] = ("tree", object_id("tree", objects[-1][1]))
         objects.append(("tree", tree_content(top)))
-        root["writers"] = ("tree", object_id("tree", objects[-1][1]))
+        top_level["writers"] = ("tree", object_id("tree", objects[-1][1]))
         if signatures:
             objects.append(("tree", tree_content(signatures)))
-            root[signing.SIGNATURES] = ("tree", object_id("tree", objects[-1][1]))
-        objects.append(("tree", tree_content(root)))
+            top_level[signing.SIGNATURES] = ("tree", object_id("tree", objects[-1][1]))
+        objects.append(("tree", tree_content(top_level)))
         self.git.write_objects(objects)
         purges = sorted(self._purge_ids())
         if root:
@@ -657,7 +658,8 @@ class _Run:
             rec = self.mirror.files[w][seq - 1].rec
             by = rec["forgotten"]["by"]
             purger, purge = asked.get(by, ("", {}))
-            author = purge.get("author") if isinstance(purge.get("author"), dict) else {}
+            named = purge.get("author")
+            author: dict[str, Any] = named if isinstance(named, dict) else {}
             r.purged.append({"writer": w, "id": rec["id"], "by": by, "purged_by": purger,
                              "author": str(author.get("name") or author.get("email") or purger)})
         if r.rewrote or r.purged or self.saved.get("collect_due"):
