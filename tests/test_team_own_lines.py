@@ -11,7 +11,7 @@ import pytest
 
 from retained import records
 from retained.team import state, wlog
-from tests.helpers.team import Machine, remote_log, share_all, store_sync
+from tests.helpers.team import PROJECT, Machine, remote_log, share_all, store_sync
 from tests.test_team_signing import _log_on, _push_tree, _remote_ref, _with_log, grow
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs OpenSSH's ssh-keygen")
@@ -71,6 +71,12 @@ def test_lines_signed_by_another_key_on_a_writers_own_log_are_refused(machines, 
 
 def test_a_forced_rewrite_seen_by_three_clones_converges_to_the_owners_signed_version(tmp_path, machines, remote_dir):
     ann, bob, cat = machines("ann"), machines("bob"), machines("cat")
+    share_all(cat)  # cat's index reads the mirror: what its sessions see follows it
+
+    def cat_sees() -> list[str]:
+        with cat.environment():
+            return sorted(h["text"] for h in cat.store.search("indentation", scopes=[PROJECT])["hits"])
+
     for text in ("use postgres", "tabs for indentation", "ship on Fridays"):
         ann.write(text)
     assert ann.sync().ok and bob.sync().ok  # bob sees the original first
@@ -83,6 +89,7 @@ def test_a_forced_rewrite_seen_by_three_clones_converges_to_the_owners_signed_ve
     _push_tree(remote_dir, unsigned)
     first = cat.sync()  # cat sees the forgery first: an unsigned writer to it, taken in
     assert first.ok and "spaces for indentation" in {r["text"] for r in cat.mirror()[ann.writer]}
+    assert cat_sees() == ["spaces for indentation"]
     owner = ann.sync()  # the owner refuses the rewrite of its own log and pushes it back, signed
     assert owner.ok and any(r.startswith(f"writer {ann.writer}: the remote's line 2 (seq 2) is not the one this "
                                          "machine") and r.endswith("its own log pushed back") for r in owner.refused)
@@ -97,6 +104,7 @@ def test_a_forced_rewrite_seen_by_three_clones_converges_to_the_owners_signed_ve
         assert m.mirror_bytes()[ann.writer] == original, m.name
     assert remote_log(remote_dir, ann.writer) == original
     assert cat.sync().refused == [] and remote_log(remote_dir, ann.writer) == original  # it stays settled
+    assert cat_sees() == ["tabs for indentation"]
 
 
 def test_an_unsigned_writers_rewrite_is_refused_by_every_clone_that_held_the_line(machines, remote_dir, monkeypatch):

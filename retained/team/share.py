@@ -223,8 +223,9 @@ def _take_back(store: Store, result: SyncResult) -> None:
                 if not receipt["checks"]["append"]:
                     break
                 taken += 1
-    result.notes.append(f"took back {taken} of this machine's own records from the remote"
-                        + (" (a store restored from a backup)" if taken else ""))
+    if taken:  # else its mirror only lost lines its log holds
+        result.notes.append(f"took back {taken} of this machine's own records from the remote (a store restored "
+                            "from a backup)")
 
 
 def filed_apart(shared: state.Shared) -> str | None:
