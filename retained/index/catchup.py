@@ -300,8 +300,9 @@ def _displaces(db: sqlite3.Connection, row: tuple[Any, ...]) -> bool:
     """A row whose id another row holds (issue 29 item 4): the clash is a 'duplicate' problem naming
     both claims, whatever order the sources were read in. The row kept is the same on every clone: a
     record of this store's own log first, then the lower team clock (ord_ms, ord_n), then the writer
-    id. True when `row` wins and the row it displaces is gone (only a plain record is displaced: one
-    that nothing links to and that links to nothing; else the row indexed first stays)."""
+    id; within one log, the line first in it. True when `row` wins and the row it displaces is gone
+    (only a plain record is displaced: one that nothing links to and that links to nothing; else the row
+    indexed first stays)."""
     key, rid, writer = row[0], row[2], row[19]
     old = db.execute("SELECT line, seq, offset, writer, ord_ms, ord_n, kind, scope, hidden, tomb, text, supersedes,"
                      " retracted_by FROM records WHERE id = ?", (rid,)).fetchone()
@@ -313,7 +314,7 @@ def _displaces(db: sqlite3.Connection, row: tuple[Any, ...]) -> bool:
     plain = not supersedes and not retracted and not tomb and kind != FORGET_KIND and db.execute(
         "SELECT 1 FROM records WHERE supersedes = ? UNION ALL SELECT 1 FROM also_supersedes WHERE target = ? OR line = ?"
         " LIMIT 1", (rid, rid, line)).fetchone() is None
-    wins = mine < theirs and plain
+    wins = writer != owner and mine < theirs and plain  # within one log, the first line keeps its id
     kept, lost = (_claimant(writer, row[1]), _claimant(owner, seq)) if wins else \
         (_claimant(owner, seq), _claimant(writer, row[1]))
     reason = f"id {rid} is claimed by {lost} and {kept}: kept {kept}, published first"
