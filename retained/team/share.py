@@ -166,10 +166,14 @@ def leaving(store: Store, shared: state.Shared) -> list[dict[str, Any]]:
                           + [t for p in purges for t in p.targets], writer)
     out = []
     for rec in outgoing:
-        if rec["id"] in held:
+        where = held.get(rec["id"])
+        if where is not None and where[0] == writer:
             continue
         body, _ = wlog.share_copy(rec, Counter())
-        if body is not None:
+        # as the sync decides: a line of another writer that claims this id only stops it when it is this
+        # record (published under a writer id this store had before)
+        if body is not None and not (where is not None and all(where[1].rec.get(k) == body.get(k)
+                                                                for k in ("ts", "kind", "text"))):
             out.append(body)
     for p in purges:
         # As the sync publishes it: only a purge of lines some writer's log holds (not tombstoned yet).
