@@ -386,19 +386,27 @@ class _Run:
         n = len(mine)
         if len(theirs) <= n or any(a is not b and a.ident != b.ident for a, b in zip(mine, theirs, strict=False)):
             return p  # nothing new, or a rewrite (`_merge` judges it)
-        known = max(n, self._own_head_in(theirs))
-        if len(p.entries) == len(theirs) and self._signed_here(self.writer, theirs, own=True):
-            self.result.restored += [body for e in theirs[n:] if (body := _restorable(e)) is not None]
-            return p
-        if len(theirs) <= known:  # lines this machine noted as its own (its mirror lost them)
-            return p
-        extra = theirs[known:]
+        covered = self._own_signed(len(theirs))
+        keep = max(n, self._own_head_in(theirs), covered)
+        if covered > n:  # signed with this user's key: this machine's own, back from the remote
+            self.result.restored += [body for e in theirs[n:covered] if (body := _restorable(e)) is not None]
+        if keep >= len(theirs):  # every line this machine's own (signed, or noted as its own: a lost mirror)
+            return wlog.Parsed(theirs, None)
+        extra = theirs[keep:]
         ids = ", ".join(str(e.rec.get("id"))[:40] for e in extra[:5]) + (", ..." if len(extra) > 5 else "")
-        self._refuse(f"writer {self.writer} (this machine): the remote's lines {known + 1}-{len(theirs)} of this "
+        self._refuse(f"writer {self.writer} (this machine): the remote's lines {keep + 1}-{len(theirs)} of this "
                      f"machine's own log ({ids}) were not written here and their head is not signed with this "
                      "machine's key: refused, and this machine's own log pushed back (a store restored from a "
                      "backup takes its newer lines back only when they are signed: keep signing on)")
-        return wlog.Parsed(p.entries[:known], p.problem)
+        return wlog.Parsed(theirs[:keep], p.problem)
+
+    def _own_signed(self, n: int) -> int:
+        """How many of the first `n` lines of this writer's log on the remote its head signed with this
+        user's own key vouches for (0: none, or another key)."""
+        v = self.sigs.verdicts.get(self.writer)
+        if v is None or v.status != signing.SIGNED or v.key is None or v.key != self.sigs.own_key():
+            return 0
+        return min(v.keep, n)
 
     def _own_head_in(self, entries: list[wlog.Entry]) -> int:
         """How many lines of `entries` this machine noted as its own (the head saved after each sync),
