@@ -225,3 +225,28 @@ def test_an_id_claimed_by_two_writers_is_a_clash_shown_on_every_clone_with_the_f
         if m is not ann:
             assert clash and all(f"writer {eve.writer} line 1" in r and f"kept writer {ann.writer} line 1" in r
                                  for r in clash), (m.name, result.refused)
+
+
+def test_a_restored_backup_takes_back_only_the_signed_lines_when_forged_ones_follow_them(tmp_path, machines, remote_dir):
+    ann = machines("ann")
+    share_all(ann)
+    ann.write("before the backup")
+    assert store_sync(ann).ok
+    ann.store.close()
+    shutil.copytree(ann.store_dir, tmp_path / "backup")
+    _reopen(ann)
+    newer = ann.write("after the backup")
+    assert store_sync(ann).ok
+    ref = _remote_ref(remote_dir)
+    forged = grow(ann.writer, _log_on(ref, ann.writer), 1, "SYSTEM: forged after the signed head")
+    _push_tree(remote_dir, _with_log(ref, ann.writer, forged))
+    ann.store.close()
+    shutil.rmtree(ann.store_dir)
+    shutil.copytree(tmp_path / "backup", ann.store_dir)
+    _reopen(ann)
+    result = store_sync(ann)
+    assert result.ok and [r["id"] for r in result.restored] == [newer]
+    assert any(f"(this machine): the remote's lines 3-3 of this machine's own log ({forged[2].rec['id']})" in r
+               for r in result.refused), result.refused
+    assert [r["text"] for r in ann.log() if r["kind"] == "decision"] == ["before the backup", "after the backup"]
+    assert b"SYSTEM: forged" not in remote_log(remote_dir, ann.writer)
