@@ -326,8 +326,17 @@ def team_checks(store: Path, opened: Any) -> list[Check]:
                   f"{t['pending']} pending push; {t['conflicts']} open conflict(s)")
         if t.get("pull_only"):
             detail += "; pull-only (the remote does not take this machine's pushes)"
+        signed = t.get("signed") or {}
+        status = {w: (signed.get(w) or {}).get("status", "unsigned") for w in t["writers"]}
+        if status:
+            detail += "; " + ", ".join(f"{w} {status[w]}" for w in sorted(status))
         out.append(Check("team", "team memory syncs", t["last_ok"] is not False, detail,
                          "retained sync (it says what failed); `retained maintain` lists open conflicts"))
+        refused = {w: (signed.get(w) or {}).get("problem") for w, s in status.items() if s == "refused"}
+        if refused:
+            out.append(Check("team", "teammates' heads are signed by their pinned keys", False,
+                             "; ".join(str(refused[w] or f"writer {w}: refused") for w in sorted(refused)),
+                             "ask that teammate which key they sign with; the refused lines were not taken in"))
         if t.get("filed_apart"):
             out.append(Check("team", "pulled records are read here", False, t["filed_apart"],
                              "run `retained share` in the project's checkout again"))

@@ -74,12 +74,15 @@ class Appender:
         """Append a record already sealed onto the tail (`seal`), as it is."""
         return self._put(record, [])
 
-    def append_record(self, record: dict[str, Any]) -> Receipt:
+    def append_record(self, record: dict[str, Any], *, keep_clock: bool = False) -> Receipt:
         """Append a record that brings its own id, ts and kind (an import): seq and prev are set here,
         so it chains onto this log, and its clock, so it takes its place in this store's order (a
-        clock from elsewhere is not trusted)."""
+        clock from elsewhere is not trusted). `keep_clock`: the record keeps the `hlc` it brings (this
+        machine's own record taken back from the team, whose clock orders it on every clone)."""
         rec = dict(record)
-        rec.update(seq=self.tail.seq + 1, prev=self.tail.sha256, hlc=self.next_clock())
+        rec.update(seq=self.tail.seq + 1, prev=self.tail.sha256)
+        if not (keep_clock and isinstance(rec.get("hlc"), list)):
+            rec["hlc"] = self.next_clock()
         return self._put(records.seal(rec), [])
 
     def _put(self, record: dict[str, Any], warnings: list[str]) -> Receipt:

@@ -80,6 +80,9 @@ def _report(args: argparse.Namespace, results: list[tuple[Shared, SyncResult]], 
                                      + (f" (hint: {r.hint})" if not r.ok and r.hint else ""))
             for line in r.refused:
                 _err(f"refused: {line}")
+            for p in r.purged:  # what this clone tombstoned, and who asked
+                _err(f"purged: {p['id']} of writer {p['writer']}, asked by {_oneline(p.get('author') or '?', 80)} "
+                     f"(writer {p.get('purged_by') or '?'}, purge {p['by']})")
             for line in r.notes:
                 _err(f"note: {line}")
     return EXIT_OK if ok else EXIT_FAIL

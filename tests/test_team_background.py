@@ -91,3 +91,6 @@ def test_doctor_and_the_page_show_each_shared_project(tmp_path, monkeypatch):
         team = Api(store, "token", bob.store).health()["team"]
     assert len(team) == 1 and team[0]["remote"] == origin and team[0]["last_ok"] is True
     assert len(team[0]["writers"]) == 1 and team[0]["pending"] == 1 and team[0]["conflicts"] == 0
+    # signed or unsigned, per author: ann's head was signed with the key retained made in her HOME
+    (ann_writer,) = team[0]["writers"]
+    assert team[0]["signed"][ann_writer]["status"] == "signed" and f"{ann_writer} signed" in detail

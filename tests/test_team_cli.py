@@ -259,5 +259,6 @@ def test_the_stdlib_verifier_in_format_md_passes_on_a_real_shared_remote(team, o
                           timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.strip().splitlines()
-    # no sync signs yet (signing is wired into the sync separately): each writer says "unsigned"
-    assert len(lines) == 2 and all(line.endswith(": intact: 1 records; unsigned") for line in lines), lines
+    # each teammate signed with the key retained made in its HOME: two different keys
+    assert len(lines) == 2 and all(": intact: 1 records; signed by ED25519 key SHA256:" in line for line in lines), lines
+    assert len({line.rpartition(" ")[2] for line in lines}) == 2

@@ -13,7 +13,9 @@ from tests.helpers.team import PROJECT, Machine, share_all, store_sync
 
 def forge(m: Machine, *recs: dict) -> None:
     """Publish hand-made records from `m`'s writer as they are (the engine seals what it is given):
-    what anyone with push access can put on the ref."""
+    what anyone with push access can put on the ref. Unsigned (RETAINED_SIGN=off): what a clone takes in of
+    a signed log is what its signed head vouches for, which test_team_signing covers."""
+    m.env["RETAINED_SIGN"] = "off"
     with m.environment():
         result = sync(m.team_dir, m.remote, m.writer, list(recs), author=team_git.author(m.home))
     assert result.ok, result

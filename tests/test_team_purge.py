@@ -57,10 +57,12 @@ def test_after_a_purge_and_a_sync_on_every_clone_the_marker_is_in_no_clone_and_n
     secret = share_a_secret(crew)
     request = purge_request(secret)
     result = ann.sync(purges=(request,))  # ann purges bob's record: any teammate may
-    assert result.ok and result.rewrote and result.purged == [{"writer": bob.writer, "id": secret, "by": request.id}]
+    # each clone shows what it tombstoned and who asked: the purge record, its writer and author
+    shown = [{"writer": bob.writer, "id": secret, "by": request.id, "purged_by": ann.writer, "author": "Ann Tester"}]
+    assert result.ok and result.rewrote and result.purged == shown
     for m in (bob, cat):
         got = m.sync()
-        assert got.ok and got.purged == [{"writer": bob.writer, "id": secret, "by": request.id}], got
+        assert got.ok and got.purged == shown, got
     # bob's sync says which record its store must purge from its own log (phase 2 does it).
     for m in crew:
         assert holds_marker(m) == [], m.name
@@ -182,3 +184,49 @@ def test_a_purge_whose_push_is_refused_leaves_nothing_purged_here_and_the_next_s
     done = ann.sync()
     assert done.ok and done.rewrote and MARKER not in reachable_objects(remote_dir)
     assert bob.sync().ok and holds_marker(bob) == [] and holds_marker(ann) == []
+
+
+# -- issue 29 item 5: a purge record may tombstone only lines whose id and hash it names --------------------
+def _forge_purge(remote_dir, eve: str, before: list, targets: list[dict]) -> list:
+    """Eve's log, by hand: `before`, then one purge record listing `targets` ({writer, id, seq, sha256})
+    exactly as given, pushed as anyone with push access could. Returns the log's lines."""
+    import time
+
+    from retained.team import hlc, wlog
+    from tests.helpers.team import put_remote_log
+
+    body = wlog.purge_body(records.new_id(), records.now_rfc3339(), [wlog.Target(**t) for t in targets], None, None)
+    clock = hlc.HLC(int(time.time() * 1000) + len(before), 0)
+    lines = [*before, wlog.seal_after(body, before[-1] if before else None, writer=eve, clock=clock,
+                                      author={"name": "Eve Forger"}, seen=None)]
+    put_remote_log(remote_dir, eve, wlog.encode(lines))
+    return lines
+
+
+def test_a_purge_record_tombstones_only_lines_whose_id_and_hash_it_names_and_a_clone_shows_who_asked(
+        crew, remote_dir, capsys):
+    import argparse
+
+    from retained import team_cli
+
+    ann, bob, _ = crew
+    for text in ("we rotate keys monthly", "we deploy on Tuesdays"):
+        ann.write(text)
+    assert ann.sync().ok and bob.sync().ok
+    first, second = bob.mirror()[ann.writer]
+    eve = "wevee0000000000000001"
+    wrong = [{"writer": ann.writer, "id": first["id"], "seq": 1, "sha256": second["sha256"]},  # another line's hash
+             {"writer": ann.writer, "id": first["id"], "seq": 2, "sha256": second["sha256"]}]  # another line's id
+    lines = _forge_purge(remote_dir, eve, [], wrong)
+    missed = bob.sync()
+    assert missed.ok and missed.purged == [] and texts(bob) == {"we rotate keys monthly", "we deploy on Tuesdays"}
+    right = [{"writer": ann.writer, "id": first["id"], "seq": 1, "sha256": first["sha256"]}]
+    lines = _forge_purge(remote_dir, eve, lines, right)
+    hit = bob.sync()
+    assert hit.ok and texts(bob) == {"we deploy on Tuesdays"}
+    assert hit.purged == [{"writer": ann.writer, "id": first["id"], "by": lines[-1].rec["id"], "purged_by": eve,
+                           "author": "Eve Forger"}]
+    shared = state.Shared("example.com/acme/shop", remote_dir.as_uri(), team_git.MEMORY_REF, bob.team_dir, "")
+    team_cli._report(argparse.Namespace(json=False), [(shared, hit)])
+    assert f"purged: {first['id']} of writer {ann.writer}, asked by Eve Forger (writer {eve}, purge " \
+           f"{lines[-1].rec['id']})" in capsys.readouterr().err

@@ -49,8 +49,9 @@ def test_a_sync_that_adds_one_record_to_a_10k_line_log_adds_at_most_20_kB_to_the
     assert result.ok and result.pushed == 1
     remote_added = {oid: n for oid, n in on_disk(remote_dir).items() if oid not in remote_before}
     local_added = {oid: n for oid, n in on_disk(team / state.REPO).items() if oid not in local_before}
-    # the last segment, the writer's tree of segments, `writers`, the root tree and the commit
-    assert len(remote_added) == len(local_added) == 5
+    # the last segment, the writer's tree of segments, `writers`, the writer's signed head and the
+    # `signatures` tree, the root tree and the commit
+    assert len(remote_added) == len(local_added) == 7
     assert sum(remote_added.values()) <= 20_000, remote_added
     assert sum(local_added.values()) <= 20_000, local_added
     assert len(remote_log(remote_dir, writer).split(b"\n")) == 10_002  # every line, one record more
@@ -93,7 +94,8 @@ def test_a_ref_in_format_1_is_read_and_the_next_push_writes_it_again_in_segments
     assert git("--git-dir", str(remote_dir), "show", f"{team_git.MEMORY_REF}:format").stdout == b"retained-memory 2\n"
     listing = git("--git-dir", str(remote_dir), "ls-tree", "-r", "--name-only", team_git.MEMORY_REF).stdout.decode().split()
     assert sorted(listing) == sorted(["format", *[f"writers/{ann}/{n:06d}.jsonl" for n in range(-(-200 // SEGMENT_LINES))],
-                                      f"writers/{bob}/000000.jsonl", f"writers/{cat.writer}/000000.jsonl"])
+                                      f"writers/{bob}/000000.jsonl", f"writers/{cat.writer}/000000.jsonl",
+                                      "allowed_signers", f"signatures/{cat.writer}.sig"])
     assert remote_log(remote_dir, ann) == logs[ann] and remote_log(remote_dir, bob) == logs[bob]  # the same bytes
     parents = git("--git-dir", str(remote_dir), "rev-parse", f"{team_git.MEMORY_REF}^@").stdout.decode().split()
     assert parents == [old]  # written again on top of the old history, not a rewrite of it
@@ -165,5 +167,5 @@ def test_a_pull_reads_only_the_segments_that_changed(machines, monkeypatch):
     read.clear()
     result = bob.sync()
     assert result.ok and result.pulled == {ann.writer: 2}
-    assert [len(oids) for oids in read] == [2]  # the last segment, completed, and the new one
+    assert [len(oids) for oids in read] == [3]  # the last segment, completed, the new one, ann's new signature
     assert texts(bob) == {r["text"] for r in recs}

@@ -399,13 +399,20 @@ def test_no_key_material_leaves_the_machine_or_reaches_a_note(tmp_path, isolate_
 
 
 # -- through a real sync and a real remote (live once the sync calls Signatures: SyncResult.signed) ----------
-def _sync_signs() -> bool:
-    from retained.team.sync import SyncResult
+def _log_on(ref: dict[str, bytes], writer: str) -> list[wlog.Entry]:
+    """A writer's verified lines on a ref of the segmented layout (its segments joined)."""
+    data = b"".join(ref[p] for p in sorted(ref) if p.startswith(f"writers/{writer}/"))
+    return wlog.parse_log(writer, data).entries
 
-    return "signed" in SyncResult.__dataclass_fields__
 
+def _with_log(ref: dict[str, bytes], writer: str, entries: list[wlog.Entry]) -> dict[str, bytes]:
+    """`ref` with `writer`'s log replaced by `entries`, cut into segments as a sync writes them."""
+    from retained.team.sync import SEGMENT_LINES
 
-through_sync = pytest.mark.skipif(not _sync_signs(), reason="the sync does not call signing.Signatures yet")
+    out = {p: d for p, d in ref.items() if not p.startswith(f"writers/{writer}/")}
+    for n in range(0, len(entries), SEGMENT_LINES):
+        out[f"writers/{writer}/{n // SEGMENT_LINES:06d}.jsonl"] = wlog.encode(entries[n:n + SEGMENT_LINES])
+    return out
 
 
 def _remote_ref(remote_dir: Path) -> dict[str, bytes]:
@@ -430,7 +437,6 @@ def _verifier_says(remote_dir: Path) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=60)
 
 
-@through_sync
 def test_a_line_forged_under_a_teammates_id_is_refused_on_a_real_remote_and_pushed_out(machines, remote_dir):
     ann, bob = machines("ann"), machines("bob")
     ann.write("we deploy on Tuesdays")
@@ -438,8 +444,8 @@ def test_a_line_forged_under_a_teammates_id_is_refused_on_a_real_remote_and_push
     first = bob.sync()
     assert first.ok and first.signed == {ann.writer: "signed"}
     ref = _remote_ref(remote_dir)
-    forged = grow(ann.writer, wlog.parse_log(ann.writer, ref[f"writers/{ann.writer}.jsonl"]).entries, 1, "SYSTEM: run")
-    _push_tree(remote_dir, dict(ref, **{f"writers/{ann.writer}.jsonl": wlog.encode(forged)}))
+    forged = grow(ann.writer, _log_on(ref, ann.writer), 1, "SYSTEM: run")
+    _push_tree(remote_dir, _with_log(ref, ann.writer, forged))
     assert _verifier_says(remote_dir).returncode == 1
     result = bob.sync()
     assert result.ok and result.signed == {ann.writer: "refused"}
@@ -447,21 +453,20 @@ def test_a_line_forged_under_a_teammates_id_is_refused_on_a_real_remote_and_push
         f"writer {ann.writer}: its lines after seq 1 are not signed (it signs with key "
         f"{signing.status(bob.team_dir)[ann.writer]['key']}); took in the 1 lines before it"]
     assert b"SYSTEM: run" not in (bob.team_dir / state.MIRROR / f"{ann.writer}.jsonl").read_bytes()
-    assert b"SYSTEM: run" not in _remote_ref(remote_dir)[f"writers/{ann.writer}.jsonl"]  # Bob pushed his copy back
+    assert b"SYSTEM: run" not in wlog.encode(_log_on(_remote_ref(remote_dir), ann.writer))  # Bob pushed his copy back
     proc = _verifier_says(remote_dir)
     assert proc.returncode == 0 and f"{ann.writer}: intact: 1 records; signed by ED25519 key" in proc.stdout
 
 
-@through_sync
 def test_a_head_signed_by_another_key_is_refused_and_named_on_a_real_remote(machines, remote_dir, tmp_path):
     ann, bob = machines("ann"), machines("bob")
     ann.write("we deploy on Tuesdays")
     ann.sync(), bob.sync()
     ref = _remote_ref(remote_dir)
-    forged = {ann.writer: grow(ann.writer, wlog.parse_log(ann.writer, ref[f"writers/{ann.writer}.jsonl"]).entries, 1)}
+    forged = {ann.writer: grow(ann.writer, _log_on(ref, ann.writer), 1)}
     mallory_key = new_key(tmp_path / "keys" / "mallory")
-    _push_tree(remote_dir, {**ref, **publish(signing.Signatures(tmp_path / "mallory", ann.writer, key=mallory_key),
-                                             forged, ref)})
+    mallory = signing.Signatures(tmp_path / "mallory", ann.writer, key=mallory_key)
+    _push_tree(remote_dir, {**_with_log(ref, ann.writer, forged[ann.writer]), **mallory.files(forged)})
     result = bob.sync()
     ann_fp, mallory_fp = signing.status(bob.team_dir)[ann.writer]["key"], signing.fingerprint(public(mallory_key))
     assert result.ok and result.signed[ann.writer] == "refused"
@@ -470,7 +475,7 @@ def test_a_head_signed_by_another_key_is_refused_and_named_on_a_real_remote(mach
     assert any(r.startswith(f"writer {ann.writer}: allowed_signers on the ref lists another key for it ({mallory_fp})")
                for r in result.refused)
     after = _remote_ref(remote_dir)  # Bob's push: Ann's log, her key and her signature as Bob verified them
-    assert after[f"writers/{ann.writer}.jsonl"] == ref[f"writers/{ann.writer}.jsonl"]
+    assert _log_on(after, ann.writer) == _log_on(ref, ann.writer)
     assert after[f"signatures/{ann.writer}.sig"] == ref[f"signatures/{ann.writer}.sig"]
     assert public(mallory_key).encode() not in after["allowed_signers"]
     assert ann.sync().ok and ann.sync().signed.get(ann.writer) == "signed"

@@ -273,8 +273,9 @@ def _flush(db: sqlite3.Connection, batch: list[tuple[Any, ...]], seen: set[str],
         try:
             db.execute(_INSERT, row[:24])
         except sqlite3.IntegrityError:
-            add_problem(db, key, Problem(key, row[3], row[1], "duplicate", f"id {rid} already used by an earlier record"))
-            continue
+            if not _displaces(db, row):
+                continue
+            db.execute(_INSERT, row[:24])
         if not tomb:
             db.execute("INSERT INTO fts(rowid, text) VALUES (?, ?)", (key, text))
         if not hidden:
@@ -289,6 +290,44 @@ def _flush(db: sqlite3.Connection, batch: list[tuple[Any, ...]], seen: set[str],
             _apply_forget(db, key, rid, *life)
         if several:
             _late(db, key, rid)
+
+
+def _claimant(writer: str | None, seq: int) -> str:
+    return f"writer {writer} line {seq}" if writer else f"this store's log line {seq}"
+
+
+def _displaces(db: sqlite3.Connection, row: tuple[Any, ...]) -> bool:
+    """A row whose id another row holds (issue 29 item 4): the clash is a 'duplicate' problem naming
+    both claims, whatever order the sources were read in. The row kept is the same on every clone: a
+    record of this store's own log first, then the lower team clock (ord_ms, ord_n), then the writer
+    id; within one log, the line first in it. True when `row` wins and the row it displaces is gone
+    (only a plain record is displaced: one that nothing links to and that links to nothing; else the row
+    indexed first stays)."""
+    key, rid, writer = row[0], row[2], row[19]
+    old = db.execute("SELECT line, seq, offset, writer, ord_ms, ord_n, kind, scope, hidden, tomb, text, supersedes,"
+                     " retracted_by FROM records WHERE id = ?", (rid,)).fetchone()
+    if old is None:  # not an id clash: let the error say what it is
+        raise sqlite3.IntegrityError(f"record row {key} could not be indexed")
+    line, seq, offset, owner, ms, n, kind, scope, hidden, tomb, text, supersedes, retracted = old
+    mine, theirs = (writer is not None, row[21] or 0, row[22] or 0, writer or ""), \
+        (owner is not None, ms or 0, n or 0, owner or "")
+    plain = not supersedes and not retracted and not tomb and kind != FORGET_KIND and db.execute(
+        "SELECT 1 FROM records WHERE supersedes = ? UNION ALL SELECT 1 FROM also_supersedes WHERE target = ? OR line = ?"
+        " LIMIT 1", (rid, rid, line)).fetchone() is None
+    wins = writer != owner and mine < theirs and plain  # within one log, the first line keeps its id
+    kept, lost = (_claimant(writer, row[1]), _claimant(owner, seq)) if wins else \
+        (_claimant(owner, seq), _claimant(writer, row[1]))
+    reason = f"id {rid} is claimed by {lost} and {kept}: kept {kept}, published first"
+    if not wins:
+        add_problem(db, key, Problem(key, row[3], row[1], "duplicate", reason))
+        return False
+    db.execute("INSERT INTO fts(fts, rowid, text) VALUES('delete', ?, ?)", (line, text))
+    db.execute("DELETE FROM vectors WHERE line = ?", (line,))
+    if not hidden:
+        count(db, scope, -1, kind)
+    db.execute("DELETE FROM records WHERE line = ?", (line,))
+    add_problem(db, line, Problem(line, offset, seq, "duplicate", reason))
+    return True
 
 
 def _single_log(db: sqlite3.Connection) -> bool:

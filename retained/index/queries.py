@@ -245,8 +245,10 @@ def problems(db: sqlite3.Connection, limit: int = 100) -> list[Row]:
 
 
 def refused(db: sqlite3.Connection) -> dict[int, str]:
-    """{row key: why} of every teammate's line the index left out because its ref may not carry it."""
-    return {r[0]: r[1] for r in db.execute("SELECT line, reason FROM problems WHERE kind = 'refused'")}
+    """{row key: why} of every teammate's line the index left out because its ref may not carry it, or
+    because another record holds its id (a 'duplicate' clash, named with both claims)."""
+    return {r[0]: r[1] for r in db.execute("SELECT line, reason FROM problems WHERE kind = 'refused' OR"
+                                           " (kind = 'duplicate' AND reason LIKE '% is claimed by %')")}
 
 
 def offsets(db: sqlite3.Connection, lo: int, hi: int) -> Iterator[tuple[int, str]]:

@@ -336,22 +336,35 @@ def tree_content(entries: dict[str, tuple[str, str]]) -> bytes:
                     for name in sorted(entries, key=key.__getitem__))
 
 
-def author(cwd: str | os.PathLike[str] | None = None) -> dict[str, str]:
-    """{name, email} from git's configuration as the project's checkout sees it (keys left out when unset)."""
-    out: dict[str, str] = {}
+#: What a sync asks of git's configuration, in one call: the author, and the key it signs with.
+CONFIG_KEYS = ("user.name", "user.email", "gpg.format", "user.signingkey")
+
+
+def config(cwd: str | os.PathLike[str] | None = None) -> dict[str, str]:
+    """{key: value} of CONFIG_KEYS as the checkout at `cwd` sees them (the last value of each; unset
+    keys left out), in one `git config` call."""
     exe = shutil.which("git")
     if exe is None:
-        return out
-    for key, field in (("user.name", "name"), ("user.email", "email")):
-        try:
-            proc = subprocess.run([exe, "config", "--get", key], cwd=cwd, capture_output=True, timeout=10,
-                                  env=environment(), stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired):
-            continue
-        value = proc.stdout.decode("utf-8", "replace").strip()
-        if proc.returncode == 0 and value:
-            out[field] = value
-    return out
+        return {}
+    pattern = "^(" + "|".join(k.replace(".", r"\.") for k in CONFIG_KEYS) + ")$"
+    try:
+        proc = subprocess.run([exe, "config", "-z", "--get-regexp", pattern], cwd=cwd, capture_output=True, timeout=10,
+                              env=environment(), stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    found: dict[str, str] = {}
+    for item in proc.stdout.decode("utf-8", "replace").split("\0"):
+        name, _, value = item.partition("\n")
+        if name and value.strip():
+            found[name.lower()] = value.strip()
+    return found
+
+
+def author(cwd: str | os.PathLike[str] | None = None, values: dict[str, str] | None = None) -> dict[str, str]:
+    """{name, email} from git's configuration as the project's checkout sees it (keys left out when
+    unset). `values`: what `config` read already."""
+    values = config(cwd) if values is None else values
+    return {field: values[key] for key, field in (("user.name", "name"), ("user.email", "email")) if values.get(key)}
 
 
 def remote_url(checkout: str | os.PathLike[str], name: str = "origin") -> str | None:

@@ -166,10 +166,14 @@ def leaving(store: Store, shared: state.Shared) -> list[dict[str, Any]]:
                           + [t for p in purges for t in p.targets], writer)
     out = []
     for rec in outgoing:
-        if rec["id"] in held:
+        where = held.get(rec["id"])
+        if where is not None and where[0] == writer:
             continue
         body, _ = wlog.share_copy(rec, Counter())
-        if body is not None:
+        # as the sync decides: a line of another writer that claims this id only stops it when it is this
+        # record (published under a writer id this store had before)
+        if body is not None and not (where is not None and all(where[1].rec.get(k) == body.get(k)
+                                                                for k in ("ts", "kind", "text"))):
             out.append(body)
     for p in purges:
         # As the sync publishes it: only a purge of lines some writer's log holds (not tombstoned yet).
@@ -183,14 +187,20 @@ def leaving(store: Store, shared: state.Shared) -> list[dict[str, Any]]:
 def sync_one(store: Store, shared: state.Shared, *, budget: float | None = None, wait: float = 30.0) -> SyncResult:
     """Sync one shared project (or the personal remote) and bring the index up to date with it."""
     from . import git as team_git
+    from . import signing
     from .sync import sync
 
     outgoing, purges = select(store, shared.key)
     writer = state.writer_id(store.directory)
-    author = team_git.author(os.getcwd() if shared.key != state.PERSONAL else None)
+    cwd = os.getcwd() if shared.key != state.PERSONAL else None
+    found = team_git.config(cwd)  # one git call: the author, and the key its head is signed with
+    author = team_git.author(cwd, found)
     before = _refused(store)
+    signatures = signing.Signatures(shared.dir, writer, cwd=cwd, store_dir=store.directory, git_config=found)
     result = sync(shared.dir, state.git_url(shared), writer, outgoing, purges, author=author, ref=shared.ref,
-                  budget=budget, wait=wait)
+                  budget=budget, wait=wait, signatures=signatures)
+    if result.restored:
+        _take_back(store, result)
     store.refresh()
     # Lines a ref may not carry (fields.confined) stay in their writer's chain but are never read as
     # memory: the index leaves them out, and the sync that brought them names each once.
@@ -201,6 +211,25 @@ def sync_one(store: Store, shared: state.Shared, *, budget: float | None = None,
     if apart and result.pulled:
         result.notes.append(apart)
     return result
+
+
+def _take_back(store: Store, result: SyncResult) -> None:
+    """A store restored from a backup: append this machine's own records that the sync took back from
+    the remote (their lines signed with this user's key) to the store's log, each keeping its id, ts,
+    kind, text, scope and team clock; ids the log holds already are skipped. Says how many."""
+    held = {rec["id"] for rec in _local_records(store)}
+    wanted = [rec for rec in result.restored if rec.get("id") not in held]
+    taken = 0
+    if wanted:
+        with store.appending() as app:
+            for rec in wanted:
+                receipt = app.append_record(rec, keep_clock=True)
+                if not receipt["checks"]["append"]:
+                    break
+                taken += 1
+    if taken:  # else its mirror only lost lines its log holds
+        result.notes.append(f"took back {taken} of this machine's own records from the remote (a store restored "
+                            "from a backup)")
 
 
 def filed_apart(shared: state.Shared) -> str | None:
@@ -249,8 +278,19 @@ def status(store_dir: Path) -> list[dict[str, Any]]:
         out.append({"project": key, "remote": s.remote, "ref": s.ref, "since": s.since,
                     "last_sync": last.get("at"), "last_ok": last.get("ok"), "last_error": last.get("error"),
                     "writers": found.get("writers", []), "pending": found.get("pending", 0),
-                    "pull_only": bool(last.get("pull_only")), "filed_apart": filed_apart(s)})
+                    "pull_only": bool(last.get("pull_only")), "filed_apart": filed_apart(s),
+                    "signed": _signed(s.dir)})
     return out
+
+
+def _signed(team_dir: Path) -> dict[str, dict[str, Any]]:
+    """signing.status of a project's team directory; {} when its pin file cannot be read."""
+    from . import signing
+
+    try:
+        return signing.status(team_dir)
+    except Exception:
+        return {}
 
 
 def team_status(store_dir: Path, store: Store | None) -> list[dict[str, Any]]:

@@ -316,20 +316,12 @@ def config_dir(env: Mapping[str, str] | None = None) -> Path:
     return Path(env.get("XDG_CONFIG_HOME", "").strip() or home_of(env) / ".config") / "retained"
 
 
-def _git_key(cwd: str | os.PathLike[str] | None) -> str | None:
-    """git's user.signingkey when gpg.format is ssh (as the checkout at `cwd` sees them), else None."""
-    exe = shutil.which("git")
-    if exe is None:
-        return None
-    try:
-        proc = subprocess.run([exe, "config", "-z", "--get-regexp", r"^(gpg\.format|user\.signingkey)$"], cwd=cwd,
-                              capture_output=True, timeout=TIMEOUT, env=environment(), stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    found = {}
-    for item in proc.stdout.decode("utf-8", "replace").split("\0"):
-        name, _, value = item.partition("\n")
-        found[name.lower()] = value.strip()
+def _git_key(cwd: str | os.PathLike[str] | None, found: Mapping[str, str] | None = None) -> str | None:
+    """git's user.signingkey when gpg.format is ssh (as the checkout at `cwd` sees them), else None.
+    `found`: git's configuration as `git.config` read it already (the sync's one call for the author)."""
+    from .git import config
+
+    found = config(cwd) if found is None else found
     if found.get("gpg.format", "").lower() != "ssh":
         return None
     return found.get("user.signingkey") or None
@@ -347,13 +339,15 @@ def _git_signing_key(value: str, env: Mapping[str, str], cwd: str | os.PathLike[
 
 
 def find_key(cwd: str | os.PathLike[str] | None = None, *, store_dir: Path | None = None,
-             env: Mapping[str, str] | None = None, create: bool = True) -> tuple[Key | None, str | None]:
+             env: Mapping[str, str] | None = None, create: bool = True,
+             git_config: Mapping[str, str] | None = None) -> tuple[Key | None, str | None]:
     """The key this user signs with, and a note (one line) when there is none. Git's ssh signing key
-    first; else retained's own (`config_dir()/signing_key`), made once when `create`."""
+    first; else retained's own (`config_dir()/signing_key`), made once when `create`. `git_config`:
+    git's configuration as `git.config` read it (else it is read here)."""
     env = os.environ if env is None else env
     if not switch("RETAINED_SIGN", True, env):
         return None, None
-    value = _git_key(cwd)
+    value = _git_key(cwd, git_config)
     if value:
         return _git_signing_key(value, env, cwd), None
     folder = config_dir(env)
@@ -460,10 +454,10 @@ class Signatures:
     writer's head needs a new signature)."""
 
     def __init__(self, team_dir: Path, writer: str, *, key: Key | None = None, cwd: str | os.PathLike[str] | None = None,
-                 store_dir: Path | None = None) -> None:
+                 store_dir: Path | None = None, git_config: Mapping[str, str] | None = None) -> None:
         self.path = Path(team_dir) / PINS
         self.writer = writer
-        self._key, self._cwd, self._store_dir = key, cwd, store_dir
+        self._key, self._cwd, self._store_dir, self._git_config = key, cwd, store_dir, git_config
         self.pins, self.refused, note = _load_pins(self.path)
         self.notes: list[str] = [note] if note else []
         self.refusals: list[str] = []  # what was refused without cutting a log (a key change on the ref)
@@ -472,6 +466,7 @@ class Signatures:
         self.remote_sigs: dict[str, bytes] = {}
         self.remote_keys: dict[str, str] = {}
         self._signed_own: tuple[tuple[int, str], bytes | None] | None = None
+        self._own_fp: str | None = None  # own_key's answer once asked ("" for none)
 
     # -- what was fetched -----------------------------------------------------------------------------------
     def check(self, parsed: Mapping[str, wlog.Parsed], signatures: Mapping[str, bytes], allowed: bytes | None,
@@ -627,7 +622,7 @@ class Signatures:
             return None
         key = self._key
         if key is None:
-            key, note = find_key(self._cwd, store_dir=self._store_dir)
+            key, note = find_key(self._cwd, store_dir=self._store_dir, git_config=self._git_config)
             self._note(note)
             if key is None and self.writer in self.pins:
                 self._note(f"this writer signed its records before (key {fingerprint(self.pins[self.writer]['key'])}) "
@@ -649,6 +644,32 @@ class Signatures:
         self.pins[self.writer] = {"key": sig.key, "since": (pin or {}).get("since") or records.now_rfc3339(),
                                   "head": [sig.seq, sig.sha256], "signature": sig.raw.decode()}
         return sig.raw
+
+    def own_key(self) -> str | None:
+        """The fingerprint of the key this user signs with now (its public half: the `.pub` beside a key
+        file, or `ssh-keygen -y`), or None without one. Never makes a key. Only this proves that lines
+        of this writer's own log that this clone does not hold were written by this user (a store
+        restored from a backup): a pin lives in the store, and a restore brings back an old one."""
+        if self._own_fp is not None:
+            return self._own_fp or None
+        key = self._key or find_key(self._cwd, store_dir=self._store_dir, create=False, git_config=self._git_config)[0]
+        found = ""
+        try:
+            if key is not None and key.literal is not None:
+                found = key.literal
+            elif key is not None and key.path is not None:
+                pub = Path(str(key.path) + ".pub")
+                if pub.is_file():
+                    found = pub.read_text(encoding="utf-8", errors="replace")
+                elif self.exe is not None:
+                    code, out, _ = _wait(_start([self.exe, "-y", "-f", str(key.path)], subprocess.DEVNULL), TIMEOUT)
+                    found = out.decode("ascii", "replace") if code == 0 else ""
+            parts = found.split()
+            blob = parts[1] if len(parts) > 1 else ""
+            self._own_fp = fingerprint(public_key(base64.b64decode(blob, validate=True)))
+        except (OSError, ValueError, SigningError, BadSignature):
+            self._own_fp = ""
+        return self._own_fp or None
 
     # -- state -----------------------------------------------------------------------------------------------
     def statuses(self) -> dict[str, str]:

@@ -9,6 +9,14 @@ What it promises:
 - **Verified imports.** Every writer's file fetched is verified (chain, hashes, writer, clock,
   tombstones vouched for by a purge record); only the verified prefix of a damaged file is taken in,
   and a file that changed a line this machine already holds is refused for that writer, in one line.
+- **Signed heads** (`signing.py`). Each writer's head is checked against the key pinned for it before
+  tombstones are vouched for, and what a refused head does not vouch for is not taken in; this
+  writer's new head is signed, and `signatures/<writer>.sig` and `allowed_signers` go in each commit.
+  The remote's version of a writer's file that its owner's signed head covers replaces a version this
+  clone took in before (`SyncResult.signed`: per writer, signed, unsigned or refused).
+- **Own lines.** Lines of this writer's own file it did not write are refused and named, and its own
+  file is pushed back; lines signed with this user's key that the mirror lacks (a store restored from
+  a backup) are taken back and returned in `SyncResult.restored` for the store's log.
 - **Merge by content.** Per writer file, the longer extension of the same lines wins; a line and its
   tombstone are the same line. Commits only carry the merged tree: a commit's one parent is the commit
   fetched, so that a push is a fast-forward (on a rejection it fetches, merges and pushes again, at
@@ -43,7 +51,7 @@ from typing import Any
 
 from .. import records, redact
 from ..errors import StoreError, UsageError
-from . import hlc, state, wlog
+from . import hlc, signing, state, wlog
 from .git import (
     FETCHED_REF,
     MEMORY_REF,
@@ -94,13 +102,19 @@ class SyncResult:
     error: str | None = None  # one line when the sync did not finish
     hint: str | None = None
     pulled: dict[str, int] = field(default_factory=dict)  # new lines taken in, per writer
+    signed: dict[str, str] = field(default_factory=dict)  # per writer checked: signed, unsigned or refused
     published: int = 0  # this writer's records appended to its log by this sync
     pushed: int = 0  # this writer's lines the remote received from this sync
     pending: int = 0  # this writer's lines not on the remote yet
     writers: list[str] = field(default_factory=list)  # every writer whose log this machine holds
     refused: list[str] = field(default_factory=list)  # one line each: what was not taken in, and why
     notes: list[str] = field(default_factory=list)
-    purged: list[dict[str, str]] = field(default_factory=list)  # {writer, id, by} tombstoned here by this sync
+    # {writer, id, by, purged_by, author}: each line tombstoned here by this sync, the purge record that
+    # asked (`by`), its writer and that writer's author name (who asked)
+    purged: list[dict[str, str]] = field(default_factory=list)
+    # This writer's own lines taken back from the remote (a store restored from a backup), as record
+    # bodies for the store's log: id, ts, kind, text, scope, hlc and the record's other fields.
+    restored: list[dict[str, Any]] = field(default_factory=list)
     rewrote: bool = False  # the ref's history was rewritten (a purge)
     pull_only: bool = False  # the remote let this machine fetch but not push (read-only access)
     commit: str | None = None  # the remote's commit after the sync
@@ -114,10 +128,12 @@ class SyncResult:
 
 def sync(team_dir: Path, remote: str, writer: str, outgoing: Sequence[Mapping[str, Any]] = (),
          purges: Sequence[PurgeRequest] = (), *, author: Mapping[str, str] | None = None, ref: str = MEMORY_REF,
-         wait: float = 30.0, attempts: int = ATTEMPTS, budget: float | None = None) -> SyncResult:
+         wait: float = 30.0, attempts: int = ATTEMPTS, budget: float | None = None,
+         signatures: signing.Signatures | None = None) -> SyncResult:
     """Sync the project whose team directory is `team_dir` with `remote`, as `writer`. `wait`: how long
     to wait for another sync of the project to end; `budget`: seconds git may take in all (None: each
-    call is bounded on its own)."""
+    call is bounded on its own); `signatures`: how heads are checked and signed (default: this writer's
+    key as `signing.find_key` finds it from the current directory)."""
     started = time.perf_counter()
     if not wlog.WRITER_ID.match(writer):
         raise UsageError(f"not a writer id: {writer!r}", hint="use state.writer_id(store_dir)")
@@ -128,6 +144,7 @@ def sync(team_dir: Path, remote: str, writer: str, outgoing: Sequence[Mapping[st
             return SyncResult(False, "another sync of this project is running on this machine",
                               "it pulls and pushes everything there is; run `retained sync` again after it if needed")
         run = _Run(team_dir, remote, ref, writer, dict(author or {}), budget)
+        run.sigs = signatures or signing.Signatures(team_dir, writer)
         result = run.run(list(outgoing), list(purges), attempts)
     result.seconds = time.perf_counter() - started
     return result
@@ -162,6 +179,7 @@ class _Run:
         self.root_made: dict[str, Any] | None = None  # the root commit this sync made, until it is pushed
         self.outgoing: list[Mapping[str, Any]] = []
         self.remote_format = FORMAT  # the format of the tree fetched last
+        self.sigs = signing.Signatures(team_dir, writer)
 
     def run(self, outgoing: list[Mapping[str, Any]], purges: list[PurgeRequest], attempts: int) -> SyncResult:
         self.outgoing = outgoing
@@ -260,27 +278,49 @@ class _Run:
 
     def _pull(self, fetched: str | None) -> dict[str, str]:
         """Verify what was fetched and merge it into the mirror (in memory). Returns the fetched tree,
-        {path: blob oid}. Only the pieces of a writer's log that differ from this machine's copy are read."""
+        {path: blob oid}. Only the pieces of a writer's log that differ from this machine's copy are read,
+        with the signature files that changed, in one git call; each writer's lines are then cut to what
+        its signed head vouches for (`signing.Signatures.check`) before tombstones are vouched for."""
         self.theirs, self.keep_remote = {}, set()
         if fetched is None:
             return {}
         paths = self.git.tree_files(fetched)
         self.remote_format = self._check_format(paths)
         pieces: dict[str, dict[int, str]] = {}
+        extra: dict[str, str] = {}  # signatures/<writer>.sig and allowed_signers: {path: oid}
         for path, oid in paths.items():
             found = _piece(path, self.remote_format)
             if found is not None:
                 pieces.setdefault(found[0], {})[found[1]] = oid
+            elif path == signing.ALLOWED_SIGNERS or _signer(path) is not None:
+                extra[path] = oid
             elif path != "format":
                 self._note(f"ignored {path} on the memory ref: not a writer's log")
+        plans = {w: self._remote_pieces(w, [oid for _, oid in sorted(numbered.items())])
+                 for w, numbered in sorted(pieces.items())}
+        known = self._known_extra()
+        wanted = [oid for plan in plans.values() if plan is not None for oid in plan[0] if oid not in plan[1]]
+        wanted += [oid for oid in extra.values() if oid not in known]
+        got = self.git.blobs(wanted) if wanted else {}
+        extra_bytes = {p: known[oid] if oid in known else bytes(got[oid]) for p, oid in extra.items()}
         parsed: dict[str, wlog.Parsed] = {}
         marked = False
-        for w, numbered in sorted(pieces.items()):
-            data = self._remote_log(w, [oid for _, oid in sorted(numbered.items())])
+        for w, plan in plans.items():
+            data = None if plan is None else b"".join(
+                wlog.encode(plan[1][oid]) if oid in plan[1] else got[oid] for oid in plan[0])
             marked = marked or TOMBSTONE_MARK in (self.mirror.data.get(w, b"") if data is None else data)
             parsed[w] = self._parse(w, data)
+        offered = parsed.get(self.writer)
+        parsed = self.sigs.check(parsed, {signer: extra_bytes[p] for p in extra if (signer := _signer(p)) is not None},
+                                 extra_bytes.get(signing.ALLOWED_SIGNERS),
+                                 {w: len(e) for w, e in self.mirror.files.items()})
+        self.saved["ref_files"] = {p: d.decode("utf-8", "replace") for p, d in extra_bytes.items()}
+        for line in self.sigs.refusals:
+            self._refuse(line)
         if marked:  # else no line fetched is a tombstone, and there is nothing to vouch for
             parsed = wlog.vouch(parsed, wlog.listed(self.mirror.files))
+        if self.writer in parsed:
+            parsed[self.writer] = self._own_extension(parsed[self.writer], offered or parsed[self.writer])
         before = {w: len(e) for w, e in self.mirror.files.items()}
         for w, p in sorted(parsed.items()):
             if p.problem:
@@ -289,6 +329,15 @@ class _Run:
             self._merge(w, p.entries)
         self._note_import(before)
         return paths
+
+    def _known_extra(self) -> dict[str, bytes]:
+        """{oid: bytes} of the signature files and allowed_signers this clone already holds (its pins,
+        and those it fetched last): an unchanged one is not read from git again."""
+        texts = [pin["signature"] for pin in self.sigs.pins.values()]
+        saved = self.saved.get("ref_files")
+        if isinstance(saved, dict):
+            texts += [t for t in saved.values() if isinstance(t, str)]
+        return {blob_oid(data): data for data in (t.encode() for t in texts)}
 
     def _check_format(self, paths: dict[str, str]) -> int:
         if paths.get("format") in _FORMATS:
@@ -303,9 +352,9 @@ class _Run:
                         hint=f"ask who pushed it; once {self.ref} is deleted on the remote, the next sync "
                              "publishes every writer's log again from this machine's mirror")
 
-    def _remote_log(self, writer: str, oids: list[str]) -> bytes | None:
-        """A writer's log on the ref from its pieces (`oids`, in order): the pieces this machine's copy
-        holds as they are come from the mirror, the others from git. None: the same as the mirror's."""
+    def _remote_pieces(self, writer: str, oids: list[str]) -> tuple[list[str], dict[str, list[wlog.Entry]]] | None:
+        """A writer's log on the ref as its pieces (`oids`, in order) and the pieces this machine's copy
+        holds as they are, {oid: lines} (the others come from git). None: the same as the mirror's."""
         if self.remote_format == FORMAT:
             mine = self.mirror.segments(writer, SEGMENT_LINES)
         else:
@@ -314,8 +363,7 @@ class _Run:
         held = dict(mine)
         if len(oids) == len(mine) and all(oid in held for oid in oids):
             return None
-        fetched = self.git.blobs([oid for oid in oids if oid not in held])
-        return b"".join(wlog.encode(held[oid]) if oid in held else fetched[oid] for oid in oids)
+        return oids, held
 
     def _parse(self, writer: str, data: bytes | None) -> wlog.Parsed:
         mine = self.mirror.files.get(writer, [])
@@ -328,19 +376,87 @@ class _Run:
         new = [wlog.Entry(e.raw) for e in parsed.entries[len(base):]]
         return wlog.Parsed(parsed.entries[:len(base)] + new, parsed.problem)
 
+    def _own_extension(self, p: wlog.Parsed, offered: wlog.Parsed) -> wlog.Parsed:
+        """A writer's published lines are its own: lines of this writer's own log on the remote that
+        this machine does not hold and did not note as its own are taken in only when their head is
+        signed with this user's key (a store restored from a backup: they come back, `restored`);
+        else they are refused and named, and this machine's own log goes back to the remote. `p`: what
+        the signature check left of `offered`, the verified lines fetched."""
+        mine, theirs = self.mirror.files.get(self.writer, []), offered.entries
+        n = len(mine)
+        if len(theirs) <= n or any(a is not b and a.ident != b.ident for a, b in zip(mine, theirs, strict=False)):
+            return p  # nothing new, or a rewrite (`_merge` judges it)
+        covered = self._own_signed(len(theirs))
+        keep = max(n, self._own_head_in(theirs), covered)
+        if covered > n:  # signed with this user's key: this machine's own, back from the remote
+            self.result.restored += [body for e in theirs[n:covered] if (body := _restorable(e)) is not None]
+        if keep >= len(theirs):  # every line this machine's own (signed, or noted as its own: a lost mirror)
+            return wlog.Parsed(theirs, None)
+        extra = theirs[keep:]
+        ids = ", ".join(str(e.rec.get("id"))[:40] for e in extra[:5]) + (", ..." if len(extra) > 5 else "")
+        self._refuse(f"writer {self.writer} (this machine): the remote's lines {keep + 1}-{len(theirs)} of this "
+                     f"machine's own log ({ids}) were not written here and their head is not signed with this "
+                     "machine's key: refused, and this machine's own log pushed back (a store restored from a "
+                     "backup takes its newer lines back only when they are signed: keep signing on)")
+        return wlog.Parsed(theirs[:keep], p.problem)
+
+    def _own_signed(self, n: int) -> int:
+        """How many of the first `n` lines of this writer's log on the remote its head signed with this
+        user's own key vouches for (0: none, or another key)."""
+        v = self.sigs.verdicts.get(self.writer)
+        if v is None or v.status != signing.SIGNED or v.key is None or v.key != self.sigs.own_key():
+            return 0
+        return min(v.keep, n)
+
+    def _own_head_in(self, entries: list[wlog.Entry]) -> int:
+        """How many lines of `entries` this machine noted as its own (the head saved after each sync),
+        0 when `entries` do not hold that head."""
+        noted = self.saved.get("own_head")
+        if not (isinstance(noted, list) and len(noted) == 2 and isinstance(noted[0], int) and isinstance(noted[1], str)):
+            return 0
+        seq, sha = noted
+        return seq if 1 <= seq <= len(entries) and entries[seq - 1].rec.get("sha256") == sha else 0
+
+    def _signed_here(self, writer: str, entries: list[wlog.Entry], *, own: bool = False) -> bool:
+        """Whether every line of `entries` is vouched for by `writer`'s head as this sync verified it with
+        the key pinned for that writer (`own`: with this user's own key, whatever the pin says)."""
+        v = self.sigs.verdicts.get(writer)
+        pin = self.sigs.pins.get(writer)
+        if v is None or v.status != signing.SIGNED or v.problem is not None or v.keep < len(entries) or not entries:
+            return False
+        if own:
+            return v.key is not None and v.key == self.sigs.own_key()
+        if pin is None:
+            return False
+        seq, sha = pin["head"]
+        return 1 <= seq <= len(entries) and entries[seq - 1].rec.get("sha256") == sha
+
     def _merge(self, writer: str, theirs: list[wlog.Entry]) -> None:
-        merged = wlog.merge(writer, self.mirror.files.get(writer, []), theirs)
-        if merged.refused and writer == self.writer:
-            # Another machine writes under this id: leave its file on the remote as it is, push nothing
-            # of this writer's until it shares again under a new id.
+        mine = self.mirror.files.get(writer, [])
+        merged = wlog.merge(writer, mine, theirs)
+        if merged.refused and writer == self.writer and self._signed_here(writer, theirs, own=True):
+            # A copy of this store writes under this id with this user's key: leave its file on the
+            # remote as it is, push nothing of this writer's until it shares again under a new id.
             self.keep_remote.add(writer)
             self._refuse(merged.refused + "; another machine writes as this writer (a copied store?): this "
                          "machine's new records stay here until it shares again under a new writer id "
                          "(`retained unshare`, then `retained share`)")
+        elif merged.refused and writer == self.writer:
+            # Published lines are append-only and this writer's are its own: a rewrite it did not sign is
+            # refused, and its own log goes back to the remote.
+            self._refuse(merged.refused + "; this machine did not write that version (it is not signed with this "
+                         "machine's key): its own log pushed back")
+        elif merged.refused and self._signed_here(writer, theirs):
+            # The owner's signed head decides: this clone's copy was a version its owner never signed.
+            at = next(i for i, (a, b) in enumerate(zip(mine, theirs, strict=False)) if a is not b and a.ident != b.ident)
+            self._refuse(f"writer {writer}: this machine's lines {at + 1}-{len(mine)} of that log are not the ones "
+                         f"its owner signed (head seq {len(theirs)}): replaced by the signed version")
+            start = wlog.merge(writer, mine[:at], theirs[:at]).entries
+            merged = wlog.Merged(start + theirs[at:], len(theirs) - at, None)
         elif merged.refused:
             self._refuse(merged.refused)
         self.mirror.files[writer] = merged.entries
-        if merged.pulled:
+        if merged.pulled and writer != self.writer:  # this writer's own lines come back as `restored`
             self.result.pulled[writer] = self.result.pulled.get(writer, 0) + merged.pulled
 
     def _note_import(self, before: dict[str, int]) -> None:
@@ -368,12 +484,18 @@ class _Run:
         own = self.mirror.files.setdefault(self.writer, [])
         found: Counter[str] = Counter()
         for rec in outgoing:
-            if rec.get("id") in held:
+            rid = rec.get("id")
+            where = held.get(rid) if isinstance(rid, str) else None
+            if where is not None and where[0] == self.writer:
                 continue
             body, why = wlog.share_copy(rec, found)
             if body is None:
                 self.result.notes.append(why or "a record was not shared")
                 continue
+            if where is not None and all(where[1].rec.get(k) == body.get(k) for k in ("ts", "kind", "text")):
+                continue  # this record, published under a writer id this store had before (it moved)
+            # else another writer's line claims this record's id: this record is published all the same,
+            # and every clone shows the clash and keeps the one published first (the index's rule)
             own.append(self._seal(body, own))
             held[body["id"]] = (self.writer, own[-1])
             self.result.published += 1
@@ -450,12 +572,17 @@ class _Run:
         known = set(remote_files.values())
         if FORMAT_OID not in known:
             contents[FORMAT_OID] = FORMAT_BYTES
+        held = {w: self.theirs.get(w, []) if w in self.keep_remote else e for w, e in self.mirror.files.items()}
+        for path, data in self.sigs.files({w: e for w, e in held.items() if e}).items():
+            oid = tree[path] = blob_oid(data)
+            if oid not in known:
+                contents[oid] = data
         for w in sorted(self.mirror.files):
             if w in self.keep_remote and self.remote_format == FORMAT:
                 tree.update({p: oid for p, oid in remote_files.items() if (_piece(p, FORMAT) or ("",))[0] == w})
                 continue
             if w in self.keep_remote:
-                theirs = self.theirs.get(w, [])
+                theirs = held[w]
                 pieces = [(blob_oid(wlog.encode(theirs[n:n + SEGMENT_LINES])), theirs[n:n + SEGMENT_LINES])
                           for n in range(0, len(theirs), SEGMENT_LINES)]
             else:
@@ -470,17 +597,26 @@ class _Run:
         """Write the tree's new objects (in one git call) and a commit of it."""
         objects = [("blob", data) for _, data in sorted(contents.items())]
         logs: dict[str, dict[str, tuple[str, str]]] = {}
+        signatures: dict[str, tuple[str, str]] = {}
+        top_level: dict[str, tuple[str, str]] = {}
         for path, oid in tree.items():
-            if path != "format":
+            if path.startswith("writers/"):
                 _, writer, name = path.split("/")
                 logs.setdefault(writer, {})[name] = ("blob", oid)
+            elif path.startswith(signing.SIGNATURES + "/"):
+                signatures[path.split("/", 1)[1]] = ("blob", oid)
+            else:  # format, allowed_signers
+                top_level[path] = ("blob", oid)
         top = {}
         for writer, segments in sorted(logs.items()):
             objects.append(("tree", tree_content(segments)))
             top[writer] = ("tree", object_id("tree", objects[-1][1]))
         objects.append(("tree", tree_content(top)))
-        objects.append(("tree", tree_content({"format": ("blob", FORMAT_OID),
-                                              "writers": ("tree", object_id("tree", objects[-1][1]))})))
+        top_level["writers"] = ("tree", object_id("tree", objects[-1][1]))
+        if signatures:
+            objects.append(("tree", tree_content(signatures)))
+            top_level[signing.SIGNATURES] = ("tree", object_id("tree", objects[-1][1]))
+        objects.append(("tree", tree_content(top_level)))
         self.git.write_objects(objects)
         purges = sorted(self._purge_ids())
         if root:
@@ -523,14 +659,26 @@ class _Run:
         r.writers = sorted(w for w, e in self.mirror.files.items() if e)
         r.pending = max(0, self._own_lines() - (self.saved.get("remote_lines") or {}).get(self.writer, 0))
         r.pending += self._unpublished()
-        for w, seq in sorted(self._tombstones() - self.tombs_before):
+        newly = sorted(self._tombstones() - self.tombs_before)
+        asked = {e.rec["id"]: (pw, e.rec) for pw, entries in self.mirror.files.items() if newly and
+                 self.mirror.may_hold(pw, PURGE_MARK) for e in entries if e.purge}
+        for w, seq in newly:
             rec = self.mirror.files[w][seq - 1].rec
-            r.purged.append({"writer": w, "id": rec["id"], "by": rec["forgotten"]["by"]})
+            by = rec["forgotten"]["by"]
+            purger, purge = asked.get(by, ("", {}))
+            named = purge.get("author")
+            author: dict[str, Any] = named if isinstance(named, dict) else {}
+            r.purged.append({"writer": w, "id": rec["id"], "by": by, "purged_by": purger,
+                             "author": str(author.get("name") or author.get("email") or purger)})
         if r.rewrote or r.purged or self.saved.get("collect_due"):
             self.saved["collect_due"] = not self._collect()
         elif r.ok:
             self._maintain()
         r.git_seconds, r.git_calls = self.git.spent, self.git.calls
+        self.sigs.save()
+        r.signed = self.sigs.statuses()
+        for line in self.sigs.notes:
+            self._note(line)
         try:
             self._save_state(last={"at": records.now_rfc3339(), "ok": r.ok, "error": r.error, "pulled": r.pulled,
                                    "pull_only": r.pull_only,
@@ -580,6 +728,8 @@ class _Run:
                           files={w: {"sha256": d, "lines": len(self.mirror.files[w]),
                                      "segments": self.mirror.installed_segments(w, SEGMENT_LINES)}
                                  for w, d in self.mirror.digests().items()}, segment_lines=SEGMENT_LINES)
+        if own:  # the lines up to it are this machine's own (`_own_extension`), whatever its mirror loses
+            self.saved["own_head"] = [own[-1].rec["seq"], own[-1].rec["sha256"]]
         if last is not None:
             self.saved["last"] = last
         state.write_json(self.dir / state.SYNC_FILE, self.saved)
@@ -609,6 +759,25 @@ def _read_only(reason: str) -> bool:
 
 def _segment_path(writer: str, n: int) -> str:
     return f"writers/{writer}/{n:06d}.jsonl"
+
+
+#: Fields of a writer's line that are the writer log's own, not the record's.
+_LOG_ONLY = frozenset(("seq", "prev", "sha256", "writer", "author", "seen"))
+
+
+def _restorable(e: wlog.Entry) -> dict[str, Any] | None:
+    """The record body a line of this writer's own log holds, for the store's log (None: a tombstone or
+    a purge record, which the store's log keeps in its own form)."""
+    if e.tombstone or e.purge:
+        return None
+    return {k: v for k, v in e.rec.items() if k not in _LOG_ONLY}
+
+
+def _signer(path: str) -> str | None:
+    """The writer whose signature file `path` is (`signatures/<writer>.sig`), else None."""
+    name = path[len(signing.SIGNATURES) + 1:-len(".sig")] if path.startswith(signing.SIGNATURES + "/") and \
+        path.endswith(".sig") else ""
+    return name if wlog.WRITER_ID.match(name) else None
 
 
 def _piece(path: str, version: int) -> tuple[str, int] | None:

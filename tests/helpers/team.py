@@ -99,8 +99,10 @@ def put_remote_log(git_dir: Path, writer: str, data: bytes, *, ref: str = team_g
     others = [line + "\n" for line in git(*g, "ls-tree", f"{ref}:writers").stdout.decode().splitlines()
               if not line.endswith(f"\t{writer}")]
     writers = git(*g, "mktree", input="".join([*others, f"040000 tree {log_tree}\t{writer}\n"]).encode()).stdout.decode().strip()
-    fmt = git(*g, "rev-parse", f"{ref}:format").stdout.decode().strip()
-    tree = git(*g, "mktree", input=f"100644 blob {fmt}\tformat\n040000 tree {writers}\twriters\n".encode()).stdout.decode().strip()
+    # everything else at the root (format, signatures/, allowed_signers) stays as it was
+    rest = [line + "\n" for line in git(*g, "ls-tree", f"{ref}^{{tree}}").stdout.decode().splitlines()
+            if not line.endswith("\twriters")]
+    tree = git(*g, "mktree", input="".join([*rest, f"040000 tree {writers}\twriters\n"]).encode()).stdout.decode().strip()
     who = {"GIT_AUTHOR_NAME": "m", "GIT_AUTHOR_EMAIL": "m@e", "GIT_COMMITTER_NAME": "m", "GIT_COMMITTER_EMAIL": "m@e"}
     parent = git(*g, "rev-parse", ref).stdout.decode().strip()
     commit = git(*g, "commit-tree", tree, "-p", parent, "-m", "tampered", env=who).stdout.decode().strip()
