@@ -211,14 +211,8 @@ def session_start(data: dict[str, Any], env: dict[str, str], host: Host, store_d
     # Read-only (doctor's trial run): no session note, and no "already briefed" silence either.
     state_path = _session_file(store_dir, sid) if sid and not read_only_requested() else None
     prior = _load(state_path) if state_path is not None else None
-    if prior and compaction:
-        if prior.get("compact_briefed_n") == prior.get("compactions", 0) and \
-                now - prior.get("compact_briefed", 0) < COMPACT_DUPLICATE_S:
-            return None  # this compaction, reported by a second copy of the hook
-    elif prior and now - prior.get("started", 0) < DUPLICATE_WINDOW_S and prior.get("source") == data.get("source"):
-        return None  # the same session start, reported by a second copy of the hook
-    if state_path is not None and not compaction and not _claim_start(state_path, data.get("source"), now):
-        return None  # the same session start, being briefed at this moment by another copy of the hook
+    if _briefed_already(prior, state_path, compaction, data.get("source"), now):
+        return None
     start_seq = 0
     _check_openable(store_dir)
     shares = _sync_beside(store_dir)
@@ -243,6 +237,18 @@ def session_start(data: dict[str, Any], env: dict[str, str], host: Host, store_d
         state["shown"] = sorted(set(state.get("shown") or []) | set(_ids(brief)))
         _note(store_dir, state_path, state, now)
     return host.session_start_output(brief["text"])
+
+
+def _briefed_already(prior: dict[str, Any] | None, state_path: Path | None, compaction: bool, source: Any,
+                     now: float) -> bool:
+    """Whether another copy of the hook briefs (or just briefed) this same session start or compaction."""
+    if prior and compaction:
+        return prior.get("compact_briefed_n") == prior.get("compactions", 0) and \
+            now - prior.get("compact_briefed", 0) < COMPACT_DUPLICATE_S  # this compaction, reported twice
+    if prior and now - prior.get("started", 0) < DUPLICATE_WINDOW_S and prior.get("source") == source:
+        return True  # the same session start, reported by a second copy of the hook
+    # the same session start, being briefed at this moment by another copy of the hook
+    return state_path is not None and not compaction and not _claim_start(state_path, source, now)
 
 
 def _claim_start(state_path: Path, source: Any, now: float) -> bool:

@@ -161,120 +161,23 @@ def status(team_dir: Path, writer: str) -> dict[str, Any]:
             "remote": saved.get("remote"), "ref": saved.get("ref")}
 
 
-class _Run:
-    """One sync under the project's lock."""
+class _Pulling:
+    """What a sync does with what it fetched: verify every writer's log (chain, fields, signed heads),
+    keep each writer's published lines its own, and merge each log into the mirror. `_Run` is the rest."""
 
-    def __init__(self, team_dir: Path, remote: str, ref: str, writer: str, author: dict[str, str],
-                 budget: float | None) -> None:
-        self.dir, self.remote, self.ref, self.writer, self.author = team_dir, remote, ref, writer, author
-        self.git = Git(team_dir / state.REPO, budget=budget)
-        self.mirror = Mirror(team_dir / state.MIRROR)
-        self.result = SyncResult(True)
-        self.saved: dict[str, Any] = {}
-        self.imports: list[hlc.Import] = []
-        self.theirs: dict[str, list[wlog.Entry]] = {}  # the verified lines of the commit fetched, per writer
-        self.keep_remote: set[str] = set()  # writers whose remote file the next commit keeps as it is
-        self.purge_published = False
-        self.tombs_before: set[tuple[str, int]] = set()
-        self.root_made: dict[str, Any] | None = None  # the root commit this sync made, until it is pushed
-        self.outgoing: list[Mapping[str, Any]] = []
-        self.remote_format = FORMAT  # the format of the tree fetched last
-        self.sigs = signing.Signatures(team_dir, writer)
-
-    def run(self, outgoing: list[Mapping[str, Any]], purges: list[PurgeRequest], attempts: int) -> SyncResult:
-        self.outgoing = outgoing
-        try:
-            self._open()
-            self._attempts(outgoing, purges, attempts)
-        except TeamError as e:
-            self.result.ok, self.result.error, self.result.hint = False, e.message, e.hint
-        except OSError as e:
-            self.result.ok = False
-            self.result.error = f"team directory {self.dir}: {e.strerror or e}"
-            self.result.hint = "free disk space or fix permissions, then run `retained sync` again"
-        self._finish()
-        return self.result
-
-    # -- set up -------------------------------------------------------------------------------------------
-    def _open(self) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        for folder in (self.dir, self.mirror.directory):
-            state.discard_temporaries(folder)
-        try:
-            self.saved = state.read_json(self.dir / state.SYNC_FILE) or {}
-        except StoreError as e:
-            self.result.notes.append(f"{e.message}; made it again from the mirror")
-        self.imports = hlc.parse_imports(self.saved.get("imports"))
-        trusted = {w: v["sha256"] for w, v in (self.saved.get("files") or {}).items()
-                   if isinstance(v, dict) and isinstance(v.get("sha256"), str)}
-        noted = self.saved.get("files") or {}
-        segments = {w: v["segments"] for w, v in noted.items() if isinstance(v, dict) and isinstance(v.get("segments"), list)
-                    and all(isinstance(oid, str) for oid in v["segments"])}
-        self.result.notes += self.mirror.load(trusted, segments, SEGMENT_LINES if self.saved.get("segment_lines") ==
-                                              SEGMENT_LINES else 0)
-        self.tombs_before = self._tombstones()
-        self._ensure_repo()
-        _clear_stale_locks(self.git.git_dir)
-
-    def _ensure_repo(self) -> None:
-        """Retained's bare repository is a cache of the remote: if it is unusable (a crash inside git's
-        own gc, a deleted file), it is made again and fetched again; the mirror holds everything."""
-        try:
-            self.git.ensure()
-            self.git.run("rev-parse", "--git-dir")
-        except (GitMissing, OutOfTime):
-            raise
-        except TeamError as e:
-            shutil.rmtree(self.git.git_dir, ignore_errors=True)
-            self.result.notes.append(f"retained's copy of the team repository was unusable ({e.message}); made it again")
-            self.git.ensure()
-
-    def _tombstones(self) -> set[tuple[str, int]]:
-        return {(w, i) for w, entries in self.mirror.files.items() if self.mirror.may_hold(w, TOMBSTONE_MARK)
-                for i, e in enumerate(entries, 1) if e.tombstone}
-
-    # -- the loop: fetch, merge, publish, push --------------------------------------------------------------
-    def _attempts(self, outgoing: list[Mapping[str, Any]], purges: list[PurgeRequest], attempts: int) -> None:
-        for attempt in range(attempts):
-            fetched = self.git.fetch(self.remote, self.ref)
-            remote_files = self._pull(fetched)
-            if attempt == 0:
-                self._publish(outgoing, purges)
-            if any(self.mirror.may_hold(w, PURGE_MARK) for w in self.mirror.files):  # else no purge to apply
-                wlog.apply_purges(self.mirror.files)
-            self._install()
-            rewrite = self.purge_published or self._needs_rewrite(fetched)
-            if rewrite:  # what was fetched holds purged bytes: they leave this repository whatever happens
-                self.saved["collect_due"] = True
-            tree, contents = self._tree_oids(remote_files)
-            if fetched is not None and not rewrite and tree == remote_files:
-                self._pushed(fetched, pushed=0)
-                return
-            commit = self._commit(None if rewrite else fetched, rewrite or fetched is None, tree, contents)
-            try:
-                outcome = self.git.push(self.remote, commit, self.ref, fetched)
-            except TeamError as e:
-                if fetched is None or not _read_only(e.message):
-                    raise
-                outcome = PushOutcome(False, False, e.message)
-            if not outcome.ok and fetched is not None and _read_only(outcome.reason or ""):
-                # A clone that may read but not write (a read-only teammate, CI): it pulled, and says so
-                # once, in its result; its own records wait here and no failure is left in every brief.
-                self.result.pull_only = True
-                self.result.notes.append("pull-only: the remote refused this machine's push "
-                                         f"({outcome.reason}); this machine's records stay here")
-                return
-            if outcome.ok:
-                self.result.rewrote = self.result.rewrote or rewrite
-                self._pushed(commit, pushed=self._own_lines() - len(self.theirs.get(self.writer, [])))
-                return
-            if not outcome.stale:
-                raise TeamError(f"the team remote refused the push to {self.ref}: {outcome.reason}",
-                                hint="check your write access to the remote (a protected ref, a server hook); the "
-                                     "records wait here and go with the next sync")
-            self.result.notes.append(f"the remote moved during the sync ({outcome.reason}); fetched and merged again")
-        raise TeamError(f"the remote kept moving: {attempts} pushes in a row were overtaken by other pushes",
-                        hint="run `retained sync` again in a moment; nothing was lost")
+    dir: Path
+    remote: str
+    ref: str
+    writer: str
+    git: Git
+    mirror: Mirror
+    result: SyncResult
+    saved: dict[str, Any]
+    imports: list[hlc.Import]
+    theirs: dict[str, list[wlog.Entry]]
+    keep_remote: set[str]
+    remote_format: int
+    sigs: signing.Signatures
 
     def _pull(self, fetched: str | None) -> dict[str, str]:
         """Verify what was fetched and merge it into the mirror (in memory). Returns the fetched tree,
@@ -286,16 +189,7 @@ class _Run:
             return {}
         paths = self.git.tree_files(fetched)
         self.remote_format = self._check_format(paths)
-        pieces: dict[str, dict[int, str]] = {}
-        extra: dict[str, str] = {}  # signatures/<writer>.sig and allowed_signers: {path: oid}
-        for path, oid in paths.items():
-            found = _piece(path, self.remote_format)
-            if found is not None:
-                pieces.setdefault(found[0], {})[found[1]] = oid
-            elif path == signing.ALLOWED_SIGNERS or _signer(path) is not None:
-                extra[path] = oid
-            elif path != "format":
-                self._note(f"ignored {path} on the memory ref: not a writer's log")
+        pieces, extra = self._sorted(paths)
         plans = {w: self._remote_pieces(w, [oid for _, oid in sorted(numbered.items())])
                  for w, numbered in sorted(pieces.items())}
         known = self._known_extra()
@@ -329,6 +223,21 @@ class _Run:
             self._merge(w, p.entries)
         self._note_import(before)
         return paths
+
+    def _sorted(self, paths: dict[str, str]) -> tuple[dict[str, dict[int, str]], dict[str, str]]:
+        """The fetched tree as ({writer: {piece number: oid}}, {signature or allowed_signers path: oid});
+        any other path is noted and left alone."""
+        pieces: dict[str, dict[int, str]] = {}
+        extra: dict[str, str] = {}
+        for path, oid in paths.items():
+            found = _piece(path, self.remote_format)
+            if found is not None:
+                pieces.setdefault(found[0], {})[found[1]] = oid
+            elif path == signing.ALLOWED_SIGNERS or _signer(path) is not None:
+                extra[path] = oid
+            elif path != "format":
+                self._note(f"ignored {path} on the memory ref: not a writer's log")
+        return pieces, extra
 
     def _known_extra(self) -> dict[str, bytes]:
         """{oid: bytes} of the signature files and allowed_signers this clone already holds (its pins,
@@ -459,6 +368,14 @@ class _Run:
         if merged.pulled and writer != self.writer:  # this writer's own lines come back as `restored`
             self.result.pulled[writer] = self.result.pulled.get(writer, 0) + merged.pulled
 
+    def _refuse(self, line: str) -> None:
+        if line not in self.result.refused:  # a retry meets the same damage again
+            self.result.refused.append(line)
+
+    def _note(self, line: str) -> None:
+        if line not in self.result.notes:
+            self.result.notes.append(line)
+
     def _note_import(self, before: dict[str, int]) -> None:
         """Remember, before the new lines become readable, what this machine has now seen (hlc.Import)."""
         heads = {w: len(e) for w, e in self.mirror.files.items() if w != self.writer and e}
@@ -474,6 +391,149 @@ class _Run:
                                "follow it")
         self.imports.append(hlc.Import(now, None, clock, heads))
         self._save_state(last=None)
+
+    def _save_state(self, last: dict[str, Any] | None) -> None:
+        own = self.mirror.files.get(self.writer, [])
+        unpushed = own[(self.saved.get("remote_lines") or {}).get(self.writer, 0):]
+        oldest = min((t for t in (hlc.ts_ms(e.rec.get("ts")) for e in unpushed) if t is not None), default=None)
+        self.imports = hlc.prune(self.imports, oldest, _now_ms())
+        self.saved.update(version=1, remote=public_url(self.remote), ref=self.ref, imports=[i.as_json() for i in self.imports],
+                          files={w: {"sha256": d, "lines": len(self.mirror.files[w]),
+                                     "segments": self.mirror.installed_segments(w, SEGMENT_LINES)}
+                                 for w, d in self.mirror.digests().items()}, segment_lines=SEGMENT_LINES)
+        if own:  # the lines up to it are this machine's own (`_own_extension`), whatever its mirror loses
+            self.saved["own_head"] = [own[-1].rec["seq"], own[-1].rec["sha256"]]
+        if last is not None:
+            self.saved["last"] = last
+        state.write_json(self.dir / state.SYNC_FILE, self.saved)
+
+
+class _Run(_Pulling):
+    """One sync under the project's lock: fetch, verify and merge (`_Pulling`), publish, push."""
+
+    def __init__(self, team_dir: Path, remote: str, ref: str, writer: str, author: dict[str, str],
+                 budget: float | None) -> None:
+        self.dir, self.remote, self.ref, self.writer, self.author = team_dir, remote, ref, writer, author
+        self.git = Git(team_dir / state.REPO, budget=budget)
+        self.mirror = Mirror(team_dir / state.MIRROR)
+        self.result = SyncResult(True)
+        self.saved: dict[str, Any] = {}
+        self.imports: list[hlc.Import] = []
+        self.theirs: dict[str, list[wlog.Entry]] = {}  # the verified lines of the commit fetched, per writer
+        self.keep_remote: set[str] = set()  # writers whose remote file the next commit keeps as it is
+        self.purge_published = False
+        self.tombs_before: set[tuple[str, int]] = set()
+        self.root_made: dict[str, Any] | None = None  # the root commit this sync made, until it is pushed
+        self.outgoing: list[Mapping[str, Any]] = []
+        self.remote_format = FORMAT  # the format of the tree fetched last
+        self.sigs = signing.Signatures(team_dir, writer)
+
+    def run(self, outgoing: list[Mapping[str, Any]], purges: list[PurgeRequest], attempts: int) -> SyncResult:
+        self.outgoing = outgoing
+        try:
+            self._open()
+            self._attempts(outgoing, purges, attempts)
+        except TeamError as e:
+            self.result.ok, self.result.error, self.result.hint = False, e.message, e.hint
+        except OSError as e:
+            self.result.ok = False
+            self.result.error = f"team directory {self.dir}: {e.strerror or e}"
+            self.result.hint = "free disk space or fix permissions, then run `retained sync` again"
+        self._finish()
+        return self.result
+
+    # -- set up -------------------------------------------------------------------------------------------
+    def _open(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for folder in (self.dir, self.mirror.directory):
+            state.discard_temporaries(folder)
+        try:
+            self.saved = state.read_json(self.dir / state.SYNC_FILE) or {}
+        except StoreError as e:
+            self.result.notes.append(f"{e.message}; made it again from the mirror")
+        self.imports = hlc.parse_imports(self.saved.get("imports"))
+        trusted = {w: v["sha256"] for w, v in (self.saved.get("files") or {}).items()
+                   if isinstance(v, dict) and isinstance(v.get("sha256"), str)}
+        noted = self.saved.get("files") or {}
+        segments = {w: v["segments"] for w, v in noted.items() if isinstance(v, dict) and isinstance(v.get("segments"), list)
+                    and all(isinstance(oid, str) for oid in v["segments"])}
+        self.result.notes += self.mirror.load(trusted, segments, SEGMENT_LINES if self.saved.get("segment_lines") ==
+                                              SEGMENT_LINES else 0)
+        self.tombs_before = self._tombstones()
+        self._ensure_repo()
+        _clear_stale_locks(self.git.git_dir)
+
+    def _ensure_repo(self) -> None:
+        """Retained's bare repository is a cache of the remote: if it is unusable (a crash inside git's
+        own gc, a deleted file), it is made again and fetched again; the mirror holds everything."""
+        try:
+            self.git.ensure()
+            self.git.run("rev-parse", "--git-dir")
+        except (GitMissing, OutOfTime):
+            raise
+        except TeamError as e:
+            shutil.rmtree(self.git.git_dir, ignore_errors=True)
+            self.result.notes.append(f"retained's copy of the team repository was unusable ({e.message}); made it again")
+            self.git.ensure()
+
+    def _tombstones(self) -> set[tuple[str, int]]:
+        return {(w, i) for w, entries in self.mirror.files.items() if self.mirror.may_hold(w, TOMBSTONE_MARK)
+                for i, e in enumerate(entries, 1) if e.tombstone}
+
+    # -- the loop: fetch, merge, publish, push --------------------------------------------------------------
+    def _attempts(self, outgoing: list[Mapping[str, Any]], purges: list[PurgeRequest], attempts: int) -> None:
+        for attempt in range(attempts):
+            fetched = self.git.fetch(self.remote, self.ref)
+            remote_files = self._pull(fetched)
+            if attempt == 0:
+                self._publish(outgoing, purges)
+            if any(self.mirror.may_hold(w, PURGE_MARK) for w in self.mirror.files):  # else no purge to apply
+                wlog.apply_purges(self.mirror.files)
+            self._install()
+            rewrite = self.purge_published or self._needs_rewrite(fetched)
+            if rewrite:  # what was fetched holds purged bytes: they leave this repository whatever happens
+                self.saved["collect_due"] = True
+            tree, contents = self._tree_oids(remote_files)
+            if fetched is not None and not rewrite and tree == remote_files:
+                self._pushed(fetched, pushed=0)
+                return
+            commit = self._commit(None if rewrite else fetched, rewrite or fetched is None, tree, contents)
+            try:
+                outcome = self.git.push(self.remote, commit, self.ref, fetched)
+            except TeamError as e:
+                if fetched is None or not _read_only(e.message):
+                    raise
+                outcome = PushOutcome(False, False, e.message)
+            if not outcome.ok and fetched is not None and _read_only(outcome.reason or ""):
+                # A clone that may read but not write (a read-only teammate, CI): it pulled, and says so
+                # once, in its result; its own records wait here and no failure is left in every brief.
+                self.result.pull_only = True
+                self.result.notes.append("pull-only: the remote refused this machine's push "
+                                         f"({outcome.reason}); this machine's records stay here")
+                return
+            if outcome.ok:
+                self.result.rewrote = self.result.rewrote or rewrite
+                self._pushed(commit, pushed=self._own_lines() - len(self.theirs.get(self.writer, [])))
+                return
+            if not outcome.stale:
+                raise TeamError(f"the team remote refused the push to {self.ref}: {outcome.reason}",
+                                hint="check your write access to the remote (a protected ref, a server hook); the "
+                                     "records wait here and go with the next sync")
+            self.result.notes.append(f"the remote moved during the sync ({outcome.reason}); fetched and merged again")
+        raise TeamError(f"the remote kept moving: {attempts} pushes in a row were overtaken by other pushes",
+                        hint="run `retained sync` again in a moment; nothing was lost")
+
+
+
+
+
+
+
+
+
+
+
+
 
     # -- publishing ---------------------------------------------------------------------------------------
     def _publish(self, outgoing: list[Mapping[str, Any]], purges: list[PurgeRequest]) -> None:
@@ -711,28 +771,6 @@ class _Run:
         except OSError as e:
             self._note(f"could not pack retained's team repository yet: {e.strerror or e}")
 
-    def _refuse(self, line: str) -> None:
-        if line not in self.result.refused:  # a retry meets the same damage again
-            self.result.refused.append(line)
-
-    def _note(self, line: str) -> None:
-        if line not in self.result.notes:
-            self.result.notes.append(line)
-
-    def _save_state(self, last: dict[str, Any] | None) -> None:
-        own = self.mirror.files.get(self.writer, [])
-        unpushed = own[(self.saved.get("remote_lines") or {}).get(self.writer, 0):]
-        oldest = min((t for t in (hlc.ts_ms(e.rec.get("ts")) for e in unpushed) if t is not None), default=None)
-        self.imports = hlc.prune(self.imports, oldest, _now_ms())
-        self.saved.update(version=1, remote=public_url(self.remote), ref=self.ref, imports=[i.as_json() for i in self.imports],
-                          files={w: {"sha256": d, "lines": len(self.mirror.files[w]),
-                                     "segments": self.mirror.installed_segments(w, SEGMENT_LINES)}
-                                 for w, d in self.mirror.digests().items()}, segment_lines=SEGMENT_LINES)
-        if own:  # the lines up to it are this machine's own (`_own_extension`), whatever its mirror loses
-            self.saved["own_head"] = [own[-1].rec["seq"], own[-1].rec["sha256"]]
-        if last is not None:
-            self.saved["last"] = last
-        state.write_json(self.dir / state.SYNC_FILE, self.saved)
 
 
 def _clear_stale_locks(git_dir: Path) -> None:
