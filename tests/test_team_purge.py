@@ -43,7 +43,7 @@ def purge_request(target: str, reason: str = "a password") -> PurgeRequest:
 def share_a_secret(crew: list[Machine]) -> str:
     ann, bob, cat = crew
     ann.write("we use trunk-based development")
-    secret = bob.write(f"the staging db password is {MARKER.decode()}, do not tell")
+    secret = bob.write(f"the staging db codename is {MARKER.decode()}, do not tell")
     bob.write("bob's other decision")
     cat.write("cat's decision")
     for m in (ann, bob, cat, ann, bob):
