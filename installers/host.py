@@ -195,6 +195,14 @@ class ConfigFiles(_Named):
 
     # what the user gets when a host has no hook for something (said in the plan and by doctor)
     notes: tuple[str, ...] = ()
+    # retained installed as this host's own plugin or extension (issue 30): the host's command that removes
+    # it ("" when the host has no plugin surface retained ships for), and where it records the install.
+    plugin_remove: str = ""
+
+    def installed_plugin(self, env: Mapping[str, str], project: Path | None) -> str | None:
+        """How retained is installed as this host's plugin (a phrase naming where), or None. Reads only."""
+        return None
+
     # Files of this host's template that are another host's file, which this host reads too:
     # (role, scope) → that host's name. Retained plans, shows and writes such a file once, for both.
     shares: ClassVar[dict[tuple[str, str], str]] = {}

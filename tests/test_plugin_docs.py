@@ -19,7 +19,8 @@ from urllib.parse import unquote
 import pytest
 
 from retained.hook import PRE_COMPACT_ASK, STOP_REASON
-from retained.installers.plugins import cursor_link, vscode_link
+from retained.installers.hosts.cursor import install_link as cursor_link
+from retained.installers.hosts.vscode import install_link as vscode_link
 from retained.instructions import GUIDANCE
 from tests.conftest import run_cli
 

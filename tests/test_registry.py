@@ -119,6 +119,14 @@ NAME_ALLOWED = {
     ("retained/stdio_guard.py", "cursor"): "MCP's pagination cursor, not the host",
     ("retained/ui_static/app.css", "cursor"): "CSS's cursor property",
     ("retained/data/vocab.txt", "*"): "the embedding model's word list",
+    # list paging takes an opaque cursor (issue 28), a word that is also a host's name
+    **{(f, "cursor"): "a list page's cursor, not the host" for f in (
+        "retained/cli.py", "retained/reads.py", "retained/replies.py", "retained/results.py", "retained/store.py",
+        "retained/tools.py", "retained/ui.py", "retained/ui_static/app.js", "retained/handshake.json",
+        "retained/index/queries.py", "retained/server.py")},
+    # the plugin surface (issue 30): files the hosts read themselves, keyed by their own event names
+    ("hooks/hooks.json", "*"): "the hooks file Claude Code's plugin and Gemini CLI's extension read",
+    ("hooks/launch.sh", "*"): "the plugin's launcher, run by every host's plugin manifest",
 }
 # Numbers equal to a host's cap that are retained's own (a batch size, a candidate count, a prompt cut).
 CAP_ALLOWED = {("retained/index/catchup.py", "_BATCH"), ("retained/ranking.py", "ALL_VECTORS"),

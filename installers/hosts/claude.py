@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from ..host import HOOK_OUTPUT_CHARS, Check, Host, array, table
+from ..plugins import PLUGIN_NAME, plugin_home, read_json
 
 TYPE_CHECKING = False  # typing's, without importing typing: the hook path imports no more than it runs
 if TYPE_CHECKING:
@@ -146,6 +147,23 @@ class ClaudeCode(Host):
                 "loaded_at_start": loaded, "summary": summary,
                 "fix": f"retained import --from {self.name} (dry run), then --apply; turn it off with "
                        "\"autoMemoryEnabled\": false in ~/.claude/settings.json if retained should be the one memory"}
+
+    plugin_remove = "claude plugin uninstall retained@retained"
+
+    def installed_plugin(self, env: Mapping[str, str], project: Path | None) -> str | None:
+        """retained installed as claude's own plugin (issue 30), as installers/plugins.py describes."""
+        claude_dir = Path(env["CLAUDE_CONFIG_DIR"]) if env.get("CLAUDE_CONFIG_DIR") else plugin_home(env) / ".claude"
+        files = [claude_dir / "settings.json"]
+        if project is not None:
+            files += [project / ".claude" / "settings.json", project / ".claude" / "settings.local.json"]
+        for f in files:
+            data = read_json(f)
+            enabled = data.get("enabledPlugins") if isinstance(data, dict) else None
+            if isinstance(enabled, dict):
+                for key, on in enabled.items():
+                    if isinstance(key, str) and key.split("@")[0] == PLUGIN_NAME and on is True:
+                        return f"plugin {key} (enabledPlugins in {f})"
+        return None
 
 
 NAME_MAX = 200  # Claude Code cuts sanitised project names here and appends a hash

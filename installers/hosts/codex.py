@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from ..host import Check, Host, table
+from ..plugins import PLUGIN_NAME, plugin_home
 
 TYPE_CHECKING = False  # typing's, without importing typing: the hook path imports no more than it runs
 if TYPE_CHECKING:
@@ -224,6 +225,28 @@ class Codex(Host):
             edit.entries = ours_after if install else {}  # type: ignore[attr-defined]
             edit.keys = sorted(set(ours_now) | set(ours_after))  # type: ignore[attr-defined]
         return plans
+
+    plugin_remove = "codex plugin remove retained@retained"
+
+    def installed_plugin(self, env: Mapping[str, str], project: Path | None) -> str | None:
+        """retained installed as codex's own plugin (issue 30), as installers/plugins.py describes."""
+        codex_home = Path(env.get("CODEX_HOME") or plugin_home(env) / ".codex")
+        config = codex_home / "config.toml"
+        try:
+            import tomllib  # type: ignore[import-not-found,unused-ignore]
+        except ImportError:  # Python 3.10
+            import tomlkit as tomllib  # type: ignore[no-redef,unused-ignore]
+        try:
+            data = tomllib.loads(config.read_text(encoding="utf-8"))
+        except Exception:  # unreadable, or not TOML (tomlkit's parse errors are its own classes)
+            return None
+        plugins = data.get("plugins") if isinstance(data, dict) else None
+        if isinstance(plugins, dict):
+            for key, entry in plugins.items():
+                if isinstance(key, str) and key.split("@")[0] == PLUGIN_NAME and \
+                        not (isinstance(entry, dict) and entry.get("enabled") is False):
+                    return f"plugin {key} ([plugins] in {config})"
+        return None
 
 
 def _user_config(ctx: dict[str, Any]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ file holds for Claude Code answer Cursor in Cursor's shapes. Retained writes not
 from __future__ import annotations
 
 from ..host import Check, Host
+from ..plugins import LINK_ENTRY, PLUGIN_NAME
 
 TYPE_CHECKING = False  # typing's, without importing typing: the hook path imports no more than it runs
 if TYPE_CHECKING:
@@ -60,3 +61,12 @@ class Cursor(Host):
 
 
 HOST = Cursor()
+
+
+def install_link(entry: dict[str, object] | None = None) -> str:
+    """Cursor's install link: the server entry as base64 JSON in `config`."""
+    import base64
+    import json
+
+    blob = json.dumps(entry or LINK_ENTRY, separators=(",", ":")).encode("utf-8")
+    return f"cursor://anysphere.cursor-deeplink/mcp/install?name={PLUGIN_NAME}&config={base64.b64encode(blob).decode()}"

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from ..host import Check, Host, array, table
+from ..plugins import PLUGIN_NAME, plugin_home, read_json
 
 TYPE_CHECKING = False  # typing's, without importing typing: the hook path imports no more than it runs
 if TYPE_CHECKING:
@@ -121,6 +122,17 @@ class GeminiCLI(Host):
         return {"host": self.name, "feature": "memory files", "enabled": True, "why": why, "location": str(base),
                 "files": files, "bytes": size, "loaded_at_start": loaded, "summary": summary, "auto_memory": auto,
                 "fix": f"retained import --from {self.name} (dry run), then --apply"}
+
+    plugin_remove = "gemini extensions uninstall retained"
+
+    def installed_plugin(self, env: Mapping[str, str], project: Path | None) -> str | None:
+        """retained installed as gemini's own plugin (issue 30), as installers/plugins.py describes."""
+        base = Path(env["GEMINI_CLI_HOME"]) if env.get("GEMINI_CLI_HOME") else plugin_home(env)
+        manifest = base / ".gemini" / "extensions" / PLUGIN_NAME / "gemini-extension.json"
+        data = read_json(manifest)
+        if isinstance(data, dict) and data.get("name") == PLUGIN_NAME:
+            return f"extension {PLUGIN_NAME} ({manifest.parent})"
+        return None
 
 
 def gemini_dir(env: Mapping[str, str]) -> Path:

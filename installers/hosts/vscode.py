@@ -13,6 +13,7 @@ import os
 import sys
 
 from ..host import Host
+from ..plugins import LINK_ENTRY, PLUGIN_NAME
 
 TYPE_CHECKING = False  # typing's, without importing typing: the hook path imports no more than it runs
 if TYPE_CHECKING:
@@ -49,3 +50,12 @@ class VSCode(Host):
 
 
 HOST = VSCode()
+
+
+def install_link(entry: dict[str, object] | None = None) -> str:
+    """VS Code's install link: the server entry with its name, URL-encoded JSON."""
+    import json
+    from urllib.parse import quote
+
+    return "vscode:mcp/install?" + quote(json.dumps({"name": PLUGIN_NAME, **(entry or LINK_ENTRY)}, separators=(",", ":")),
+                                         safe="")
