@@ -228,7 +228,7 @@ def read_back(index: Index, log: Log, found: list[dict[str, Any]],
         try:
             rec = read_row(index, log, row)
         except records.BadLine as bad:
-            if healed or index.read_only:
+            if healed or index.read_only or not _misplaced(index, log, row):
                 damaged.append(row["id"])
                 warnings.append(f"{row['id']}: its line in the log is damaged ({bad.reason}); run `retained verify`")
                 continue
@@ -247,6 +247,24 @@ def read_back(index: Index, log: Log, found: list[dict[str, Any]],
                 continue
         out.append(marked(index, log, rec, row))
     return out, damaged
+
+
+def _misplaced(index: Index, log: Log, row: dict[str, Any]) -> bool:
+    """Whether the index entry, not the line, is wrong: its span is not one whole line of its log, or
+    that line is another record. A whole line that no longer reads as its record is damage (bit rot, an
+    edit in place), which no rebuild mends: it is said as damage."""
+    try:
+        where = _log_of(index, log, row)
+        start = row["offset"]
+        raw = where.read_at(start - 1 if start else 0, row["length"] + (1 if start else 0))
+    except (OSError, KeyError, TypeError):
+        return True
+    if (start and not raw.startswith(b"\n")) or not raw.endswith(b"\n") or raw[1 if start else 0:-1].count(b"\n"):
+        return True
+    try:
+        return records.parse_line(raw[1 if start else 0:-1]).get("id") != row["id"]
+    except records.BadLine:
+        return False
 
 
 def read_row(index: Index, log: Log, row: dict[str, Any]) -> dict[str, Any]:
