@@ -26,6 +26,8 @@ def check_args(text: str, *, kind: str, scope: str | None, default_scope: str | 
                fields: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
     """Refuse a malformed write with a clear error; returns the kind (lower case) and the extra fields, checked."""
     records.check_text(text)
+    if isinstance(kind, str):
+        check_kind_is_no_secret(kind.strip())  # as given: a key's case is part of its shape (AKIA...)
     kind = records.check_kind(kind)
     near = records.nearest_kind(kind, records.KNOWN_KINDS)
     if near is not None:
