@@ -279,8 +279,11 @@ class _MarkdownReader:
                     if kind is None and key.lower() in title.lower():
                         kind = k
         kind = kind or kind_for(self.section(), body)
-        if kind in ("decision", "todo") and re.search(_FENCE, body, re.M) and kind_for("", body, "fact") != kind:
-            return "fact"  # a snippet under '## Decisions' is reference, unless its words decide
+        if (kind == "decision" or (kind == "todo" and re.match(_FENCE, body))) and re.search(_FENCE, body, re.M) \
+                and kind_for("", body, "fact") != kind:
+            # a snippet under '## Decisions' is reference, unless its words decide; a task whose words
+            # come first keeps the code indented under it (the command it asks to run)
+            return "fact"
         return kind
 
     def _add(self, lines: list[str], line: int, *, pointer: bool = False) -> None:

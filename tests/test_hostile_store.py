@@ -500,7 +500,10 @@ def test_a_codex_memory_folder_named_by_path_says_what_it_skipped(tmp_path):
     proc = cli("import", str(home / "memories"), env={"CODEX_HOME": str(home)})
     no_crash(proc)
     assert "would add 7" in proc.stdout, proc.stdout
-    assert "What's in Memory" in proc.stderr and "Task 1" in proc.stderr and "skipped" in proc.stderr, proc.stderr
+    # issue 32: a task's bullet points import whatever heading holds them; its rollout files and keywords
+    # (Codex's evidence, not memories) are what is skipped, and said
+    assert "What's in Memory" in proc.stderr and "rollout_summary_files" in proc.stderr and "skipped" in proc.stderr, \
+        proc.stderr
 
 
 # -- issue 29 item 7: export -o refuses any store's own files --------------------------------------------------
