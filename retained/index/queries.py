@@ -333,7 +333,7 @@ def chain(db: sqlite3.Connection, head: int) -> list[Row]:
 
 def forget_records(db: sqlite3.Connection) -> list[Row]:
     """The retraction, undo and purge records, in log order (each names its targets in the log)."""
-    return rows(db, "SELECT line, id, ts, offset, length FROM records WHERE kind = ? AND tomb = 0 ORDER BY line",
+    return rows(db, "SELECT line, id, ts, offset, length, sha256 FROM records WHERE kind = ? AND tomb = 0 ORDER BY line",
                 (FORGET_KIND,))
 
 
