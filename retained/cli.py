@@ -17,10 +17,9 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from types import SimpleNamespace
 from typing import Any, cast
 
-from . import __version__, embed, maintain, safejson, warm
+from . import __version__, maintain, safejson, warm
 from .brief import NO_PROJECT, make_brief, render
 from .errors import NotFound, RetainedError, UsageError
 from .hook import EVENTS
@@ -42,7 +41,7 @@ from .results import (
     WriteReceipt,
 )
 from .store import Store, no_store_at
-from .switches import embed_mode, switch
+from .switches import embed_mode
 from .team_cli import add_commands as team_commands
 
 _AddCommand = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
@@ -547,21 +546,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    if switch("RETAINED_MODEL_HOST", True):
-        # One model process per user, shared by every server (retained/model_host.py); that module is
-        # imported at the first embedding, not on the way to the opening replies.
-        embed.LOCAL_FACTORY[:] = [_hosted_embedder]
-    else:
-        embed.one_heap()  # the model lives here: before serve() starts a thread, so a dropped one is given back
-    from .transport import serve  # ~70 ms of imports no other command needs
+    from .transport import command  # ~70 ms of imports no other command needs
 
-    return serve(store_dir(args.dir))
-
-
-def _hosted_embedder(env: dict[str, str]) -> Any:
-    from .model_host import hosted_or_local  # at the first embedding: not on the way to the opening replies
-
-    return hosted_or_local(env)
+    return command(args.dir)
 
 
 # -- export, import, the web page (retained/transfer.py, retained/ui.py) -----------------------------
@@ -862,21 +849,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Exit codes (README, "Exit codes"): 0 ok, 1 failed / not found / not intact, 2 usage, 3 a bug,
     130 interrupted."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv == ["serve"] or (len(argv) == 3 and argv[0] == "--dir" and argv[2] == "serve"):
-        # How hosts start the server: without building the whole parser, which delays the first reply.
-
-        args: Any = SimpleNamespace(func=cmd_serve, dir=argv[1] if len(argv) == 3 else None, json=False)
-    else:
-        _JSON_ERRORS[0] = "--json" in argv
-        parser = build_parser()
-        args, unknown = parser.parse_known_args(argv)
-        if unknown:  # reported by the command's own parser, whose hint is `retained <command> --help`
-            getattr(args, "parser_of_command", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
-        args.dir = getattr(args, "dir", None)
-        args.json = getattr(args, "json", False)
-        if not getattr(args, "func", None):
-            parser.print_help(sys.stderr)
-            return EXIT_USAGE
+    _JSON_ERRORS[0] = "--json" in argv
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # reported by the command's own parser, whose hint is `retained <command> --help`
+        getattr(args, "parser_of_command", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
+    args.dir = getattr(args, "dir", None)
+    args.json = getattr(args, "json", False)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
     try:
         if args.dir is not None and not args.dir.strip():
             raise UsageError("--dir is empty", hint="give a directory, or leave --dir out for the default store")

@@ -21,6 +21,10 @@ def main(argv: list[str] | None = None) -> int:
     hooked = hook_command(args)
     if hooked is not None:
         return hooked
+    if args == ["serve"] or (len(args) == 3 and args[0] == "--dir" and args[2] == "serve"):
+        from .transport import command  # as hosts start the server: not the CLI's parser and imports (~15 ms)
+
+        return command(args[1] if len(args) == 3 else None)
     from .cli import main as cli_main  # argparse and every command's room: a hook never pays for them
 
     return cli_main(args)

@@ -19,6 +19,7 @@ Anything the rewrite does not recognise raises `ValueError`; the caller then loa
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 
 # TensorProto.DataType and AttributeProto.AttributeType values used here.
@@ -320,8 +321,6 @@ def _count(dims: list[int]) -> int:
 
 
 def _f32(x: float) -> bytes:
-    import struct
-
     return struct.pack("<f", x)
 
 

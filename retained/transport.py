@@ -26,10 +26,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from . import stdio_guard
-from .errors import RetainedError
+from . import embed, stdio_guard
+from .errors import RetainedError, UsageError
 from .installers import hosts as registry  # host facts: the session variables
 from .instructions import GUIDANCE, compute_instructions
+from .paths import store_dir
 from .project import project_scope
 from .stdio_guard import EarlyReplies, GuardedIn, WireOut
 from .store import Store
@@ -163,6 +164,34 @@ class _Instructions:
 
 
 # -- serving ----------------------------------------------------------------------------------------
+def command(dir_arg: str | None) -> int:
+    """`retained [--dir D] serve`, as hosts start it: retained/entry.py comes here without the CLI's
+    parser and the imports of every other command (~15 ms of a host's wait for the tool list)."""
+    try:
+        if dir_arg is not None and not dir_arg.strip():
+            raise UsageError("--dir is empty", hint="give a directory, or leave --dir out for the default store")
+        directory = store_dir(dir_arg)
+    except RetainedError as e:  # as the CLI says an error: one line with its hint
+        sys.stderr.write(f"error: {e.message}" + (f" (hint: {e.hint})" if e.hint else "") + "\n")
+        return e.exit_code
+    if switch("RETAINED_MODEL_HOST", True):
+        # One model process per user, shared by every server (retained/model_host.py).
+        embed.LOCAL_FACTORY[:] = [_hosted_embedder]
+    else:
+        embed.one_heap()  # the model lives here: before serve() starts a thread, so a dropped one is given back
+    try:
+        return serve(directory)
+    except OSError as e:  # stdin or stdout unusable: one line, as every error
+        sys.stderr.write(f"error: {e.strerror or e}\n")
+        return 1
+
+
+def _hosted_embedder(env: dict[str, str]) -> Any:
+    from .model_host import hosted_or_local  # at the first embedding: not on the way to the opening replies
+
+    return hosted_or_local(env)
+
+
 def serve(directory: Path) -> int:
     """Run the server on stdin/stdout until EOF or SIGTERM."""
     logging.basicConfig(stream=sys.stderr, level=os.environ.get("RETAINED_LOG_LEVEL", "WARNING"),

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 from . import records
 from .errors import NotFound, Refused, UsageError
 from .index import query_terms, quote_query
+from .project import nearest_scopes
 from .switches import switch
 
 
@@ -182,8 +183,6 @@ def _unknown_scope(index: Index, scope: str, default_scope: str | None) -> list[
         return []
     here = (f"the current project ({default_scope}) plus global" if default_scope not in (None, records.GLOBAL_SCOPE)
             else "global only, outside a project")
-    from .project import nearest_scopes
-
     try:
         near = nearest_scopes(scope, index.scope_names())
     except sqlite3.Error:

@@ -143,7 +143,12 @@ def store(store_dir):
 
 def run_cli(*args: str, input: str | None = None, env: dict[str, str] | None = None, cwd: str | None = None,
             timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """The real console entry point in a fresh interpreter."""
+    """The console entry point: in this process unless the call needs one of its own (its own
+    environment or folder, or serve/ui/hook), then in a fresh interpreter."""
+    from tests.helpers.hostile import cli_here, needs_its_own_process
+
+    if not needs_its_own_process(args, env, cwd):
+        return cli_here(*args, input=input, settings={})
     full_env = dict(os.environ)
     if env:
         full_env.update(env)

@@ -427,7 +427,7 @@ def test_prompt_hook_with_semantic_off_imports_no_numpy_onnxruntime_or_mcp(store
         "atexit.register(lambda: sys.stderr.write('MODULES ' + ' '.join(sorted(m for m in sys.modules"
         " if m.split('.')[0] in ('numpy', 'onnxruntime', 'mcp'))) + '\\n'))\n"
         "sys.argv = ['retained', 'hook', 'prompt', '--host', 'claude']\n"
-        "from retained.cli import main\n"
+        "from retained.entry import main\n"
         "sys.exit(main())\n"
     )
     payload = json.dumps({"session_id": "s-imports", "cwd": str(project), "hook_event_name": "UserPromptSubmit",

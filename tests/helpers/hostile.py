@@ -17,13 +17,19 @@ from retained import records
 LEXICAL = {"RETAINED_EMBED": "off"}
 
 
+def needs_its_own_process(args: tuple[str, ...], env: dict[str, str] | None, cwd: str | Path | None) -> bool:
+    """An environment or a folder of its own, or a command that serves or hooks (`serve`, `ui`, `hook`
+    change process-wide state: signals, the collector, a listening socket)."""
+    command = next((a for a in args if not a.startswith("-")), "")
+    return env is not None or cwd is not None or command in ("serve", "ui", "hook") or args[:1] == ("--dir",)
+
+
 def cli(*args: str, input: str | bytes | None = None, env: dict[str, str] | None = None, cwd: str | Path | None = None,
         timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """`retained ARGS`, words only; stdout and stderr as text. In this process (`cli_here`) unless the call
     needs a process of its own: an environment or a folder of its own, or a command that serves or
     hooks (`serve`, `ui`, `hook` change process-wide state); then `python -m retained` in a fresh interpreter."""
-    command = next((a for a in args if not a.startswith("-")), "")
-    if env is None and cwd is None and command not in ("serve", "ui", "hook") and "--dir" not in args[:1]:
+    if not needs_its_own_process(args, env, cwd):
         return cli_here(*args, input=input)
     full = dict(os.environ, **LEXICAL)
     full.update(env or {})
@@ -34,10 +40,13 @@ def cli(*args: str, input: str | bytes | None = None, env: dict[str, str] | None
                                        proc.stderr.decode("utf-8", "replace"))
 
 
-def cli_here(*args: str, input: str | bytes | None = None) -> subprocess.CompletedProcess[str]:
-    """`retained ARGS` in this process (the console entry's `main`), words only, for a promise that is
-    not about the process: a fresh interpreter costs each call ~0.2 s of start-up and imports. Anything
-    that escapes `main` is written to stderr as a traceback, so `no_crash` still sees it."""
+def cli_here(*args: str, input: str | bytes | None = None, settings: dict[str, str] | None = None
+             ) -> subprocess.CompletedProcess[str]:
+    """`retained ARGS` in this process (the console entry's `main`), words only unless `settings` says
+    otherwise, for a promise that is not about the process: a fresh interpreter costs each call ~0.2 s
+    of start-up and imports. Anything that escapes `main` is written to stderr as a traceback, so
+    `no_crash` still sees it."""
+    extra = LEXICAL if settings is None else settings
     import io
     import traceback
     from contextlib import redirect_stderr, redirect_stdout
@@ -47,12 +56,12 @@ def cli_here(*args: str, input: str | bytes | None = None) -> subprocess.Complet
     out_bytes, err_bytes = io.BytesIO(), io.BytesIO()  # with .buffer, as sys.stdout has (export writes bytes)
     out = io.TextIOWrapper(out_bytes, encoding="utf-8", errors="surrogateescape", write_through=True)
     err = io.TextIOWrapper(err_bytes, encoding="utf-8", errors="backslashreplace", write_through=True)
-    saved_env = {k: os.environ.get(k) for k in LEXICAL}
+    saved_env = {k: os.environ.get(k) for k in extra}
     limit = sys.getrecursionlimit()
     data = input.encode() if isinstance(input, str) else (input or b"")
     stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="surrogateescape")
     saved_stdin, sys.stdin = sys.stdin, stdin
-    os.environ.update(LEXICAL)
+    os.environ.update(extra)
     sys.setrecursionlimit(1000)  # as a fresh interpreter has it (a test may have raised it for the session)
     try:
         with redirect_stdout(out), redirect_stderr(err):
