@@ -53,6 +53,29 @@ def array(doc: Any, *path: str) -> list[Any]:
 
 
 
+#: retained as a host's own plugin or extension (issue 30): its name there, and the server entry a
+#: one-click link carries (what `retained install --scope project` writes when `retained` is on PATH and the
+#: store is the default one: a link cannot carry a path of the machine it is clicked on).
+PLUGIN_NAME = "retained"
+LINK_ENTRY = {"type": "stdio", "command": "retained", "args": ["serve"]}
+
+
+def plugin_home(env: Mapping[str, str]) -> Path:
+    import os
+
+    return Path(env.get("HOME") or os.path.expanduser("~"))
+
+
+def read_json(path: Path) -> object:
+    """A host's file as JSON, within bounds (a config nested a thousand levels deep is not one), or None."""
+    from retained import safejson
+
+    try:
+        return safejson.loads(path.read_bytes())
+    except (OSError, safejson.JSONError):
+        return None
+
+
 class Check:
     """One line of doctor's report: which host, what was checked, whether it holds, why, and the fix."""
 

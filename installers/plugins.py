@@ -8,27 +8,17 @@ a file of its own, which its module in installers/hosts/ reads (never writes): `
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
+
+from .host import LINK_ENTRY, PLUGIN_NAME, plugin_home, read_json
+
+PLUGIN = PLUGIN_NAME
+__all__ = ["LINK_ENTRY", "PLUGIN", "PLUGIN_NAME", "installed_plugin", "plugin_home", "read_json", "remove_command"]
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
-
-PLUGIN = PLUGIN_NAME = "retained"
-
-
-def plugin_home(env: Mapping[str, str]) -> Path:
-    return Path(env.get("HOME") or os.path.expanduser("~"))
-
-
-def read_json(path: Path) -> object:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
 
 def installed_plugin(host: str, env: Mapping[str, str] | None = None, project: Path | None = None) -> str | None:
     """How retained is installed as `host`'s own plugin or extension (a phrase naming where), or None:
@@ -47,7 +37,3 @@ def remove_command(host: str) -> str:
     return found.plugin_remove if found is not None else ""
 
 
-# -- one-click install links (Cursor, VS Code) ---------------------------------------------------------------
-# The server entry `retained install --scope project` writes when `retained` is on PATH and the store is
-# the default one: a link cannot carry a path of the machine it is clicked on.
-LINK_ENTRY = {"type": "stdio", "command": "retained", "args": ["serve"]}

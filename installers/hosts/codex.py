@@ -14,8 +14,7 @@ import json
 import os
 from pathlib import Path
 
-from ..host import Check, Host, table
-from ..plugins import PLUGIN_NAME, plugin_home
+from ..host import PLUGIN_NAME, Check, Host, plugin_home, table
 
 TYPE_CHECKING = False  # typing's, without importing typing: the hook path imports no more than it runs
 if TYPE_CHECKING:

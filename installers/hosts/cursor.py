@@ -7,8 +7,7 @@ file holds for Claude Code answer Cursor in Cursor's shapes. Retained writes not
 
 from __future__ import annotations
 
-from ..host import Check, Host
-from ..plugins import LINK_ENTRY, PLUGIN_NAME
+from ..host import LINK_ENTRY, PLUGIN_NAME, Check, Host
 
 TYPE_CHECKING = False  # typing's, without importing typing: the hook path imports no more than it runs
 if TYPE_CHECKING:

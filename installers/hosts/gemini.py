@@ -9,8 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..host import Check, Host, array, table
-from ..plugins import PLUGIN_NAME, plugin_home, read_json
+from ..host import PLUGIN_NAME, Check, Host, array, plugin_home, read_json, table
 
 TYPE_CHECKING = False  # typing's, without importing typing: the hook path imports no more than it runs
 if TYPE_CHECKING:

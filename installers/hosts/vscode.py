@@ -12,8 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ..host import Host
-from ..plugins import LINK_ENTRY, PLUGIN_NAME
+from ..host import LINK_ENTRY, PLUGIN_NAME, Host
 
 TYPE_CHECKING = False  # typing's, without importing typing: the hook path imports no more than it runs
 if TYPE_CHECKING:
