@@ -86,8 +86,8 @@ def _value(value: Any, where: str, depth: int, clean: bool = False) -> str | Non
 #: In a canonical line, a control character is written as an escape (a backslash) and the others above
 #: as raw UTF-8: a line with neither holds none anywhere, and its labels need no character check.
 _SUSPECT = re.compile(rb"\\|\xc2[\x80-\x9f]|\xe2\x80[\xa8-\xae]|\xe2\x81[\xa6-\xa9]")
-#: Fields whose values `problem` checks itself (the rest may nest: their field names are checked).
-_CHECKED = frozenset(("author", "hlc", "seen", "targets", "resolves"))
+#: Fields of retained's own whose values may nest (their field names are checked at any depth).
+_NESTED = frozenset(("purged", "forgotten", "imported"))
 
 
 def problem(rec: Mapping[str, Any], writer: str, raw: bytes | None = None) -> str | None:
@@ -127,13 +127,14 @@ def problem(rec: Mapping[str, Any], writer: str, raw: bytes | None = None) -> st
     if seen is not None and not (type(seen) is dict and all(type(k) is str and _WRITER.match(k) and type(v) is int
                                                             for k, v in seen.items())):
         return "its seen is not {writer: seq}"
-    for key, value in rec.items():
-        if key not in _KNOWN:
-            why = _name(key, clean)
-            if why:
-                return f"it {why}"
-        if key not in _CHECKED and isinstance(value, (dict, list)):
-            why = _value(value, key, 1, clean)
+    keys = rec.keys()
+    for key in keys - _KNOWN:  # set arithmetic: most lines hold only retained's own fields
+        why = _name(key, clean) or (_value(rec[key], key, 1, clean) if isinstance(rec[key], (dict, list)) else None)
+        if why:
+            return why if why.startswith(str(key)) else f"it {why}"
+    for key in keys & _NESTED:
+        if isinstance(rec[key], (dict, list)):
+            why = _value(rec[key], key, 1, clean)
             if why:
                 return why
     return None
