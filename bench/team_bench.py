@@ -304,6 +304,8 @@ def growth(writers: list[Writer], remote: Path, extra: int, rng: random.Random) 
     print(f"remote size after git gc: {before / 1024:,.0f} KiB for {total:,} records = {before / total:,.0f} B/record "
           f"(the records' own JSON lines: {log_bytes / total:,.0f} B/record)")
     batch = 100
+    if extra < batch:  # --growth 0: the remote's size alone
+        return
     for k in range(extra // batch):
         w = writers[k % len(writers)]
         w.records += make_records(batch, rng, len(w.records) + 1)
