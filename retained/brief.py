@@ -144,11 +144,6 @@ def render(rows: list[dict[str, Any]], total: int, *, project: str | None, budge
     }
 
 
-def _desc(text: str) -> tuple[int, ...]:
-    """A key that sorts strings in descending order (the team order's last tie-break, the record id)."""
-    return tuple(-ord(c) for c in text) + (1,)
-
-
 def brief_rows(store: Store, scopes: list[str] | None, limit: int) -> tuple[list[dict[str, Any]], int]:
     """Current records in brief order, and how many exist (see the module's docstring for the order)."""
     rows, total, _kinds = brief_rows_by_kind(store, scopes, limit)
@@ -166,7 +161,7 @@ def brief_rows_by_kind(store: Store, scopes: list[str] | None,
     newest = store.index.newest_current(scopes, 1, kind=CHECKPOINT)
     standing = store.index.newest_current(scopes, limit, kinds=STANDING_KINDS)
     rank = {k: i for i, k in enumerate(STANDING_KINDS)}
-    standing.sort(key=lambda r: (rank[r["kind"]], -r["ord_ms"], -r["ord_n"], _desc(r["id"])))
+    standing.sort(key=lambda r: rank[r["kind"]])  # stable: each kind keeps the query's team order (queries.NEWEST)
     taken = (CHECKPOINT, *STANDING_KINDS)
     recent = [r for r in store.index.newest_current(scopes, limit * 2) if r["kind"] not in taken]
     rows = (newest + standing + recent)[: max(limit, 1)]

@@ -191,8 +191,7 @@ def newest_current(db: sqlite3.Connection, scopes: list[str] | None, limit: int,
         params += list(kinds)
     newest = NEWEST
     order = f"ORDER BY kind, {newest}" if kind is not None else f"ORDER BY {newest}"
-    return rows(db, f"SELECT id, seq, ts, kind, scope, text, writer, author, ord_ms, ord_n FROM records WHERE {where}"
-                f" {order} LIMIT ?",
+    return rows(db, f"SELECT id, seq, ts, kind, scope, text, writer, author FROM records WHERE {where} {order} LIMIT ?",
                 [*params, limit])
 
 
