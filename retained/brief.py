@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # the hook path imports no more than it runs
 
     from .store import Store
 
-from .records import GLOBAL_SCOPE
+from .records import GLOBAL_SCOPE, defang_markers
 from .tokens import estimate_tokens
 
 DEFAULT_BUDGET = 800
@@ -37,9 +37,7 @@ NO_PROJECT = "global only (no current project: not inside a git repository)"  # 
 def _flat(text: str) -> str:
     """One line of data: white space and control characters folded to spaces, and no marker of the
     memory block (stored text must never be able to close the block early or open a fake one)."""
-    text = " / ".join(" ".join(part.split()) for part in text.splitlines() if part.strip())
-    text = "".join(c if c.isprintable() else " " for c in text)
-    return text.replace("<<<", "‹‹‹").replace(">>>", "›››")
+    return defang_markers(" / ".join(" ".join(part.split()) for part in text.splitlines() if part.strip()))
 
 
 def _line(row: dict[str, Any], project: str | None, me: str | None = None) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-from ..records import MAX_CLOCK_DRIFT_MS
+from ..records import MAX_CLOCK_DRIFT_MS, next_clock
 from ..records import ts_ms as ts_ms  # a stored time in milliseconds, read one way (records.py)
 
 #: A teammate's clock this far ahead of ours is not followed (its records keep their own clock, ours
@@ -50,9 +50,7 @@ def parse(value: object) -> HLC | None:
 
 def tick(last: HLC, wall_ms: int) -> HLC:
     """The clock of a new record written at `wall_ms` after everything up to `last`: strictly after `last`."""
-    if wall_ms > last.ms:
-        return HLC(wall_ms, 0)
-    return HLC(last.ms, last.n + 1)
+    return HLC(*next_clock(last, wall_ms))
 
 
 def observe(last: HLC, seen: HLC, now_ms: int) -> tuple[HLC, bool]:
