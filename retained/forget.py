@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # the hook path imports no more than it runs
 
 from . import records
 from .errors import NotFound, Refused, StoreError, UsageError
+from .paths import has_team
 from .writes import redaction_enabled
 
 MAX_IDS = 500
@@ -184,15 +185,11 @@ def purge(store: Store, ids: Any, reason: Any) -> dict[str, Any]:
         warnings.append(f"{_plural(len(chain_versions))} corrected by a purged record still hold their own "
                         f"text, hidden from reads: {', '.join(chain_versions[:10])} (purge them too if they must go)")
     warnings += scrubbed
-    if len(listed) > len(own) or _shared(store):
+    if len(listed) > len(own) or has_team(store.directory):
         warnings.append(team_purge_note(len(listed) - len(own)))
     return {"id": record["id"], "seq": record["seq"], "sha256": record["sha256"], "durable": all(checks.values()),
             "checks": checks, "warnings": warnings, "deduplicated": False, "action": "purge", "purged": listed,
             "reason": op.reason}
-
-
-def _shared(store: Store) -> bool:
-    return os.path.isfile(os.path.join(store.directory, "team", "shared.json"))
 
 
 def team_purge_note(teammates: int) -> str:

@@ -252,8 +252,8 @@ def filed_apart(shared: state.Shared) -> str | None:
 
 
 def _refused(store: Store) -> dict[int, str]:
+    """What the index left out as lines their ref may not carry, as it stands (the caller refreshed it)."""
     try:
-        store.refresh()
         return store.index.refused()
     except Exception:  # the derived index: the sync's own outcome still stands
         return {}

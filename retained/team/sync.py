@@ -585,11 +585,12 @@ class _Run(_Pulling):
     def _seal(self, body: dict[str, Any], own: list[wlog.Entry]) -> wlog.Entry:
         written = hlc.ts_ms(body.get("ts"))
         written = _now_ms() if written is None else written
-        last = max(wlog.last_clock(own), hlc.floor_at(self.imports, written))
+        mine = wlog.last_clock(own)
         # The record's own clock, from its write (Appender.next_clock), when it still comes after this
         # writer's last line: the record then sorts the same here as on every clone that reads it.
         own_clock = hlc.parse(body.get("hlc"))
-        clock = own_clock if own_clock is not None and own_clock > wlog.last_clock(own) else hlc.tick(last, written)
+        clock = own_clock if own_clock is not None and own_clock > mine else \
+            hlc.tick(max(mine, hlc.floor_at(self.imports, written)), written)
         seen = hlc.seen_at(self.imports, written) if wlog.needs_seen(body) else None
         return wlog.seal_after(body, own[-1] if own else None, writer=self.writer, clock=clock,
                                author=self.author, seen=seen)
