@@ -203,8 +203,10 @@ def session_start(data: dict[str, Any], env: dict[str, str], host: Host, store_d
     """
     from .brief import render
     from .paths import LOG_NAME, read_only_requested
+    from .project import scope_of
 
-    project = project_of(data, env)
+    root = project_root_of(data, env)
+    project = scope_of(root) if root is not None else None  # project_of, with the root kept for the join hint
     sid = session_id(data, env)
     now = time.time()
     compaction = host.is_compaction(data)
@@ -226,7 +228,7 @@ def session_start(data: dict[str, Any], env: dict[str, str], host: Host, store_d
             brief = _fit_for_host(host, store, project, budget)  # the brief names damaged lines itself
             start_seq = store.index.max_seq()
     if not compaction and not read_only_requested():
-        _add_join_hint(brief, store_dir, project, data, env)
+        _add_join_hint(brief, store_dir, project, root)
     if state_path is not None:
         if prior and compaction:
             # the session goes on: keep when it began
@@ -404,8 +406,7 @@ def prompt(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Pat
     return host.prompt_output("\n\n".join(parts))
 
 
-def _add_join_hint(brief: dict[str, Any], store_dir: Path, project: str | None, data: dict[str, Any],
-                   env: dict[str, str]) -> None:
+def _add_join_hint(brief: dict[str, Any], store_dir: Path, project: str | None, root: Path | None) -> None:
     """Issue 28: a clone of a project whose remote holds team memory learns it once, under the brief's
     header (team/background.py); a look at the remote is only ever started beside the hook, never made
     in it. Fails open."""
@@ -414,7 +415,6 @@ def _add_join_hint(brief: dict[str, Any], store_dir: Path, project: str | None, 
             return
         from .team.background import join_hint
 
-        root = project_root_of(data, env)
         hint = join_hint(store_dir, project, str(root) if root else None)
     except Exception:
         return
