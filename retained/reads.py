@@ -390,7 +390,7 @@ def _attributed(index: Index, log: Log, mark: dict[str, Any]) -> dict[str, Any]:
     if forget.get("writer"):
         mark["author"] = forget.get("author") or forget["writer"]
     else:
-        from .team.readable import own_author
+        from .team.readable import own_author  # here: readable loads hashlib (~3 ms), and hooks read records
 
         mark["author"] = own_author(log.directory, forget.get("scope")) or "you (this machine)"
     return mark

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 from . import records
 from .log import QUARANTINE, ChainState
+from .team.fields import confined
 
 
 class _Walk:
@@ -136,8 +137,6 @@ def verify(log: Log, index: Index, warnings: list[str],
 def _team_log(index: Index, source: Any) -> dict[str, Any]:
     """One teammate's log the index reads, reconciled with its rows as the local log is: an index
     entry that points at the wrong bytes, or a line the index lacks, makes the store NOT INTACT."""
-    from .team.fields import confined
-
     key = source.scope
     walk = _Walk(index.iter_offsets(source), vouching=False,
                  skip=lambda rec: key is not None and confined(rec, key) is not None)
