@@ -125,13 +125,19 @@ def unwritable_reason(directory: Path) -> str | None:
     if not os.access(directory, os.W_OK | os.X_OK):
         return f"the directory belongs to {_owner(directory)}; running as {_me()}"
     for name in _STORE_FILES:
-        path = directory / name
-        if os.path.exists(path) and not os.access(path, os.W_OK):
-            return f"{name} belongs to {_owner(path)}; running as {_me()}"
+        if _cannot_write(directory / name):
+            return f"{name} belongs to {_owner(directory / name)}; running as {_me()}"
     foreign = others_can_write(directory)  # issue 29: then what it holds may be another user's doing
     if foreign is not None:
         return f"another user can change it: {foreign}; chmod go-w makes it this user's alone"
     return None
+
+
+def _cannot_write(path: Path) -> bool:
+    """Whether `path` is there and this user may not write it. Another process's SQLite connection
+    makes and deletes the -wal and -shm files as it opens and closes, so a failed access counts only
+    when the file is still there and a second look fails too (a racing creation once broke a write)."""
+    return all(os.path.exists(path) and not os.access(path, os.W_OK) for _look in range(2))
 
 
 def others_can_write(directory: str | os.PathLike[str], *, itself: bool = True) -> str | None:
