@@ -93,6 +93,13 @@ def parse_line(line: bytes) -> dict[str, Any]:
     Checks the record's own hash and the types of the core fields; the chain link (`prev`)
     is the caller's business because it needs the previous record.
     """
+    return checked_line(line)[0]
+
+
+def checked_line(line: bytes) -> tuple[dict[str, Any], bool]:
+    """parse_line, and whether `line` is the record's canonical spelling (as retained writes it; a
+    writer's log on a team ref must be). A tombstone is never called canonical here: its caller
+    compares it."""
     # Bounded: one line nested a few thousand levels deep (anyone can append one) must be a corrupt
     # line that is skipped and counted, not a RecursionError that stops every command.
     try:
@@ -107,7 +114,7 @@ def parse_line(line: bytes) -> dict[str, Any]:
     if _SURROGATE_ESCAPE.search(line) and has_lone_surrogate(record):
         raise BadLine("holds a lone surrogate escape (not valid Unicode)", record)
     if "text" not in record and "forgotten" in record:
-        return _parse_tombstone(record)
+        return _parse_tombstone(record), False
     for key in CORE_KEYS:
         if key not in record:
             raise BadLine(f"missing field {key!r}", record)
@@ -119,9 +126,22 @@ def parse_line(line: bytes) -> dict[str, Any]:
             raise BadLine(f"{key} is not a string", record)
     if not _HEX64.match(record["sha256"]) or not _HEX64.match(record["prev"]):
         raise BadLine("sha256/prev is not 64 lowercase hex digits", record)
-    if compute_sha256(record) != record["sha256"]:
+    canonical = canonical_json(record) == line
+    if not (canonical and _hashes_to(line, record["sha256"])) and compute_sha256(record) != record["sha256"]:
         raise BadLine("sha256 does not match the record's content", record)
-    return record
+    return record, canonical
+
+
+def _hashes_to(line: bytes, sha: str) -> bool:
+    """Whether a canonical line's content hashes to `sha`. The content's canonical JSON is the line
+    without its `"sha256"` member, which is never the first (`id`, `kind`, `prev` and `seq` sort before
+    it): one serialisation a line instead of two, on every scan of a log. False only sends the caller
+    to the slow check."""
+    import hashlib  # here, not at the top: the prompt hook imports this module and hashes nothing
+
+    member = b',"sha256":"' + sha.encode("ascii") + b'"'
+    at = line.rfind(member)
+    return at > 0 and hashlib.sha256(line[:at] + line[at + len(member):]).hexdigest() == sha
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")

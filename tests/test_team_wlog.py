@@ -212,3 +212,23 @@ def test_the_verifier_format_md_shows_is_the_verifier_that_runs():
     shown = doc[doc.index("```python\n") + len("```python\n"):]
     shown = shown[:shown.index("```")]
     assert shown == (root / "retained" / "team" / "verifier.py").read_text(encoding="utf-8")
+
+
+def test_a_record_is_checked_against_its_content_in_any_spelling_and_one_serialisation_checks_a_canonical_line():
+    """The hash is over the content's canonical JSON, whatever spelling a line uses (another program may
+    append `\\u00e9` escapes or another key order); a canonical line's hash is checked from its own
+    bytes, and one changed byte of content, or a purge's nested `sha256` fields, never fool it."""
+    rec = records.seal({"seq": 1, "id": records.new_id(), "ts": records.now_rfc3339(), "kind": "decision",
+                        "text": "café — keep the queue", "prev": records.GENESIS})
+    canon = records.format_line(rec)[:-1]
+    assert records.checked_line(canon) == (rec, True)
+    other = json.dumps(dict(reversed(list(rec.items()))), ensure_ascii=True).encode()
+    assert other != canon and records.checked_line(other) == (rec, False)
+    with pytest.raises(records.BadLine, match="sha256 does not match"):
+        records.checked_line(canon.replace("café".encode(), b"cafe"))
+    with pytest.raises(records.BadLine, match="sha256 does not match"):
+        records.checked_line(other.replace(b"queue", b"QUEUE"))
+    purge = records.seal({"seq": 2, "id": records.new_id(), "ts": records.now_rfc3339(), "kind": records.FORGET_KIND,
+                          "text": "purged", "prev": rec["sha256"], "action": "purge",
+                          "purged": [{"id": rec["id"], "seq": 1, "sha256": rec["sha256"], "writer": "wann"}]})
+    assert records.checked_line(records.format_line(purge)[:-1]) == (purge, True)

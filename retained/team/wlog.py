@@ -137,14 +137,16 @@ def last_clock(entries: list[Entry]) -> hlc.HLC:
 
 
 # -- reading and verifying ------------------------------------------------------------------------------
-def _line_problem(writer: str, rec: dict[str, Any], clock: hlc.HLC, raw: bytes | None = None) -> str | None:
+def _line_problem(writer: str, rec: dict[str, Any], clock: hlc.HLC, raw: bytes | None = None,
+                  new: hlc.HLC | None = None) -> str | None:
     """What the writer log adds to a valid record's checks (a tombstone has only the chain to keep):
-    every field's shape (fields.problem), the writer's own name, a clock that moves forward."""
+    every field's shape (fields.problem), the writer's own name, a clock that moves forward. `new`:
+    the line's clock (`hlc.parse(rec["hlc"])`), when the caller has it."""
     if records.is_tombstone(rec):
         return None
     if rec.get("writer") != writer:
         return f"it names writer {str(rec.get('writer'))[:40]!r}, not the file's writer"
-    new = hlc.parse(rec.get("hlc"))
+    new = new or hlc.parse(rec.get("hlc"))
     if new is None:
         return "its hlc is not [ms, counter]"
     if new <= clock:
@@ -170,18 +172,19 @@ def parse_log(writer: str, data: bytes, base: list[Entry] | None = None) -> Pars
     torn = pieces.pop()
     for number, raw in enumerate(pieces, len(entries) + 1):
         try:
-            rec = records.parse_line(raw)
+            rec, canonical = records.checked_line(raw)
         except records.BadLine as bad:
             return Parsed(entries, f"writer {writer}: line {number} is damaged ({bad.reason})")
         if rec["prev"] != prev or rec["seq"] != number:
             return Parsed(entries, f"writer {writer}: line {number} breaks the chain (seq {rec['seq']} "
                                    f"after {number - 1}, or prev is not the line before's sha256)")
-        why = _line_problem(writer, rec, clock, raw) or (None if records.format_line(rec)[:-1] == raw else
-                                                     "it is not written as canonical JSON")
+        new = hlc.parse(rec.get("hlc"))
+        why = _line_problem(writer, rec, clock, raw, new) or (
+            None if canonical or records.format_line(rec)[:-1] == raw else "it is not written as canonical JSON")
         if why is not None:
             return Parsed(entries, f"writer {writer}: line {number} is not a valid writer record: {why}")
         entries.append(Entry(raw, rec))
-        prev, clock = rec["sha256"], hlc.parse(rec.get("hlc")) or clock
+        prev, clock = rec["sha256"], new or clock
     if torn:
         return Parsed(entries, f"writer {writer}: line {len(entries) + 1} is incomplete (no newline at its end)")
     return Parsed(entries, None)
