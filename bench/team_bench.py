@@ -89,10 +89,20 @@ def first_syncs(writers: list[Writer], root: Path, remote: str, n: int, rng: ran
     for label, where in (("a new clone pulls ", "machine98"), ("... after the remote's own git gc ", "machine99")):
         if where == "machine99":  # a hosted remote packs what it receives; fetching loose objects costs it more
             git("--git-dir", remote.removeprefix("file://"), "gc", "--quiet")
+        bare = bare_fetch(remote, root / f"{where}-bare.git")
         got = child("engine", root / where, remote)
         print(f"  {label + format(len(writers) * n, ','):<44} {got['seconds']:7.3f} s   git {got['git']:6.3f} s"
               f"   retained {got['seconds'] - got['git']:6.3f} s (CPU {got['cpu']:6.3f} s)   peak {got['peak_mb']:5.0f} MB"
-              " (target <= 3 s, <= 100 MB)")
+              f" (target <= 3 s, <= 100 MB; bare git fetch of the same ref from the same remote {bare:.3f} s)")
+
+
+def bare_fetch(remote: str, into: Path) -> float:
+    """Seconds for plain git to fetch the whole memory ref into an empty repository: on a remote that
+    was never packed, most of it is the remote's own pack-objects (its delta search), whoever asks."""
+    git("init", "--bare", "--quiet", str(into))
+    started = time.perf_counter()
+    git("--git-dir", str(into), "fetch", "--quiet", remote, f"{team_git.MEMORY_REF}:refs/x")
+    return time.perf_counter() - started
 
 
 def child(what: str, where: Path, remote: str) -> dict:
