@@ -225,6 +225,9 @@ def test_an_id_claimed_by_two_writers_is_a_clash_shown_on_every_clone_with_the_f
         if m is not ann:
             assert clash and all(f"writer {eve.writer} line 1" in r and f"kept writer {ann.writer} line 1" in r
                                  for r in clash), (m.name, result.refused)
+        with m.environment():  # the refused claim is a named problem, not a line the index lost
+            report = m.store.verify()
+        assert report["intact"] and all(t["missing_from_index"] == 0 for t in report["team_logs"]), (m.name, report)
 
 
 def test_a_restored_backup_takes_back_only_the_signed_lines_when_forged_ones_follow_them(tmp_path, machines, remote_dir):

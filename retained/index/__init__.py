@@ -382,6 +382,12 @@ class Index:
         with self._lock:
             yield from queries.offsets(self._conn(), own.base, own.base + (1 << KEY_BITS))
 
+    def refused_offsets(self, source: Source | None = None) -> set[int]:
+        """Offsets of one log's lines (default: the local one) the index refused as records."""
+        own = source or self.log_sources[0]
+        with self._lock:
+            return queries.refused_offsets(self._conn(), own.base, own.base + (1 << KEY_BITS))
+
     # -- named queries (queries.py) -------------------------------------------------------------
     by_id = _on_db(queries.by_id)
     by_op = _on_db(queries.by_op)

@@ -255,6 +255,13 @@ def offsets(db: sqlite3.Connection, lo: int, hi: int) -> Iterator[tuple[int, str
     return db.execute("SELECT offset, sha256 FROM records WHERE line > ? AND line <= ? ORDER BY line", (lo, hi))
 
 
+def refused_offsets(db: sqlite3.Connection, lo: int, hi: int) -> set[int]:
+    """Offsets of the lines with a key in (lo, hi] that the index refused as records (an id another
+    line holds, a scope the ref may not carry): verify counts them as named problems, not as missing."""
+    return {o for (o,) in db.execute("SELECT offset FROM problems WHERE line > ? AND line <= ? AND kind IN"
+                                     " ('duplicate', 'refused')", (lo, hi))}
+
+
 # -- the web page and export ----------------------------------------------------------------------
 def export_rows(db: sqlite3.Connection, scopes: list[str] | None) -> list[Row]:
     """Where each record of the scopes sits in the log, in log order (export reads the bytes)."""
