@@ -40,6 +40,7 @@ class Mirror:
         self._lines: dict[str, list[wlog.Entry]] = {}  # the line objects `data` was made of
         self._oids: dict[tuple[str, int], tuple[list[wlog.Entry], str]] = {}  # see `segments`
         self._ids: dict[str, tuple[list[wlog.Entry], dict[str, wlog.Entry]]] = {}  # see `_ids_of`
+        self._marks: dict[tuple[str, bytes], tuple[bytes, bool]] = {}  # see `may_hold`
 
     def path(self, writer: str) -> Path:
         return self.directory / f"{writer}.jsonl"
@@ -171,9 +172,15 @@ class Mirror:
         disk (`data`) and lines added since, and `mark` is in none of them (one search in `data` instead
         of a look at every line)."""
         lines, entries = self._lines.get(writer), self.files.get(writer, [])
+        if not entries:
+            return False
         if lines is None or len(lines) > len(entries) or not _same(lines, entries):
             return True
-        return mark in self.data[writer] or any(mark in e.raw for e in entries[len(lines):])
+        data = self.data[writer]
+        known = self._marks.get((writer, mark))
+        if known is None or known[0] is not data:  # a sync asks the same of the same bytes a few times
+            known = self._marks[(writer, mark)] = (data, mark in data)
+        return known[1] or any(mark in e.raw for e in entries[len(lines):])
 
     def installed_segments(self, writer: str, lines: int) -> list[str]:
         """The oids of `segments` of the log as written to disk (what `data` holds), to note beside its digest."""
