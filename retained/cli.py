@@ -29,6 +29,7 @@ from .log import LOG_NAME
 from .paths import has_team, store_dir
 from .project import default_write_scope, project_identity, project_scope, write_scope
 from .records import MAX_FIELDS_BYTES
+from .replies import shown, who  # a stored field as data on a terminal: controls escaped, fences neutralised
 from .results import (
     ForgetReceipt,
     GetResult,
@@ -131,22 +132,11 @@ def _warn_all(result: Mapping[str, Any] | list[str]) -> None:
 
 
 def _oneline(text: str, width: int = 160) -> str:
-    from .replies import shown
-
     flat = " ".join(text.split())
     return shown(flat if len(flat) <= width else flat[: width - 1] + "…")
 
 
-def shown(value: Any) -> str:
-    """A stored field as data on a terminal: control characters escaped, fence markers neutralised."""
-    from .replies import shown as as_data
-
-    return as_data(value)
-
-
 def _show_hits(hits: Sequence[Hit]) -> None:
-    from .replies import who
-
     for h in hits:
         meta = [shown(h["kind"]), shown(h["scope"]), h["ts"][:19].replace("T", " ")]
         author = who(cast("dict[str, Any]", h))

@@ -169,9 +169,6 @@ def cmd_sync(args: argparse.Namespace) -> int:
     if getattr(args, "background", False):
         return _background(args)
     if getattr(args, "probe", None):
-        from .paths import store_dir
-        from .team import background
-
         root, key = args.probe
         background.probe(store_dir(args.dir), root, key)
         return EXIT_OK
