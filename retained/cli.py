@@ -17,6 +17,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import Any, cast
 
 from . import __version__, maintain, safejson, warm
@@ -92,7 +93,7 @@ def _store(args: argparse.Namespace, *, create: bool = False):
 
 
 @contextmanager
-def _missing_store(directory: Any) -> Iterator[Any]:
+def _missing_store(directory: Path) -> Iterator[Store]:
     """A read on a store that is not there: the command runs against an empty store thrown away after
     (so a bad argument is still a usage error, exit 2), then names the missing store (exit 1)."""
     # (a record missing from a store that is not there is the store missing: NotFound is not said)
