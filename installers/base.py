@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from retained.paths import default_data_dir, home_of
+
 from . import edits as edit_kinds
 from . import formats, safe_file
 
@@ -85,8 +87,6 @@ def base_context(store: Path, project: Path, scope: str = "user",
     when it is on PATH, and the default store is left to each user's own default (no RETAINED_DIR, no
     --dir); what still names this machine's paths is said in the plan (`portable_notes`).
     """
-    from retained.paths import default_data_dir, home_of
-
     env = os.environ if env is None else env
     home = str(home_of(env))
     implicit = scope == "project" and Path(store) == default_data_dir(env).absolute()

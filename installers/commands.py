@@ -13,8 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from retained.errors import RetainedError, UsageError
+from retained.project import find_root
 
+from .hosts import context
 from .hosts import hosts as all_hosts
+from .plugins import installed_plugin
 from .safe_file import ConfigError, undo
 
 if TYPE_CHECKING:
@@ -30,8 +33,6 @@ INSTALL_FLAGS = ("hooks", "stop", "approve", "prompt", "compact")
 
 
 def project_root() -> Path:
-    from retained.project import find_root
-
     cwd = Path.cwd()
     return find_root(cwd) or cwd.resolve()
 
@@ -233,8 +234,6 @@ def install(*, host_names: list[str] | None, scope: str, dry_run: bool, flags: d
 def _install(*, host_names: list[str] | None, scope: str, dry_run: bool, flags: dict[str, bool], yes: bool,
              store: Path, out: Callable[[str], None], err: Callable[[str], None], uninstalling: bool,
              report: dict[str, Any]) -> int:
-    from .hosts import context
-
     project = project_root()
     contexts: dict[str, dict[str, Any]] = {}
 
@@ -289,8 +288,6 @@ def _not_as_plugins(chosen: list[Host], *, forced: bool, project: Path, out: Cal
                     err: Callable[[str], None], report: dict[str, Any]) -> list[Host]:
     """The hosts to wire, less those that have retained as their own plugin or extension: never wired
     twice. A host named with --host is wired anyway (with a warning)."""
-    from .plugins import installed_plugin
-
     kept = []
     for h in chosen:
         how = installed_plugin(h.name, project=project)

@@ -16,20 +16,27 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from retained.embed import tier_report
 from retained.errors import RetainedError, UsageError
 from retained.paths import expand_user, store_dir
+from retained.store import Store
 from retained.switches import embed_mode
+from retained.team.share import team_status
 
 from .commands import project_root, select
+from .edits import ServerEntry, get
 from .host import Check
 from .hosts import context, native_memory, session_vars
 from .hosts import hosts as all_hosts
+from .plugins import installed_plugin, remove_command
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -45,8 +52,6 @@ _SESSIONS_LOCK = threading.Lock()
 
 def rpc_session(command: list[str], env: dict[str, str], timeout: float) -> tuple[bool, str]:
     """`_rpc_session`, once per distinct command and environment (hosts wired alike start the same server)."""
-    from concurrent.futures import Future
-
     key = json.dumps([command, sorted(env.items())])
     with _SESSIONS_LOCK:
         found = _SESSIONS.get(key)
@@ -196,7 +201,7 @@ def _wired_store(h: Host, plans: list[FilePlan], env: Mapping[str, str]) -> Path
     return None
 
 
-def _entry_fields(report: HostReport, edit: Any, got: dict[str, Any], fix: str) -> None:
+def _entry_fields(report: HostReport, edit: ServerEntry, got: dict[str, Any], fix: str) -> None:
     """Fields of the entry this install writes that change whether the host can reach the tools."""
     for key in ("alwaysLoad",):
         if key in edit.value and got.get(key) != edit.value[key]:
@@ -206,8 +211,6 @@ def _entry_fields(report: HostReport, edit: Any, got: dict[str, Any], fix: str) 
 
 def _installed_hook(p: FilePlan, doc: Any, event: str) -> str | None:
     """The command of retained's hook for `event` as the file holds it now (not as this install would write it)."""
-    from .edits import get
-
     for edit in p.edits:
         if not edit.is_hook or edit.hook_event != event:  # type: ignore[attr-defined]
             continue
@@ -222,8 +225,6 @@ def _installed_hook(p: FilePlan, doc: Any, event: str) -> str | None:
 
 def _check_server(report: HostReport, argv: list[str], entry_env: dict[str, str], fix: str,
                   base_env: Mapping[str, str]) -> None:
-    import shutil
-
     found = argv[0] if Path(argv[0]).is_absolute() else shutil.which(argv[0])
     command = [found or argv[0], *argv[1:]]
     exe = Path(command[0])
@@ -266,8 +267,6 @@ def _check_hook(report: HostReport, command: str, project: Path, base_env: Mappi
 
 
 def doctor_store(store: Path, opened_by: str = "") -> list[Check]:
-    from retained.store import Store
-
     checks: list[Check] = []
     label = f"store {store}" + (f" ({opened_by})" if opened_by else "")
     # An existing store must be a writable directory; a missing one, creatable in its nearest parent.
@@ -284,7 +283,6 @@ def doctor_store(store: Path, opened_by: str = "") -> list[Check]:
     try:
         with Store(store, create=False, read_only=True) as s:
             report = s.verify()  # read-only: doctor changes no file, the derived index included
-            from retained.embed import tier_report
 
             semantic = tier_report(s.index)  # the semantic tier: loads no model, writes no file
             team = team_checks(store, s)
@@ -312,11 +310,9 @@ def doctor_store(store: Path, opened_by: str = "") -> list[Check]:
     return checks + team
 
 
-def team_checks(store: Path, opened: Any) -> list[Check]:
+def team_checks(store: Path, opened: Store | None) -> list[Check]:
     """Per shared project (issue 19): its remote, the last sync and its outcome, the writers seen, this
     machine's records pending push, open conflicts. Reads files and the open index only."""
-    from retained.team.share import team_status
-
     out = []
     for t in team_status(store, opened):
         name = "personal memory" if t["project"] == "personal" else t["project"]
@@ -367,12 +363,10 @@ def doctor(*, host_names: list[str] | None, store: Path, as_json: bool, out: Cal
     checks: list[Check] = []
     stores: dict[str, list[str]] = {}
     wired = []
-    from concurrent.futures import ThreadPoolExecutor
 
     # Hosts are checked side by side (each waits on a server or hook process); the reports keep their order.
     with ThreadPoolExecutor(max_workers=max(1, len(chosen))) as pool:
         reports = list(pool.map(lambda h: doctor_host(h, store, project, scope, env), chosen))
-    from .plugins import installed_plugin, remove_command
 
     for h, report in zip(chosen, reports, strict=False):
         entry = any(c.name == "server entry present" and c.ok for c in report.checks)

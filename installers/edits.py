@@ -10,7 +10,16 @@ document looks like without it (`strip`), so a read-back proves that nothing els
 from __future__ import annotations
 
 import re
+from collections.abc import MutableMapping
+from importlib import resources
 from typing import TYPE_CHECKING
+
+import tomlkit
+from tomlkit.container import Container
+from tomlkit.items import Comment, Table
+
+from . import jsonc
+from .safe_file import ConfigError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -63,13 +72,9 @@ class Edit:
         raise NotImplementedError
 
     def apply_json(self, path: Path, text: str, install: bool, kw: dict[str, Any], original: Any) -> str:
-        from .safe_file import ConfigError
-
         raise ConfigError(f"{path}: {self.op} edits are not supported in JSON")
 
     def apply_toml(self, path: Path, doc: Any, install: bool, original: Any) -> None:
-        from .safe_file import ConfigError
-
         raise ConfigError(f"{path}: {self.op} edits are not supported in TOML")
 
     def holder(self, doc: Any) -> Any:
@@ -105,15 +110,11 @@ class ServerEntry(Edit):
             parent.pop(self.at[-1], None)
 
     def apply_json(self, path: Path, text: str, install: bool, kw: dict[str, Any], original: Any) -> str:
-        from . import jsonc
-
         if install:
             return jsonc.set_value(text, self.at, self.value, **kw)
         return jsonc.remove_key(text, self.at, prune=prune_depth(original, self.at), **kw)
 
     def apply_toml(self, path: Path, doc: Any, install: bool, original: Any) -> None:
-        import tomlkit
-
         parent = doc
         for depth, key in enumerate(self.at[:-1], 1):
             if key not in parent:
@@ -143,9 +144,6 @@ class _ListEdit(Edit):
             parent[self.at[-1]] = [x for x in parent[self.at[-1]] if not self.ours(x)]
 
     def apply_json(self, path: Path, text: str, install: bool, kw: dict[str, Any], original: Any) -> str:
-        from . import jsonc
-        from .safe_file import ConfigError
-
         current = get(jsonc.loads(text, comments=kw["comments"]), self.at)
         if current is not None and not isinstance(current, list):
             raise ConfigError(f"{path}: {self.where} is not a list; retained did not touch the file",
@@ -175,8 +173,6 @@ class ListItems(_ListEdit):
         return isinstance(item, str) and item.startswith(self.prefix)
 
     def change_items(self, text: str, items: list[Any], mine: list[int], install: bool, kw: dict[str, Any]) -> str:
-        from . import jsonc
-
         wanted = self.values if install else []
         for i in reversed(mine):
             if items[i] not in wanted:
@@ -219,8 +215,6 @@ class _HookEdit(_ListEdit):
         return m.group(1) if m else ""
 
     def change_items(self, text: str, items: list[Any], mine: list[int], install: bool, kw: dict[str, Any]) -> str:
-        from . import jsonc
-
         if not install:
             for i in reversed(mine):
                 text = jsonc.remove_item(text, self.at, i, **kw)
@@ -302,8 +296,6 @@ class HookTrust(Edit):
                 del state[key]
 
     def apply_toml(self, path: Path, doc: Any, install: bool, original: Any) -> None:
-        import tomlkit
-
         wanted = self.entries if install else {}
         remove = set(self.keys) - set(wanted)
         holder = doc
@@ -341,7 +333,6 @@ class FileContent(Edit):
 
     def __init__(self, spec: dict[str, Any]) -> None:
         super().__init__(spec)
-        from importlib import resources
 
         text = resources.files("retained.templates").joinpath(spec["source"]).read_text("utf-8")
         for key, value in (spec.get("fill") or {}).items():
@@ -359,8 +350,6 @@ class FileContent(Edit):
             doc.pop("content", None)
 
     def apply_text(self, path: Path, text: str, install: bool) -> str:
-        from .safe_file import ConfigError
-
         ours = self.MARK in text
         if text.strip() and not ours:
             raise ConfigError(f"{path} exists and is not retained's; retained did not touch it",
@@ -397,8 +386,6 @@ def prune_depth(original: Any, path: list[str]) -> int:
 # it would take such a comment with it. These move those comment lines to stay where they belong.
 def _last_leaf(table: Any) -> Any:
     """The table whose text ends where `table`'s does (its last sub-table, if it ends with one)."""
-    from tomlkit.items import Table
-
     while table.value.body and isinstance(table.value.body[-1][1], Table) and table.value.body[-1][0] is not None:
         table = table.value.body[-1][1]
     return table
@@ -406,8 +393,6 @@ def _last_leaf(table: Any) -> Any:
 
 def _take_trailing_comments(table: Any) -> list[Any]:
     """Detach the comment lines that end `table`'s text right before the next header (no blank line between)."""
-    from tomlkit.items import Comment
-
     leaf = _last_leaf(table)
     body = leaf.value.body
     k = len(body)
@@ -426,15 +411,11 @@ def _give_comments(table: Any, comments: list[Any]) -> None:
 
 def _body(holder: Any) -> list[tuple[Any, Any]]:
     """The (key, item) list of a table or of the document itself."""
-    from tomlkit.container import Container
-
     return holder.body if isinstance(holder, Container) else holder.value.body
 
 
 def _table_before(holder: Any, key: str) -> Any:
     """The table that comes right before `holder[key]` among its siblings, or None."""
-    from tomlkit.items import Table
-
     before = None
     for k, item in _body(holder):
         if k is not None and k.key == key:
@@ -447,8 +428,6 @@ def _table_before(holder: Any, key: str) -> Any:
 def add_toml_table(parent: Any, key: str, table: Any) -> None:
     """`parent[key] = table`, after the last table of `parent`, keeping a comment above the table that
     follows with that table (it moves to the end of ours)."""
-    from tomlkit.items import Table
-
     if key in parent:  # in place: what ended the old table ends the new one
         comments = _take_trailing_comments(parent[key]) if isinstance(parent[key], Table) else []
     else:
@@ -477,10 +456,6 @@ def delete_toml_table(doc: Any, at: list[str]) -> None:
 
 def toml_table_at(path: Path, value: Any, at: list[str]) -> Any:
     """`value` when it is a TOML table; else the one-line refusal (`mcp_servers = 5` is no table to add to)."""
-    from collections.abc import MutableMapping
-
-    from .safe_file import ConfigError
-
     if isinstance(value, MutableMapping):
         return value
     raise ConfigError(f"{path}: {'.'.join(at)} is {_toml_kind(value)}, not a table; retained did not touch it",
@@ -494,8 +469,6 @@ def _toml_kind(value: Any) -> str:
 
 
 def toml_table(value: dict[str, Any]) -> Any:
-    import tomlkit
-
     table = tomlkit.table()
     for k, v in value.items():
         table[k] = toml_table(v) if isinstance(v, dict) else v

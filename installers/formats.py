@@ -9,12 +9,15 @@ like without them (`strip`), so a read-back can prove that nothing else changed.
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import tomlkit
+
 from . import jsonc
 from .edits import get
-from .safe_file import ConfigError, describe_parse_error
+from .safe_file import ConfigError, backup_path, describe_parse_error
 
 if TYPE_CHECKING:
     from typing import Any
@@ -87,8 +90,6 @@ class TOMLEditor:
     default_text = ""
 
     def load(self, path: Path, text: str) -> Any:
-        import tomlkit
-
         try:
             return tomlkit.parse(text).unwrap()
         except Exception as e:  # tomlkit raises several ParseError subclasses
@@ -96,8 +97,6 @@ class TOMLEditor:
 
     def apply(self, path: Path, text: str, edits: list[Edit], *, install: bool,
               defaults: dict[str, Any] | None = None, original: Any = None) -> str:
-        import tomlkit
-
         try:
             doc = tomlkit.parse(text)
         except Exception as e:
@@ -119,10 +118,6 @@ def _as_before(path: Path, out: str) -> str:
     differ in blank lines alone. tomlkit puts a blank line before a table it adds after one that ends
     without one, and on the next parse that line belongs to the table before; nothing in the file
     says any more whether it was there first. The backup does (issue 17 item 17)."""
-    import os
-
-    from .safe_file import backup_path
-
     try:
         before = backup_path(Path(os.path.realpath(path))).read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError):

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from .host import LINK_ENTRY, PLUGIN_NAME, plugin_home, read_json
+from .hosts import hosts
 
 PLUGIN = PLUGIN_NAME
 __all__ = ["LINK_ENTRY", "PLUGIN", "PLUGIN_NAME", "installed_plugin", "plugin_home", "read_json", "remove_command"]
@@ -23,16 +24,12 @@ if TYPE_CHECKING:
 def installed_plugin(host: str, env: Mapping[str, str] | None = None, project: Path | None = None) -> str | None:
     """How retained is installed as `host`'s own plugin or extension (a phrase naming where), or None:
     each host module knows where its host records one (`Host.installed_plugin`)."""
-    from .hosts import hosts
-
     found = hosts().get(host)
     return None if found is None else found.installed_plugin(os.environ if env is None else env, project)
 
 
 def remove_command(host: str) -> str:
     """The host's own command that removes the plugin (the other way out of a double wiring)."""
-    from .hosts import hosts
-
     found = hosts().get(host)
     return found.plugin_remove if found is not None else ""
 

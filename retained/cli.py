@@ -17,6 +17,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import Any, cast
 
 from . import __version__, maintain, safejson, warm
@@ -29,6 +30,7 @@ from .log import LOG_NAME
 from .paths import has_team, store_dir
 from .project import default_write_scope, project_identity, project_scope, write_scope
 from .records import MAX_FIELDS_BYTES
+from .replies import shown, who  # a stored field as data on a terminal: controls escaped, fences neutralised
 from .results import (
     ForgetReceipt,
     GetResult,
@@ -91,7 +93,7 @@ def _store(args: argparse.Namespace, *, create: bool = False):
 
 
 @contextmanager
-def _missing_store(directory: Any) -> Iterator[Any]:
+def _missing_store(directory: Path) -> Iterator[Store]:
     """A read on a store that is not there: the command runs against an empty store thrown away after
     (so a bad argument is still a usage error, exit 2), then names the missing store (exit 1)."""
     # (a record missing from a store that is not there is the store missing: NotFound is not said)
@@ -131,22 +133,11 @@ def _warn_all(result: Mapping[str, Any] | list[str]) -> None:
 
 
 def _oneline(text: str, width: int = 160) -> str:
-    from .replies import shown
-
     flat = " ".join(text.split())
     return shown(flat if len(flat) <= width else flat[: width - 1] + "…")
 
 
-def shown(value: Any) -> str:
-    """A stored field as data on a terminal: control characters escaped, fence markers neutralised."""
-    from .replies import shown as as_data
-
-    return as_data(value)
-
-
 def _show_hits(hits: Sequence[Hit]) -> None:
-    from .replies import who
-
     for h in hits:
         meta = [shown(h["kind"]), shown(h["scope"]), h["ts"][:19].replace("T", " ")]
         author = who(cast("dict[str, Any]", h))

@@ -1,30 +1,33 @@
 """Forgetting, two ways: retract (an appended record hides its targets; undo brings them back) and
 purge (a person's decision: the bytes leave every file of the store, the chain still verifies).
 
-Both are records of kind `forget` in the log (docs/FORMAT.md, "Forgetting"). The store calls these;
-`Store.forget`, `Store.unforget` and `Store.purge` are the API the edges use.
+Both are records of kind `forget` in the log (docs/FORMAT.md, "Forgetting"). The store calls these
+with its `appending` (the log's locks, the tail, the index caught up): everything else they need, the
+appender holds. `Store.forget`, `Store.unforget` and `Store.purge` are the API the edges use.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections import Counter
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:  # the hook path imports no more than it runs
-    from collections.abc import Iterator
-    from typing import Any
-
-    from .appender import Appender
-    from .store import Store
-
-from . import records
+from . import records, redact
+from .appender import Appender
 from .errors import NotFound, Refused, StoreError, UsageError
+from .index import Index
+from .log import Log
 from .paths import has_team
+from .reads import read_row
 from .writes import redaction_enabled
+
+#: `Store.appending`: the one way to append, the appender yielded with the locks held.
+Appending = Callable[[], AbstractContextManager[Appender]]
 
 MAX_IDS = 500
 WINDOW = 12  # a purge leaves no run of this many characters of purged content in any file
@@ -47,10 +50,10 @@ def _check_reason(reason: Any) -> str | None:
     return records.check_text(reason, "reason").strip()
 
 
-def _rows(store: Store, ids: list[str]) -> list[dict[str, Any]]:
+def _rows(index: Index, ids: list[str]) -> list[dict[str, Any]]:
     rows = []
     for rid in ids:
-        row = store.index.by_id(rid)
+        row = index.by_id(rid)
         if row is None:
             raise NotFound(f"{rid!r} is not a record in this store", hint="copy the id from search, list or a receipt")
         if row["kind"] == records.FORGET_KIND:
@@ -62,8 +65,6 @@ def _rows(store: Store, ids: list[str]) -> list[dict[str, Any]]:
 def _redacted(reason: str | None, found: Counter[str]) -> str | None:
     if reason is None or not redaction_enabled():
         return reason
-    from . import redact
-
     return redact.redact_value(reason, found)
 
 
@@ -80,32 +81,29 @@ class _Op:
         self.warnings = app.warnings + app.index_notes
 
     def redaction_note(self) -> list[str]:
-        from . import redact
-
         return [redact.describe(self.found)] if self.found else []
 
 
 @contextmanager
-def _locked(store: Store, ids: Any, reason: Any) -> Iterator[_Op]:
+def _locked(appending: Appending, ids: Any, reason: Any) -> Iterator[_Op]:
     """What retract and purge do first: check the ids and the reason (redacted), then append under
-    `store.appending()` for the whole operation, the index read current."""
-    store.check_writable()
+    `appending()` for the whole operation, the index read current."""
     ids = check_ids(ids)
     found: Counter[str] = Counter()
     reason = _redacted(_check_reason(reason), found)
-    with store.appending() as app:
+    with appending() as app:
         app.require_index()
         yield _Op(ids, reason, found, app)
 
 
-def _targets(store: Store, rows: list[dict[str, Any]], undo: bool) -> tuple[list[dict[str, Any]], list[str]]:
+def _targets(index: Index, rows: list[dict[str, Any]], undo: bool) -> tuple[list[dict[str, Any]], list[str]]:
     """The rows a retraction (or undo) changes, and why each other row is skipped."""
     targets, skipped = [], []
     for row in rows:
         if row["tomb"]:
             skipped.append(f"{row['id']} was purged; nothing is left to {'bring back' if undo else 'retract'}")
         elif undo and not row["retracted_by"]:
-            head = store.index.head_of(row["id"])
+            head = index.head_of(row["id"])
             why = (f"; it is hidden because its current version {head['id']} is retracted: undo that one"
                    if head is not None and head["id"] != row["id"] and head["retracted_by"] else "")
             skipped.append(f"{row['id']} is not retracted{why}")
@@ -116,29 +114,21 @@ def _targets(store: Store, rows: list[dict[str, Any]], undo: bool) -> tuple[list
     return targets, skipped
 
 
-def retract(store: Store, ids: Any, reason: Any, *, undo: bool = False) -> dict[str, Any]:
+def retract(appending: Appending, ids: Any, reason: Any, *, undo: bool = False) -> dict[str, Any]:
     """Append a record that hides `ids` from default reads (or, with undo, shows them again). A
     retraction repeated writes nothing and answers with the first one's receipt and its reason."""
-    receipt = _retract(store, ids, reason, undo=undo)
-    if receipt.get("deduplicated"):  # the reason that retraction stored, not the one just given
-        prior = store.get([receipt["id"]])["records"]
-        stored = prior[0].get("reason") if prior else None
-        receipt["reason"] = stored if isinstance(stored, str) else None
-    return receipt
-
-
-def _retract(store: Store, ids: Any, reason: Any, *, undo: bool) -> dict[str, Any]:
-    with _locked(store, ids, reason) as op:
-        reason, warnings = op.reason, op.warnings
-        rows = _rows(store, op.ids)
-        targets, skipped = _targets(store, rows, undo)
+    with _locked(appending, ids, reason) as op:
+        reason, warnings, index = op.reason, op.warnings, op.app.index
+        rows = _rows(index, op.ids)
+        targets, skipped = _targets(index, rows, undo)
         if not targets:
             if not undo and rows and all(r["retracted_by"] and not r["tomb"] for r in rows):
-                prior = store.index.by_id(rows[0]["retracted_by"])
+                prior = index.by_id(rows[0]["retracted_by"])
                 if prior is not None:  # retracted already, by this record: its receipt, proven again
                     receipt = op.app.existing(prior, warnings + skipped[:1])
                     receipt["warnings"].append("nothing new was written")
-                    receipt.update(action="retract", targets=[], reason=reason)
+                    # the reason that retraction stored, not the one just given
+                    receipt.update(action="retract", targets=[], reason=_stored_reason(index, op.app.log, prior))
                     return receipt
             raise Refused("; ".join(skipped), hint="nothing was written")
         action = "undo" if undo else "retract"
@@ -153,15 +143,26 @@ def _retract(store: Store, ids: Any, reason: Any, *, undo: bool) -> dict[str, An
     return receipt
 
 
-def purge(store: Store, ids: Any, reason: Any) -> dict[str, Any]:
+def _stored_reason(index: Index, log: Log, row: dict[str, Any]) -> str | None:
+    """The reason a forget record holds, as its line in the log says (None when it gives none or its
+    line no longer reads)."""
+    try:
+        stored = read_row(index, log, row).get("reason")
+    except records.BadLine:
+        return None
+    return stored if isinstance(stored, str) else None
+
+
+def purge(appending: Appending, ids: Any, reason: Any) -> dict[str, Any]:
     """Replace the records' lines by tombstones and append the purge record, in one atomic rewrite.
 
     A teammate's record (issue 28: anyone on the team can forget anything shared) lives in its
     writer's log, which only a sync rewrites: the purge record names it by writer, id, seq and hash;
     its text leaves this store's index and files now, and the next sync tombstones its line on every
     clone and rewrites the memory ref's history without it."""
-    with _locked(store, ids, reason) as op:
-        originals = _originals(store, _unpurged(store, op))
+    with _locked(appending, ids, reason) as op:
+        index, log = op.app.index, op.app.log
+        originals = _originals(index, log, _unpurged(index, op))
         own = [(row, rec) for row, rec in originals if not row.get("writer")]
         listed = [{"id": rec["id"], "seq": rec["seq"], "sha256": rec["sha256"]} for _, rec in own]
         listed += [{"id": rec["id"], "writer": row["writer"], "seq": rec["seq"], "sha256": rec["sha256"]}
@@ -173,19 +174,19 @@ def purge(store: Store, ids: Any, reason: Any) -> dict[str, Any]:
         record = op.app.seal(fields, records.FORGET_KIND, text)
         edits, index_edits, strings = _tombstones(own, record["id"])
         strings += [s for row, rec in originals if row.get("writer") for s in records.content_strings(rec)]
-        chain_versions = _older_versions(store, [row for row, _ in originals])
+        chain_versions = _older_versions(index, [row for row, _ in originals])
         # Copies outside the log first: if the purge is killed after this, the old log still stands and
         # only unacknowledged fragments or session notes that held the text are gone.
-        scrubbed = scrub_files(store.directory, strings, _own_strings(originals))
+        scrubbed = scrub_files(log.directory, strings, _own_strings(originals))
         # Teammates' records only: this log keeps every line, and gains the purge record.
         checks = op.app.rewrite(edits, record, index_edits) if edits else op.app.append_sealed(record)["checks"]
-    store.index.catch_up()  # indexes the purge record, then compacts (the state asks for it)
+    index.catch_up()  # indexes the purge record, then compacts (the state asks for it)
     warnings = op.warnings + op.redaction_note()
     if chain_versions:
         warnings.append(f"{_plural(len(chain_versions))} corrected by a purged record still hold their own "
                         f"text, hidden from reads: {', '.join(chain_versions[:10])} (purge them too if they must go)")
     warnings += scrubbed
-    if len(listed) > len(own) or has_team(store.directory):
+    if len(listed) > len(own) or has_team(log.directory):
         warnings.append(team_purge_note(len(listed) - len(own)))
     return {"id": record["id"], "seq": record["seq"], "sha256": record["sha256"], "durable": all(checks.values()),
             "checks": checks, "warnings": warnings, "deduplicated": False, "action": "purge", "purged": listed,
@@ -201,10 +202,10 @@ def team_purge_note(teammates: int) -> str:
             "secret, rotate it now")
 
 
-def _unpurged(store: Store, op: _Op) -> list[dict[str, Any]]:
+def _unpurged(index: Index, op: _Op) -> list[dict[str, Any]]:
     """The named records not purged yet (each one purged already is a warning); refused when none is left."""
     rows = []
-    for row in _rows(store, op.ids):
+    for row in _rows(index, op.ids):
         if row["tomb"]:
             op.warnings.append(f"{row['id']} was already purged")
         else:
@@ -214,21 +215,19 @@ def _unpurged(store: Store, op: _Op) -> list[dict[str, Any]]:
     return rows
 
 
-def _originals(store: Store, rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+def _originals(index: Index, log: Log, rows: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(index row, record read back from the log) per record to purge; refused, with nothing purged,
     when a line is damaged or no longer holds the record the index points at."""
     originals = []
     for row in rows:
         if row.get("writer"):  # a teammate's record: read from its writer's log in the mirror
-            from .reads import read_row
-
             try:
-                originals.append((row, read_row(store.index, store.log, row)))
+                originals.append((row, read_row(index, log, row)))
             except records.BadLine as bad:
                 raise StoreError(f"{row['id']}: its line in its writer's log does not read back ({bad.reason})",
                                  hint="run `retained sync`, then retry; nothing was purged") from None
             continue
-        raw = store.log.read_at(row["offset"], row["length"])
+        raw = log.read_at(row["offset"], row["length"])
         try:
             rec = records.parse_line(raw[:-1])
         except records.BadLine as bad:
@@ -268,12 +267,12 @@ def _own_strings(originals: list[tuple[dict[str, Any], dict[str, Any]]]) -> list
     return out
 
 
-def _older_versions(store: Store, rows: list[dict[str, Any]]) -> list[str]:
+def _older_versions(index: Index, rows: list[dict[str, Any]]) -> list[str]:
     purged = {r["id"] for r in rows}
     out: list[str] = []
     for row in rows:
         if row["superseded_by"] is None:
-            out += [rid for rid in store.index.older_versions(row["line"]) if rid not in purged]
+            out += [rid for rid in index.older_versions(row["line"]) if rid not in purged]
     return out
 
 
@@ -284,8 +283,6 @@ class Purged:
     """
 
     def __init__(self, strings: list[str], own: list[str] | None = None) -> None:
-        import json
-
         self.windows: set[bytes] = set()
         self.whole: set[bytes] = set()
         self.prefixed: list[bytes] = []

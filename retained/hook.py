@@ -10,6 +10,7 @@ real work come from the host registry (installers/hosts/); this module passes th
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import re
@@ -17,8 +18,18 @@ import sys
 import time
 from pathlib import Path
 
-from .switches import switch
+from .errors import StoreError
+from .installers import hosts
+from .installers.hosts import loaded_at_start, project_start, project_vars, recognise
+from .paths import LOG_NAME, has_team, read_only_requested, store_dir
+from .safejson import loads
+from .switches import embed_mode, switch
 
+# What every event loads is imported here. The rest is imported where an event needs it, each import's
+# cost measured as the median of 7 fresh processes after what the stop hook loads (the least any event
+# loads): the store +49 ms and the brief +54 ms (with the store), recall +90 ms (ranking, the model's
+# module), project +7 ms, records +4.6 ms, the warm server's client +4 ms, datetime +2.3 ms, durable
+# +2.4 ms, team/background +1.3 ms; hashlib ~8 ms, and a prompt a warm server answers never hashes.
 TYPE_CHECKING = False  # typing's, without importing typing: the hook path imports no more than it runs
 if TYPE_CHECKING:
     from typing import Any
@@ -68,7 +79,6 @@ def read_input(stream: Any) -> dict[str, Any] | None:
             return None
     if not raw or not raw.strip():
         return None
-    from .safejson import loads
 
     try:
         data = loads(raw)  # bounded: a host's input nested thousands deep is garbage, not a crash
@@ -79,15 +89,11 @@ def read_input(stream: Any) -> dict[str, Any] | None:
 
 def detect_host(data: dict[str, Any], env: dict[str, str], explicit: str | None = None) -> Host:
     """Which host called: --host wins, then the input's shape and the environment (the registry's rules)."""
-    from .installers.hosts import recognise
-
     return recognise(data, env, explicit)
 
 
 def session_id(data: dict[str, Any], env: dict[str, str]) -> str | None:
     """The host's session id: from the input (each host's key), else its environment."""
-    from .installers import hosts
-
     for key in hosts.session_keys():
         value = data.get(key)
         if isinstance(value, str) and value:
@@ -97,7 +103,7 @@ def session_id(data: dict[str, Any], env: dict[str, str]) -> str | None:
 
 def project_of(data: dict[str, Any], env: dict[str, str]) -> str | None:
     """The project of the session: the input's workspace root or cwd, by the rule of `project_dir`."""
-    from .project import scope_of
+    from .project import scope_of  # lazy: +7 ms on the stop and pre-compact hooks (see the top)
 
     root = project_root_of(data, env)
     return scope_of(root) if root is not None else None
@@ -105,8 +111,7 @@ def project_of(data: dict[str, Any], env: dict[str, str]) -> str | None:
 
 def project_root_of(data: dict[str, Any], env: dict[str, str]) -> Path | None:
     """The session's project directory (its git root), or None."""
-    from .installers.hosts import project_start, project_vars
-    from .project import project_dir, project_hint
+    from .project import project_dir, project_hint  # lazy, as in `project_of`
 
     start = project_start(data)
     if start is not None and not os.path.isdir(start):
@@ -125,14 +130,12 @@ def _session_file(store_dir: Path, sid: str) -> Path:
     it (sha256: hashlib loads OpenSSL, ~3 ms that a prompt need not pay when the name is plain)."""
     if _PLAIN_ID.fullmatch(sid):
         return store_dir / SESSIONS_DIR / f"s-{sid}.json"
-    import hashlib
+    import hashlib  # lazy: ~8 ms (see the top)
 
     return store_dir / SESSIONS_DIR / (hashlib.sha256(sid.encode("utf-8", "replace")).hexdigest()[:32] + ".json")
 
 
 def _load(path: Path) -> dict[str, Any] | None:
-    from .safejson import loads
-
     try:
         data = loads(path.read_bytes())  # bounded: another program can write this file too
         return data if isinstance(data, dict) else None
@@ -146,7 +149,7 @@ def _save(path: Path, state: dict[str, Any]) -> None:
     Not fsynced: the note only keeps a hook from asking or briefing twice, so a power cut that loses
     it costs one repeated brief, while two fsyncs on every session start and prompt would cost every
     user milliseconds (more on a busy disk). A note cut short reads as no note (`_load`)."""
-    from . import durable
+    from . import durable  # lazy: +2.4 ms on a hook that notes nothing (see the top)
 
     path.parent.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the store directory
     path.parent.mkdir(mode=0o700, exist_ok=True)
@@ -176,9 +179,8 @@ def _prune_in(d: Path, now: float) -> None:
 # -- session start, and again after a compaction --------------------------------------------------------
 def _fit_for_host(host: Host, store: Store, project: str | None, budget: int) -> dict[str, Any]:
     """The biggest brief within `budget` whose output the host keeps whole (its character and token caps)."""
-    from .brief import make_brief
-    from .installers.hosts import loaded_at_start
-    from .records import GLOBAL_SCOPE
+    from .brief import make_brief  # lazy: +54 ms on the hooks that brief no one (see the top)
+    from .records import GLOBAL_SCOPE  # lazy: +4.6 ms on the stop hook (see the top)
 
     if host.max_tokens:
         budget = min(budget, host.max_tokens)
@@ -201,9 +203,8 @@ def session_start(data: dict[str, Any], env: dict[str, str], host: Host, store_d
     the start is gone from the context: it is given again, unless this same compaction was just briefed
     by another copy of the hook.
     """
-    from .brief import render
-    from .paths import LOG_NAME, read_only_requested
-    from .project import scope_of
+    from .brief import render  # lazy, as in `_fit_for_host`
+    from .project import scope_of  # lazy, as in `project_of`
 
     root = project_root_of(data, env)
     project = scope_of(root) if root is not None else None  # project_of, with the root kept for the join hint
@@ -222,7 +223,7 @@ def session_start(data: dict[str, Any], env: dict[str, str], host: Host, store_d
         # No memory yet: say so, without creating a log from a hook.
         brief = render([], 0, project=project, budget=budget, scope_label=None if project else "global")
     else:
-        from .store import Store
+        from .store import Store  # lazy: +49 ms on a hook that opens no store (see the top)
 
         with Store(store_dir, create=False) as store:
             brief = _fit_for_host(host, store, project, budget)  # the brief names damaged lines itself
@@ -319,8 +320,6 @@ def pre_compact(data: dict[str, Any], env: dict[str, str], host: Host, store_dir
     """A compaction is starting: ask (once per compaction) that the current state be kept with
     memory_checkpoint, where the host puts this hook's output in front of the model; and note it, so
     the brief is given again after it (by the session-start hook, or with the next prompt)."""
-    from .paths import read_only_requested
-
     if read_only_requested():
         return None
     sid = session_id(data, env)
@@ -362,15 +361,12 @@ def _new_state(sid: str, host: Host, project: str | None, now: float) -> dict[st
 def prompt(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Path) -> dict[str, Any] | None:
     """Records relevant to the prompt the user just submitted, not shown before in this session; after a
     compaction the host gave no session-start hook for, the brief again first."""
-    from .paths import LOG_NAME, read_only_requested
-
     if not host.prompt_reaches_model:
         return host.prompt_output("")  # what lets the prompt through, and nothing else
     text = host.prompt_of(data)
     if not text or not text.strip() or host.prompt_output("") is None:
         return None
     _check_openable(store_dir)
-    from .paths import has_team
 
     if not (store_dir / LOG_NAME).exists() and not has_team(store_dir):
         return None
@@ -413,7 +409,7 @@ def _add_join_hint(brief: dict[str, Any], store_dir: Path, project: str | None, 
     try:
         if not project:
             return
-        from .team.background import join_hint
+        from .team.background import join_hint  # lazy: +1.3 ms, for a project whose remote shares
 
         hint = join_hint(store_dir, project, str(root) if root else None)
     except Exception:
@@ -426,12 +422,10 @@ def _add_join_hint(brief: dict[str, Any], store_dir: Path, project: str | None, 
 def _sync_beside(store_dir: Path, *, if_written: bool = False) -> bool:
     """Whether the store shares memory (issue 19); when it does, and may change files, a background
     sync starts beside the hook, never in it (`if_written`: only when the log changed since the last)."""
-    from .paths import has_team, read_only_requested
-
     if not has_team(store_dir):
         return False
     if not read_only_requested():
-        from .team.background import kick
+        from .team.background import kick  # lazy: +1.3 ms, for a store that shares
 
         kick(store_dir, if_written=if_written)
     return True
@@ -441,8 +435,6 @@ def _check_openable(store_dir: Path) -> None:
     """A store path that is there but cannot be a store (a file, a folder this user cannot read) is an
     error the hook reports on stderr, with nothing on stdout: not an empty brief ("0 records"), which
     would tell the model there is no memory. A path with nothing there yet is a store without memory."""
-    from .errors import StoreError
-
     if not os.path.lexists(store_dir):
         return
     if not store_dir.is_dir():
@@ -452,7 +444,7 @@ def _check_openable(store_dir: Path) -> None:
 
 
 def _open_store(store_dir: Path) -> Store:
-    from .store import Store
+    from .store import Store  # lazy, as in `session_start`
 
     return Store(store_dir, create=False)
 
@@ -463,12 +455,11 @@ def _recall_served(store_dir: Path, text: str, project: str | None, shown: set[s
     (False, None) when this process must open the store and recall by itself."""
     if not switch("RETAINED_RECALL", True, env):
         return True, None
-    from .switches import embed_mode
 
     if embed_mode() == "off":
         return False, None  # words only: quick here, and no server would have more to offer
-    from .records import GLOBAL_SCOPE
-    from .warm import recall as served_recall
+    from .records import GLOBAL_SCOPE  # lazy, as in `_fit_for_host`
+    from .warm import recall as served_recall  # lazy: +4 ms, for a prompt with the semantic tier on
 
     # No project given: global records only (recall's "no project" would search every project's).
     served, found = served_recall(store_dir, text, project=project or GLOBAL_SCOPE, shown=sorted(shown))
@@ -479,10 +470,10 @@ def _recall(store: Store, text: str, project: str | None, shown: set[str]) -> di
     """The recall contract (retained/recall.py), in this process: the few relevant records, fenced, or
     None. Reached only with recall on (`_recall_served` answers for it switched off)."""
     try:
-        from .recall import recall
+        from .recall import recall  # lazy: +90 ms on a hook that recalls nothing (see the top)
     except ImportError:
         return None  # a retained without recall: the prompt hook only re-briefs after compactions
-    from .records import GLOBAL_SCOPE
+    from .records import GLOBAL_SCOPE  # lazy, as in `_fit_for_host`
 
     store.semantic().quick_start()  # a fresh process that embeds the prompt once, if no server does it
     # No project given: global records only (recall's "no project" would search every project's).
@@ -500,9 +491,9 @@ def _transcript_start(path: Any) -> str | None:
             head = f.read(256 * 1024)
     except OSError:
         return None
-    from datetime import datetime
+    from datetime import datetime  # lazy: +2.3 ms on the stop hook (see the top)
 
-    from . import records
+    from . import records  # lazy, as in `_fit_for_host`
 
     for raw in head.splitlines()[:50]:
         try:
@@ -555,7 +546,6 @@ def stop(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Path)
         return None
     if not switch("RETAINED_STOP_HOOK", True, env):
         return None
-    from .paths import read_only_requested
 
     if read_only_requested():  # "ask once" needs a note of the asking; read-only writes none
         return None
@@ -577,11 +567,10 @@ def stop(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Path)
             return None
         state = {"session_id": sid, "host": host.name, "project": project_of(data, env), "began_ts": began,
                  "asked": False}
-    from .paths import LOG_NAME
 
     written = 0
     if (store_dir / LOG_NAME).exists():
-        from .store import Store
+        from .store import Store  # lazy, as in `session_start`
 
         with Store(store_dir, create=False) as store:
             store.index.catch_up()
@@ -597,13 +586,9 @@ def stop(data: dict[str, Any], env: dict[str, str], host: Host, store_dir: Path)
 
 def command(event: str, host: str | None, dir_arg: str | None, budget: int) -> int:
     """`retained hook EVENT`, read by retained/entry.py or by the CLI's parser: it always exits 0."""
-    import gc
-
     # A hook lives for a fraction of a second and makes little cyclic garbage, while the collector's
     # passes over everything its imports create cost ~3% of a session-start hook's instructions.
     gc.disable()
-    from .paths import store_dir
-
     try:
         directory = store_dir(dir_arg)
     except Exception as e:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from .brief import make_brief
 from .installers import hosts as registry  # host facts: the instructions cut
 from .store import Store
 from .tools import DATA_NOTE
@@ -27,7 +28,6 @@ GUIDANCE = (
 def compute_instructions(store: Store, project: str | None) -> str:
     """Guidance plus a brief of the project's memory, within the tightest host's cut."""
     # Imported here, on the thread `serve` makes the brief on: off the way to the early replies.
-    from .brief import make_brief
 
     room = INSTRUCTIONS_MAX_CHARS - len(GUIDANCE) - 2
     budget = 400

@@ -14,6 +14,9 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from .errors import UsageError
+from .switches import switch
+
 APP = "retained"
 
 
@@ -27,7 +30,7 @@ def home_of(env: Mapping[str, str] = os.environ) -> Path:
         return Path(value)
     if os.name != "nt":
         try:
-            import pwd
+            import pwd  # POSIX only: here, so that ImportError on Windows falls back
 
             return Path(pwd.getpwuid(os.getuid()).pw_dir)
         except (ImportError, KeyError):
@@ -56,8 +59,6 @@ def default_data_dir(env: Mapping[str, str] = os.environ) -> Path:
 def store_dir(explicit: str | os.PathLike[str] | None = None, env: Mapping[str, str] = os.environ) -> Path:
     """Resolve the store directory by the documented precedence. An explicit empty one is refused."""
     if explicit is not None and not str(explicit).strip():
-        from .errors import UsageError
-
         raise UsageError("--dir is empty", hint="give a directory, or leave --dir out for the default store")
     if explicit:
         return expand_user(explicit, env)
@@ -69,8 +70,6 @@ def store_dir(explicit: str | os.PathLike[str] | None = None, env: Mapping[str, 
 
 def read_only_requested(env: Mapping[str, str] = os.environ) -> bool:
     """RETAINED_READ_ONLY=1: change no file in the store (doctor runs hooks and servers this way)."""
-    from .switches import switch
-
     return switch("RETAINED_READ_ONLY", False, env)
 
 
@@ -84,7 +83,7 @@ def _owner(path: Path) -> str:
     except OSError:
         return "another user"
     try:
-        import pwd
+        import pwd  # POSIX only, as in `home_of`
 
         return pwd.getpwuid(uid).pw_name
     except (ImportError, KeyError):
@@ -93,7 +92,7 @@ def _owner(path: Path) -> str:
 
 def _me() -> str:
     try:
-        import getpass
+        import getpass  # lazy: +0.5 ms on every hook (measured), for a message about a store we cannot write
 
         return getpass.getuser()
     except Exception:
@@ -174,7 +173,7 @@ def others_can_write(directory: str | os.PathLike[str], *, itself: bool = True) 
 def _group_shared(gid: int) -> bool:
     """Whether users besides this one may be in group `gid` (not this user's own private group)."""
     try:
-        import grp
+        import grp  # POSIX only, as in `home_of`
         import pwd
 
         group = grp.getgrgid(gid)
@@ -186,7 +185,7 @@ def _group_shared(gid: int) -> bool:
 
 def _name_of(uid: int) -> str:
     try:
-        import pwd
+        import pwd  # POSIX only, as in `home_of`
 
         return pwd.getpwuid(uid).pw_name
     except (ImportError, KeyError):
@@ -195,7 +194,7 @@ def _name_of(uid: int) -> str:
 
 def _group_name(gid: int) -> str:
     try:
-        import grp
+        import grp  # POSIX only, as in `home_of`
 
         return grp.getgrgid(gid).gr_name
     except (ImportError, KeyError):

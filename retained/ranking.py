@@ -26,14 +26,12 @@ counts say when they are a lower bound.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
+from typing import Any
 
-if TYPE_CHECKING:  # the hook path imports no more than it runs
-    from typing import Any
-
-    from .store import Store
-
-from .index import phrase_query, quote_query
+from .embed import Semantic, Unavailable
+from .index import Index, phrase_query, query_terms, quote_query
+from .vocabulary import bridged
 
 # The weight of words in the blend follows their evidence: from WORDS_WEIGHT_ANY when no record holds
 # any share of the query's words worth the name (the any-word list is then mostly noise words such as
@@ -124,14 +122,10 @@ class Found:
         self.known_before: set[str] = set()
 
 
-def meaning_query(store: Store, query: str, inline_embed: int, warnings: list[str],
+def meaning_query(sem: Semantic, query: str, inline_embed: int, warnings: list[str],
                   need_vectors: bool) -> tuple[str, Any]:
     """('on', query vector) or ('off: <reason>', None). Embeds new records first (up to inline_embed
     of them here, the rest in a background thread), so records found by words are found by meaning."""
-    from .embed import Unavailable
-    from .index import query_terms
-
-    sem = store.semantic()
     reason = sem.off_reason()
     if reason:
         return f"off: {reason}", None
@@ -139,8 +133,9 @@ def meaning_query(store: Store, query: str, inline_embed: int, warnings: list[st
         return "on", None
     try:
         sem.prefetch()  # the vectors are read while the query is embedded
-        pending = sem.pending()
-        if pending and need_vectors and pending > inline_embed and not sem.index.has_vectors(sem.embedder.key):
+        pending, embedder = sem.pending(), sem.embedder  # an embedder: off_reason said none is missing
+        if pending and need_vectors and pending > inline_embed and embedder is not None \
+                and not sem.index.has_vectors(embedder.key):
             return "off: the records are not embedded yet", None
         if pending:
             sem.catch_up(limit=min(pending, inline_embed))
@@ -154,8 +149,10 @@ def meaning_query(store: Store, query: str, inline_embed: int, warnings: list[st
         return f"off: {e}", None
 
 
-def rank(store: Store, query: str, terms: list[str], qvec: Any, filters: dict[str, Any], k: int) -> Found:
-    idx = store.index
+def rank(idx: Index, sem: Semantic, query: str, terms: list[str], qvec: Any, filters: dict[str, Any],
+         k: int) -> Found:
+    """The best `k` records for the query in the index, scored (see the module docstring); `qvec`, the
+    query's vector from `meaning_query`, or None to rank by words alone."""
     mode = "all"
     lex_total, exact = 0, True
     lex_rows: list[dict[str, Any]] = []
@@ -201,8 +198,6 @@ def rank(store: Store, query: str, terms: list[str], qvec: Any, filters: dict[st
                 total += 1
             cands[row["line"]].part = True
 
-    from .vocabulary import bridged
-
     names = bridged(query)
     for strong in (False, True):  # records naming a tool of the kind the query speaks of ('the CI' → GitHub Actions)
         bm = phrase_query([n for n, s in names.items() if s is strong])
@@ -214,7 +209,7 @@ def rank(store: Store, query: str, terms: list[str], qvec: Any, filters: dict[st
             held_by.bridge = 2 if strong else max(held_by.bridge, 1)
 
     if qvec is not None:
-        exact = _meaning(store, qvec, terms, filters, cands) and exact
+        exact = _meaning(idx, sem, qvec, terms, filters, cands) and exact
         # Records found by meaning only: do they hold the words too (beyond the lexical top list)?
         missing = [line for line, c in cands.items() if c.bm25 is None]
         if missing and match is not None:
@@ -231,17 +226,6 @@ def rank(store: Store, query: str, terms: list[str], qvec: Any, filters: dict[st
         later = [c.row["superseded_by"] for c in ordered if c.row.get("superseded_by")]
         found.known_before = {i for i, ts in idx.ts_of(later).items() if ts <= filters["as_of"]}
     return found
-
-
-def match_notes(found: Found, semantic: bool) -> list[str]:
-    """What the reply says about how it matched, and that nothing did when no hit is worth reading."""
-    meaning = " or are close in meaning" if semantic else ""
-    if not found.hits:
-        return ["no record holds the words of the query" + (" or is close to it in meaning" if semantic else "")
-                + "; try other words, or scope '*'"]
-    if found.mode == "any":
-        return [f"no record holds every word of the query; showing records that hold any of them{meaning}"]
-    return []
 
 
 def closeness(cosine: float | None) -> float:
@@ -335,12 +319,12 @@ def meaning_floor(terms: list[str], text: str) -> float:
     return ONE_WORD_FLOOR if len(terms) < 2 else MEANING_FLOOR
 
 
-def _meaning(store: Store, qvec: Any, terms: list[str], filters: dict[str, Any], cands: dict[int, Candidate]) -> bool:
+def _meaning(idx: Index, sem: Semantic, qvec: Any, terms: list[str], filters: dict[str, Any],
+             cands: dict[int, Candidate]) -> bool:
     """Add meaning candidates and every candidate's cosine and lead; True when every record that could
     clear the floor was looked at."""
-    import numpy as np
+    import numpy as np  # lazy: +80 ms (-X importtime), and a search by words alone never needs it
 
-    sem = store.semantic()
     lines, sims, approximate = sem.similarities(qvec)
     n = len(lines)
     if not n:
@@ -355,7 +339,7 @@ def _meaning(store: Store, qvec: Any, terms: list[str], filters: dict[str, Any],
         top = top[sims[top] >= MEANING_FLOOR]
         by_line = {int(lines[i]): float(sims[i]) for i in top}
         best: dict[int, tuple[dict[str, Any], float]] = {}
-        for row in store.index.rows_for_lines(list(by_line), **filters) if by_line else []:
+        for row in idx.rows_for_lines(list(by_line), **filters) if by_line else []:
             cos = by_line[row["mline"]]
             key = row["line"]
             if key not in best or cos > best[key][1]:
@@ -386,7 +370,7 @@ def _meaning(store: Store, qvec: Any, terms: list[str], filters: dict[str, Any],
     return exact
 
 
-def _two_best(values: Any) -> tuple[float, float]:
+def _two_best(values: Iterable[float]) -> tuple[float, float]:
     first = second = -1.0
     for v in values:
         if v > first:

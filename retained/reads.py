@@ -5,19 +5,23 @@ a token budget). The store decides what to read; this module shapes the answer.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import os
+import re
+import sqlite3
+from collections.abc import Callable
+from datetime import datetime, time, timezone
+from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from typing import Any
-
-    from .index import Index
-    from .log import Log
-    from .ranking import Found
-
+from . import project as p
 from . import records
 from .errors import UsageError
+from .index import Index
+from .index.sources import KEY_BITS
+from .log import Log
 from .tokens import estimate_tokens
+
+if TYPE_CHECKING:  # the type only: ranking and the model's module it imports cost the session-start hook +13 ms
+    from .ranking import Found
 
 MAX_K = 100
 DEFAULT_K = 8
@@ -47,8 +51,6 @@ def parse_as_of(value: Any) -> str | None:
     own format, so it compares with their `ts` as text. None stays None."""
     if value is None:
         return None
-    from datetime import datetime, time, timezone
-
     if not isinstance(value, str) or not value.strip():
         raise UsageError("as_of must be an RFC 3339 time or a date", hint="e.g. 2026-11-30 or 2026-11-30T12:00:00Z")
     text = value.strip()
@@ -136,9 +138,7 @@ def search_result(found: Found, *, as_of: str | None, semantic: str, by_meaning:
         cosines[one["id"]] = {"cosine": cand.cosine, "tier": cand.tier, "lead": cand.lead, "bridge": cand.bridge}
     total = found.total
     truncated = total > len(hits) or not found.exact
-    from . import ranking
-
-    warnings += ranking.match_notes(found, by_meaning)
+    warnings += match_notes(found, by_meaning)
     if not found.exact:
         warnings.append(f"at least {total} records match; counting stopped there (total_matched is a lower bound)")
     if max_tokens is not None:
@@ -150,6 +150,17 @@ def search_result(found: Found, *, as_of: str | None, semantic: str, by_meaning:
              "truncated": truncated, "match": found.mode, "semantic": semantic, "warnings": warnings}, cosines)
 
 
+def match_notes(found: Found, semantic: bool) -> list[str]:
+    """What the reply says about how it matched, and that nothing did when no hit is worth reading."""
+    meaning = " or are close in meaning" if semantic else ""
+    if not found.hits:
+        return ["no record holds the words of the query" + (" or is close to it in meaning" if semantic else "")
+                + "; try other words, or scope '*'"]
+    if found.mode == "any":
+        return [f"no record holds every word of the query; showing records that hold any of them{meaning}"]
+    return []
+
+
 # -- list -------------------------------------------------------------------------------------------
 CURSOR_HINT = "pass the next_cursor of the previous page as the cursor, or leave it out for the first page"
 
@@ -157,7 +168,7 @@ CURSOR_HINT = "pass the next_cursor of the previous page as the cursor, or leave
 def cursor_of(row: dict[str, Any]) -> str:
     """An opaque, url-safe token for a record's place in the team order (ord_ms, ord_n, id): where the
     next page starts. The same record has the same place on every clone, so a cursor pages alike there."""
-    import base64
+    import base64  # lazy: +0.8 ms on the session-start hook (measured), and only list pages
 
     raw = f"{int(row['ord_ms']):x}.{int(row['ord_n']):x}.{row['id']}".encode()
     return base64.b32encode(raw).decode().rstrip("=").lower()  # lower case: cheap in tokens, url-safe
@@ -165,9 +176,8 @@ def cursor_of(row: dict[str, Any]) -> str:
 
 def parse_cursor(value: Any) -> tuple[int, int, str]:
     """A cursor back as (ord_ms, ord_n, id); anything else is a one-line usage error."""
-    import base64
+    import base64  # lazy, as in `cursor_of`
     import binascii
-    import re
 
     bad = UsageError("cursor is not a cursor this store gave", hint=CURSOR_HINT)
     if not isinstance(value, str) or not re.fullmatch(r"[a-z2-7]{8,480}", value):
@@ -292,14 +302,12 @@ def damaged_ids(index: Index, log: Log, ids: list[str]) -> list[str]:
     record (a read says 'damaged', not 'not found')."""
     if not ids or not index.unreadable():
         return []
-    from .index.sources import KEY_BITS
-
     found: list[str] = []
-    for p in index.problems():
-        if p["kind"] == "break" or p["line"] >> KEY_BITS != 0:
+    for problem in index.problems():
+        if problem["kind"] == "break" or problem["line"] >> KEY_BITS != 0:
             continue
         try:
-            line = log.read_at(p["offset"], 1024 * 1024).split(b"\n", 1)[0]
+            line = log.read_at(problem["offset"], 1024 * 1024).split(b"\n", 1)[0]
         except OSError:
             continue
         found += [rid for rid in ids if rid not in found and rid.encode("utf-8", "replace") in line]
@@ -339,8 +347,6 @@ def mark_conflicts(index: Index, items: list[dict[str, Any]], warnings: list[str
 
 def _log_of(index: Index, log: Log, row: dict[str, Any]) -> Log:
     """The log the row's bytes are in: the store's own, or a teammate's (issue 19)."""
-    from .index.sources import KEY_BITS
-
     line = row.get("line")
     return log if not isinstance(line, int) or line >> KEY_BITS == 0 else index.log_of(line)
 
@@ -390,7 +396,7 @@ def _attributed(index: Index, log: Log, mark: dict[str, Any]) -> dict[str, Any]:
     if forget.get("writer"):
         mark["author"] = forget.get("author") or forget["writer"]
     else:
-        from .team.readable import own_author  # here: readable loads hashlib (~3 ms), and hooks read records
+        from .team.readable import own_author  # lazy: +0.9 ms on a hook that reads records, measured
 
         mark["author"] = own_author(log.directory, forget.get("scope")) or "you (this machine)"
     return mark
@@ -472,8 +478,6 @@ def resolve_read_scopes(scope: str | None, project: str | None,
     """A read's `scope` argument as the scopes to read, and what the read must say of them: that outside
     a project only global records were read, or that a named scope holds nothing here (with the
     nearest known scopes). `known_scopes` is asked only when a scope is named."""
-    from . import project as p
-
     if scope is None:
         note = p.default_note(scope, project)
         return p.default_read_scopes(project), [note] if note else []
@@ -488,15 +492,10 @@ def with_other_checkouts(index: Index, scopes: list[str] | None) -> list[str] | 
     project key): one project, one memory."""
     if not scopes:
         return scopes
-    import os
-    import sqlite3
-
-    from .project import identity
-
     keys = {}
     for scope in scopes:
         if os.path.isabs(scope) and os.path.isdir(scope):
-            ident = identity(scope)
+            ident = p.identity(scope)
             if ident is not None:
                 keys[scope] = ident["key"]
     try:

@@ -19,6 +19,8 @@ if TYPE_CHECKING:  # the hook path imports no more than it runs
     from .store import Store
 
 from .brief import BEGIN, END, _line
+from .index import query_terms
+from .ranking import words_held
 from .records import GLOBAL_SCOPE
 from .switches import switch
 from .tokens import estimate_tokens
@@ -37,8 +39,6 @@ def _relevant(hit: dict[str, Any], terms: list[str], detail: dict[str, Any]) -> 
     the prompt's words; or near and standing alone (no other record of the scope comes close); or
     holding an identifier of the prompt; or naming a tool of the kind the prompt speaks of and not far
     in meaning (BRIDGE_BAR); or, without meaning, enough of its words."""
-    from .ranking import words_held
-
     cosine = detail.get("cosine")
     if cosine is not None and cosine >= SEMANTIC_BAR:
         return True
@@ -106,8 +106,6 @@ def candidates(store: Store, prompt: str, project: str | None) -> tuple[dict[str
     """What recall weighs: the prompt searched in the project's scopes (plus global), a dozen hits with
     their cosines (`Store.search_scored`); None when the prompt holds no word to search by. The hook's
     own recall and a warm server's answer to it (retained/warm.py) both start here."""
-    from .index import query_terms
-
     if not query_terms(prompt):
         return None
     # Only the prompt is embedded here: a hook must stay quick, so at most a few new records are
@@ -121,8 +119,6 @@ def pick(store: Store, prompt: str, result: dict[str, Any], cosines: dict[str, d
          project: str | None, shown: set[str], budget_tokens: int = DEFAULT_BUDGET,
          max_records: int = DEFAULT_MAX_RECORDS) -> dict[str, Any] | None:
     """From a search's hits for `prompt`, the ones that clear the bar and were not shown, rendered."""
-    from .index import query_terms
-
     terms = query_terms(prompt)
     picked: list[dict[str, Any]] = []
     for hit in result.get("hits", []):

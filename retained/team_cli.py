@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
@@ -88,7 +89,7 @@ def _report(args: argparse.Namespace, results: list[tuple[Shared, SyncResult]], 
     return EXIT_OK if ok else EXIT_FAIL
 
 
-def _target(args: argparse.Namespace, store_dir: Any) -> tuple[str, str, str | None, str | None]:
+def _target(args: argparse.Namespace, store_dir: Path) -> tuple[str, str, str | None, str | None]:
     """(key, remote URL, checkout, remote name) that `share` works on: the personal remote, or this
     checkout's project (the checkout and the remote's name there when it was named, not a URL)."""
     if args.personal is not None:
@@ -127,7 +128,7 @@ def cmd_share(args: argparse.Namespace) -> int:
     return _report(args, [(shared, result)], {"shared": key, "remote": url_shown})
 
 
-def _check_boundary(store_dir: Any, key: str, url: str) -> None:
+def _check_boundary(store_dir: Path, key: str, url: str) -> None:
     """A project's remote is never the personal one, and the personal remote is never a shared
     project's, however each URL is spelled: nothing personal may reach a project's remote, and nothing
     of a project the personal one."""
@@ -169,9 +170,6 @@ def cmd_sync(args: argparse.Namespace) -> int:
     if getattr(args, "background", False):
         return _background(args)
     if getattr(args, "probe", None):
-        from .paths import store_dir
-        from .team import background
-
         root, key = args.probe
         background.probe(store_dir(args.dir), root, key)
         return EXIT_OK

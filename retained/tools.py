@@ -12,6 +12,7 @@ the snapshot stale until it is captured again, and no change elsewhere (transpor
 Nothing here imports the SDK or pydantic, so `retained serve` computes that key before the SDK loads.
 """
 
+import json
 import types
 from collections.abc import Callable
 from typing import (
@@ -138,8 +139,6 @@ class Tools:
         check_memory_size(source, "source")
         check_memory_size(client_op_id, "client_op_id")
         if isinstance(fields, dict):
-            import json
-
             check_memory_size(json.dumps(fields, ensure_ascii=False, default=str), "fields (as JSON)")
         extra = dict(fields) if isinstance(fields, dict) else fields
         if private is True or shared is True:  # issue 19: what team memory may share

@@ -22,8 +22,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from . import durable, native, reads, records, safejson, writes
+from . import durable, native, reads, records, redact, safejson, writes
 from .errors import NotFound, StoreError, UsageError
+from .index import query_terms, quote_query
+from .paths import store_holding
 from .writes import redaction_enabled
 
 if TYPE_CHECKING:
@@ -174,8 +176,6 @@ def export(store: Store, *, scopes: list[str] | None, fmt: str = "jsonl", includ
 def _refuse_inside_store(store: Store, target: Path) -> None:
     """An export never writes over or into a file of a store: the one it reads, or any other this
     machine holds (recognised by its files), through a symlink or `..` too."""
-    from .paths import store_holding
-
     home = Path(os.path.realpath(store.directory))
     where = Path(os.path.realpath(target))
     other = store_holding(where)
@@ -452,8 +452,6 @@ def _check_id(rid: str) -> None:
     if len(rid) > 128 or any(ord(c) < 32 or ord(c) == 127 for c in rid):
         raise UsageError("its id is not a record id (over 128 characters or a control character)", hint="")
     if redaction_enabled():
-        from . import redact
-
         found = redact.label_secrets(rid)
         if found:
             raise UsageError(f"its id looks like a credential ({', '.join(sorted(found))})", hint="")
@@ -499,8 +497,6 @@ def plan_items(store: Store, items: list[native.Item], scope: str | None, *,
 def _known(store: Store, scope: str, text: str) -> tuple[dict[str, Any] | None, float]:
     """The record of the scope, current or corrected, whose text is this one or most closely matches it
     (records.NEAR_RATIO; a current one on a tie), and how alike; (None, 0) when none is."""
-    from .index import query_terms, quote_query
-
     words = sorted(set(query_terms(text)), key=lambda w: (-len(w), w))[:8]
     match = quote_query(words[:4], prefix=False) if len(words) >= 3 else None
     mine = records.Near(records.near_form(text))
@@ -576,8 +572,6 @@ def apply(store: Store, result: dict[str, Any]) -> dict[str, Any]:
     out["not_durable"] = sum(1 for r in receipts if not r.get("durable"))
     out["receipts"] = receipts
     if found:
-        from . import redact
-
         notes.append(redact.describe(found))
     out["notes"] = notes
     return out
@@ -622,8 +616,6 @@ def _kept_record(a: Action, source: str, now: str, found: Counter[str]) -> dict[
     kept = ("id", "ts", "kind", "scope", "supersedes", "resolves", "imported")
     extra = {k: v for k, v in rec.items() if k not in kept}
     if redaction_enabled():
-        from . import redact
-
         # The fields' names too, the scope and the idempotency key: the write path's parts, redacted alike.
         scope, op, cleaned = redact.redact_record_parts(found, scope=a.scope, client_op_id=op if isinstance(op, str) else None,
                                                         fields=extra)
@@ -638,6 +630,4 @@ def _kept_record(a: Action, source: str, now: str, found: Counter[str]) -> dict[
 
 
 def _redact_value(value: Any, found: Counter[str]) -> Any:
-    from . import redact
-
     return redact.redact_value(value, found, keys=True)

@@ -23,6 +23,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,7 @@ def replace_in_strings(value: Any, old: str, new: str) -> Any:
     return value
 
 
-def _early_replies(out: WireOut, project: str | None, instructions: Any) -> EarlyReplies | None:
+def _early_replies(out: WireOut, project: str | None, instructions: Callable[[], str]) -> EarlyReplies | None:
     if not switch("RETAINED_EARLY_INITIALIZE", True):
         return None  # off: the opening requests wait for the SDK
     snapshot = early_snapshot(project)

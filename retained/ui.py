@@ -16,7 +16,10 @@ Content-Security-Policy allows no inline script, so a record holding HTML or scr
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import hmac
+import inspect
 import json
 import os
 import secrets
@@ -25,16 +28,29 @@ import subprocess
 import sys
 import threading
 import time
+import webbrowser
+from datetime import date, datetime, timedelta
+from html import escape
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs
+from typing import Any
+from urllib.parse import parse_qs, quote
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
 from . import reads, records, safejson
 from .errors import NotFound, RetainedError, UsageError
+from .index import query_terms
+from .installers.hosts import memory_sources, native_memory
+from .reads import cursor_of, parse_cursor
 from .records import MAX_TEXT_BYTES
-
-if TYPE_CHECKING:
-    from .store import Store
+from .replies import shown, who
+from .store import Store
+from .team.share import team_status
 
 STATIC = Path(__file__).with_name("ui_static")
 PAGE = 50
@@ -178,8 +194,6 @@ class Api:
         """A page of the person's memory, newest first in the team order: every scope unless `scope`
         names one ('here': the project the page was opened in); `elsewhere=1` leaves that project out.
         `next` is the cursor of the next page (`cursor=`), None on the last."""
-        from .reads import parse_cursor
-
         if q.get("before"):
             raise UsageError("the page's list no longer pages by line", hint="reload the page (pages follow a cursor)")
         after = parse_cursor(q["cursor"]) if q.get("cursor") else None
@@ -192,14 +206,11 @@ class Api:
             ts_to=_day(q.get("to"), next_day=True),
             as_of=_instant(q.get("as_of")), history=q.get("history") == "1",
             after=after, limit=limit, exclude=self._here() if q.get("elsewhere") == "1" else None)
-        from .reads import cursor_of
 
         return {"records": [_row(r) for r in rows], "total": total, "returned": len(rows),
                 "next": cursor_of(rows[-1]) if len(rows) == limit else None, "warnings": warnings + self._damage()}
 
     def search(self, q: dict[str, str]) -> dict[str, Any]:
-        from .index import query_terms
-
         text = q.get("q", "")
         k = _int(q.get("k"), 50, 1, 100)
         scopes, notes = self._read_scopes(q)
@@ -345,7 +356,6 @@ class Api:
             fixes.append("retained write … (the next write moves the torn tail to quarantine/)")
         report["quarantine"] = quarantine
         report["fixes"] = fixes
-        from .team.share import team_status  # issue 19: per shared project
 
         report["team"] = team_status(self.store_dir, self.store)
         return report
@@ -369,7 +379,6 @@ class Api:
                 h = hosts.setdefault(c.get("host", "?"), {"host": c.get("host", "?"), "ok": True, "checks": []})
                 h["checks"].append(c)
                 h["ok"] = h["ok"] and bool(c.get("ok"))
-            from .installers.hosts import memory_sources, native_memory
 
             for name in memory_sources():
                 report = native_memory(name)
@@ -418,8 +427,6 @@ KNOWN_KINDS = ("decision", "convention", "preference", "fact", "todo", "note", "
 
 
 def _accepts(fn: Any, name: str) -> bool:
-    import inspect
-
     try:
         return name in inspect.signature(fn).parameters
     except (TypeError, ValueError):
@@ -462,7 +469,6 @@ def _day(value: str | None, next_day: bool = False) -> str | None:
     """A date (YYYY-MM-DD) as the RFC 3339 prefix records' `ts` compare against."""
     if not value:
         return None
-    from datetime import date, timedelta
 
     try:
         d = date.fromisoformat(value[:10])
@@ -475,7 +481,6 @@ def _instant(value: str | None) -> str | None:
     """A date or date-time as the RFC 3339 UTC text records' `ts` compare against."""
     if not value:
         return None
-    from datetime import datetime
 
     text = value.strip().replace(" ", "T")
     if len(text) == 10:
@@ -496,9 +501,6 @@ class Page:
     script is allowed at all."""
 
     def __init__(self) -> None:
-        import base64
-        import hashlib
-
         self.css = (STATIC / "app.css").read_text("utf-8")
 
         def digest(text: str) -> str:
@@ -507,8 +509,6 @@ class Page:
         self.csp = CSP.replace("style-src 'self'", f"style-src 'self' {digest(self.css)}")
 
     def html(self, token: str, initial: dict[str, Any] | None) -> bytes:
-        import html
-
         data = ""
         if initial is not None:
             # A data block, never run; escaped so stored text cannot end the element.
@@ -521,7 +521,7 @@ class Page:
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="color-scheme" content="light dark">
-<meta name="retained-token" content="{html.escape(token, quote=True)}">
+<meta name="retained-token" content="{escape(token, quote=True)}">
 <title>retained memory</title>
 <link rel="icon" href="/static/icon.svg" type="image/svg+xml">
 <style>{self.css}</style>
@@ -547,10 +547,6 @@ def first_screen(initial: dict[str, Any] | None) -> str:
     """The newest records of all memory as HTML, the same markup the script builds; stored text escaped
     (HTML-escaped, and control characters shown as escapes). Inside a project the script draws the
     project's group first; this paints what it can before the script runs."""
-    from html import escape
-
-    from .replies import shown, who
-
     if initial is None:
         return '<p class="loading">Loading…</p>'
     data = initial["records"]
@@ -582,8 +578,6 @@ def scope_label(scope: str) -> str:
 
 def shown_text(text: str) -> str:
     """Stored text on the page: line breaks and tabs kept, every other control character as an escape."""
-    from .replies import shown
-
     return "\n".join("\t".join(shown(part) for part in line.split("\t")) for line in text.split("\n"))
 
 
@@ -597,8 +591,6 @@ def empty_note(facets: dict[str, Any]) -> str:
 
 
 def quote_id(rid: str) -> str:
-    from urllib.parse import quote
-
     return quote(rid, safe="")
 
 
@@ -629,11 +621,6 @@ async def _bounded_body(request: Any) -> bytes | None:
 
 
 def build_app(store: Store, token: str, port: int, store_dir: Path, project: str | None = None) -> Any:
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response
-    from starlette.routing import Route
-
     api = Api(store, token, store_dir, project)
 
     def _json(data: Any, status: int = 200) -> Response:
@@ -641,8 +628,6 @@ def build_app(store: Store, token: str, port: int, store_dir: Path, project: str
 
     def wrap(fn: Any) -> Any:
         async def endpoint(request: Request) -> Response:
-            from starlette.concurrency import run_in_threadpool
-
             body: dict[str, Any] = {}
             if request.method in STATE_CHANGING:
                 raw = await _bounded_body(request)
@@ -682,8 +667,6 @@ def build_app(store: Store, token: str, port: int, store_dir: Path, project: str
     first_screen()  # before the address is printed: the index catches up and the facets are cached
 
     async def index(request: Request) -> Response:
-        from starlette.concurrency import run_in_threadpool
-
         headers = {k.decode(): v.decode() for k, v in HEADERS}
         headers["content-security-policy"] = page.csp
         initial = await run_in_threadpool(first_screen)
@@ -729,10 +712,6 @@ def serve(store_dir: Path, *, open_browser: bool = True, port: int = 0, out: Any
           project: str | None = None) -> int:
     """Run the page until interrupted. Prints its address (with the token) first. `project`: the
     project the page was opened in (shown first; the page shows every scope, the person's whole memory)."""
-    import uvicorn
-
-    from .store import Store
-
     out = out or (lambda s: (sys.stdout.write(s + "\n"), sys.stdout.flush()))
     token = secrets.token_urlsafe(32)
     sock = loopback_socket(port)
@@ -743,8 +722,6 @@ def serve(store_dir: Path, *, open_browser: bool = True, port: int = 0, out: Any
         out(f"retained ui: {url}")
         out("(listening on 127.0.0.1 only; the token is this run's own; Ctrl-C stops it)")
         if open_browser:
-            import webbrowser
-
             threading.Timer(0.3, lambda: webbrowser.open(url)).start()
         config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", ws="none",
                                 server_header=False, date_header=False)

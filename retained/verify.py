@@ -10,16 +10,12 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from typing import Any
-
-    from .index import Index
-    from .log import Line, Log, Problem
+from typing import Any
 
 from . import records
-from .log import QUARANTINE, ChainState
+from .index import Index
+from .index.sources import Source
+from .log import QUARANTINE, ChainState, Line, Log, Problem
 from .team.fields import confined
 
 
@@ -135,7 +131,7 @@ def verify(log: Log, index: Index, warnings: list[str],
     }
 
 
-def _team_log(index: Index, source: Any) -> dict[str, Any]:
+def _team_log(index: Index, source: Source) -> dict[str, Any]:
     """One teammate's log the index reads, reconciled with its rows as the local log is: an index
     entry that points at the wrong bytes, or a line the index lacks, makes the store NOT INTACT."""
     key = source.scope

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from .appender import Appender
     from .index import Index
 
-from . import records
+from . import records, redact
 from .errors import NotFound, Refused, UsageError
 from .index import query_terms, quote_query
 from .project import nearest_scopes
@@ -63,8 +63,6 @@ def redacted(text: str, source: str | None, extra: dict[str, Any], *, scope: str
     scope, client_op_id, found)."""
     found: Counter[str] = Counter()
     if redaction_enabled():
-        from . import redact  # compiled patterns: paid by writes only, not by the hook path
-
         text = redact.redact_value(text, found)
         if source is not None:
             source = redact.redact_value(source, found)
@@ -81,7 +79,6 @@ def check_kind_is_no_secret(kind: str) -> None:
     (a redacted kind would be a label nobody chose)."""
     if not redaction_enabled():
         return
-    from . import redact
 
     found = redact.label_secrets(kind)
     if found:
@@ -92,7 +89,6 @@ def check_kind_is_no_secret(kind: str) -> None:
 def redaction_note(found: Counter[str]) -> list[str]:
     if not found:
         return []
-    from . import redact
 
     return [redact.describe(found)]
 

@@ -8,6 +8,7 @@ files.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from ..host import HOOK_OUTPUT_CHARS, PLUGIN_NAME, Check, Host, array, plugin_home, read_json, table
@@ -72,7 +73,7 @@ class ClaudeCode(Host):
     def memory_items(self, env: Mapping[str, str], known_scopes: list[str], cwd: str | None = None,
                      project: str | None = None) -> tuple[list[Any], list[str]]:
         """Every project's auto memory under ~/.claude/projects, each filed under its project."""
-        from ... import native
+        from ... import native  # lazy: +14 ms on a hook (measured)
 
         notes: list[str] = []
         root = claude_dir(env) / "projects"
@@ -110,13 +111,13 @@ class ClaudeCode(Host):
     def checkout(self, env: Mapping[str, str], cwd: str | None) -> Path:
         """The folder Claude Code works in here: the project's git root (or folder), else the cwd. Not the
         project's scope, which is its remote's URL when it has one."""
-        from ...project import project_dir
+        from ...project import project_dir  # lazy: +7 ms on the stop hook (measured)
 
         return project_dir(cwd, env, self.project_vars) or Path(cwd or os.getcwd()).resolve()
 
     def memory_report(self, env: Mapping[str, str], cwd: str | None = None,
                       project: str | None = None) -> dict[str, Any] | None:
-        from ... import native
+        from ... import native  # lazy: +14 ms on a hook (measured)
 
         flag = native.truthy(env.get("CLAUDE_CODE_DISABLE_AUTO_MEMORY"))
         setting = _setting(env, "autoMemoryEnabled", project)
@@ -169,7 +170,7 @@ NAME_MAX = 200  # Claude Code cuts sanitised project names here and appends a ha
 
 
 def claude_dir(env: Mapping[str, str]) -> Path:
-    from ... import native
+    from ... import native  # lazy: +14 ms on a hook (measured)
 
     return Path(env["CLAUDE_CONFIG_DIR"]) if env.get("CLAUDE_CONFIG_DIR") else native.home_of(env) / ".claude"
 
@@ -177,15 +178,13 @@ def claude_dir(env: Mapping[str, str]) -> Path:
 def project_dirname(project: str | os.PathLike[str]) -> str:
     """Claude Code's name for a project's folder under ~/.claude/projects: every character that is not
     an ASCII letter or digit becomes '-' (long names are cut and get a hash, which we cannot match)."""
-    import re
-
     return re.sub(r"[^a-zA-Z0-9]", "-", str(project))[:NAME_MAX]
 
 
 def memory_home(root: Path) -> Path:
     """The folder Claude Code files a project's auto memory under: one per repository, named after its
     main checkout, so a linked worktree's memory is its main checkout's (a folder outside git: itself)."""
-    from ...project import git_common_dir
+    from ...project import git_common_dir  # lazy: +7 ms on the stop hook (measured)
 
     common = git_common_dir(root)
     return common.parent if common is not None and common.name == ".git" else root
@@ -193,7 +192,7 @@ def memory_home(root: Path) -> Path:
 
 def _project_names(env: Mapping[str, str], extra: list[str]) -> dict[str, str]:
     """Claude Code's project folder name → the project path, from every path we know of."""
-    from ... import native
+    from ... import native  # lazy: +14 ms on a hook (measured)
 
     known: list[str] = list(extra)
     data = native.read_json(native.home_of(env) / ".claude.json")
@@ -204,7 +203,7 @@ def _project_names(env: Mapping[str, str], extra: list[str]) -> dict[str, str]:
 
 def _setting(env: Mapping[str, str], key: str, project: str | None = None) -> Any:
     """A Claude Code setting from the user's, the project's and the local settings file (last wins)."""
-    from ... import native
+    from ... import native  # lazy: +14 ms on a hook (measured)
 
     value = None
     files = [claude_dir(env) / "settings.json"]

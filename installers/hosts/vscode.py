@@ -9,8 +9,10 @@ own path and placeholders that name it, and retained plans, shows and writes it 
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+from urllib.parse import quote
 
 from ..host import LINK_ENTRY, PLUGIN_NAME, Host
 
@@ -53,8 +55,5 @@ HOST = VSCode()
 
 def install_link(entry: dict[str, object] | None = None) -> str:
     """VS Code's install link: the server entry with its name, URL-encoded JSON."""
-    import json
-    from urllib.parse import quote
-
     return "vscode:mcp/install?" + quote(json.dumps({"name": PLUGIN_NAME, **(entry or LINK_ENTRY)}, separators=(",", ":")),
                                          safe="")

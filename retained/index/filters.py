@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..records import FORGET_KIND
+
 if TYPE_CHECKING:
     from typing import Any
 
@@ -20,8 +22,6 @@ def visible(alias: str = "") -> str:
 def visible_at(prefix: str, as_of: str) -> tuple[str, list[Any]]:
     """`visible` as the store stood at `as_of`: a record retracted later (itself, or through the head
     of its chain) was still shown then; a purged record or a forget record never is."""
-    from ..records import FORGET_KIND
-
     by = f"COALESCE({prefix}retracted_by, (SELECT x.retracted_by FROM records x WHERE x.line = {prefix}head))"
     return (f"({prefix}hidden = 0 OR ({prefix}tomb = 0 AND {prefix}kind != ? AND "
             f"COALESCE((SELECT f.ts FROM records f WHERE f.id = {by}), '') > ?))"), [FORGET_KIND, as_of]

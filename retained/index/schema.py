@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .clock import advance, ts_ms
+
 INDEX_NAME = "index.sqlite3"
 # meta key: set when every byte the file freed was zeroed (made with secure_delete on, or VACUUMed since)
 ZEROED = "zeroed_since_created"
@@ -199,7 +201,6 @@ def _m008_team(db: sqlite3.Connection) -> None:
         CREATE INDEX forget_targets_target ON forget_targets(target)
         """,
     )
-    from .clock import advance, ts_ms
 
     last = (0, 0)
     updates = []

@@ -11,6 +11,10 @@ from __future__ import annotations
 import sqlite3
 from typing import TYPE_CHECKING
 
+from ..embed import to_blob
+from .kept import UNFIT_READ
+from .sources import KEY_BITS
+
 if TYPE_CHECKING:
     from typing import Any
 
@@ -18,8 +22,6 @@ if TYPE_CHECKING:
 def _spans(db: sqlite3.Connection, model: str) -> list[tuple[int, int]]:
     """Per log the index reads (issue 19: the local one, then teammates'), the key range after the
     last line `model` embedded in it: (after, last key of the range)."""
-    from .sources import KEY_BITS
-
     top = db.execute("SELECT COALESCE(MAX(line), 0) FROM records").fetchone()[0]
     out = []
     for n in range((top >> KEY_BITS) + 1):
@@ -64,8 +66,6 @@ def drop_others(db: sqlite3.Connection, model: str) -> int:
 def put(db: sqlite3.Connection, model: str, found: list[tuple[int, str, Any]]) -> None:
     """Store (line, record sha256, vector or float16 blob) rows in one transaction; a row whose record
     changed meanwhile (another sha256 on that line now) is skipped."""
-    from ..embed import to_blob
-
     def row(line: int, sha: str, vec: Any) -> tuple[Any, ...]:
         blob = vec if isinstance(vec, bytes) else to_blob(vec)
         return (model, len(blob) // 2, blob, line, sha)
@@ -109,8 +109,6 @@ def page(db: sqlite3.Connection, model: str, vid: int, limit: int) -> list[tuple
                            " ORDER BY vid LIMIT ?", (model, vid, limit)).fetchall()
         fit = [r for r in found if isinstance(r[2], bytes) and isinstance(r[3], int) and len(r[2]) == 2 * r[3] > 0]
         if len(fit) < len(found):
-            from .kept import UNFIT_READ
-
             UNFIT_READ[0] += len(found) - len(fit)
         if fit or not found:
             return fit
