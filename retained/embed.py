@@ -34,7 +34,6 @@ from .switches import embed_config_key as config_key
 from .switches import embed_mode as mode
 
 if TYPE_CHECKING:  # the hook path imports no more than it runs
-    from collections.abc import Callable
     from typing import Any
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
@@ -406,8 +405,7 @@ def _stamp(path: Path) -> list[Any]:
 
 def cache_dir() -> Path:
     """retained's user cache dir (as platformdirs names it, or RETAINED_CACHE_DIR): the verified model's
-    stamp, the rewritten model, the model host's socket when there is no runtime dir
-    (retained/model_host.py)."""
+    stamp, the rewritten model every process maps."""
     import sys
 
     chosen = os.environ.get("RETAINED_CACHE_DIR", "").strip()
@@ -497,7 +495,7 @@ def _keep_mapped_model(ort: Any, chunks: list[bytes | memoryview]) -> Path | Non
     """Have onnxruntime write the rewritten model, optimised, in its own format beside where it is kept,
     then put it there (0600, renamed in place); its path, or None where nothing can be kept."""
     from . import durable
-    from .paths import read_only_requested
+    from .paths import others_can_write, read_only_requested
 
     kept = _mapped_model_file(ort)
     if kept is None or read_only_requested():
@@ -505,6 +503,8 @@ def _keep_mapped_model(ort: Any, chunks: list[bytes | memoryview]) -> Path | Non
     tmp = kept.with_name(f"{kept.name}.{os.getpid()}.tmp")
     try:
         kept.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if others_can_write(kept.parent):
+            return None  # another user could swap what this process would map
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
         _session_of(ort, chunks, opts, save_to=tmp)
@@ -615,13 +615,34 @@ class OllamaEmbedder(Embedder):
             raise Unavailable(f"ollama at {self.where} gave malformed embeddings") from None
         if mat.ndim != 2 or (self.dim is not None and mat.shape[1] != self.dim):
             raise Unavailable(f"ollama model {self.model} changed dimension; run `retained reindex`")
+        with np.errstate(all="ignore"):
+            out = _normalise(np, mat)
+        unfit = unfit_vectors(np, out, texts)
+        if unfit:
+            raise Unavailable(f"ollama at {self.where} answered {unfit}: not used")
         self.dim = int(mat.shape[1])
-        return _normalise(np, mat)
+        return out
+
+
+def unfit_vectors(np: Any, vecs: Any, texts: list[str]) -> str | None:
+    """Why the vectors another process answered for `texts` are not an embedder's, or None: a row that is
+    not finite or not of unit length (kept.unit_rows), or one same vector for three or more texts that
+    differ (a squatter's constant answer). Issue 29: none of them is used or kept."""
+    from .index.kept import unit_rows
+
+    ok = unit_rows(vecs)
+    if not ok.all():
+        bad = int((~ok).sum())
+        return f"{bad} unfit vector{'s' if bad != 1 else ''} (not finite, or not of unit length)"
+    distinct = {" ".join(t.split()).lower()[:512] for t in texts}
+    if len(vecs) > 2 and len(distinct) > 2 and bool((vecs == vecs[0]).all()):
+        return f"one same vector for {len(texts)} different texts"
+    return None
 
 
 def idle_seconds(env: dict[str, str]) -> float:
     """RETAINED_EMBED_IDLE_S: seconds without embedding after which a long-running process drops the
-    model, and the model host exits (0: never)."""
+    model (0: never)."""
     raw = env.get("RETAINED_EMBED_IDLE_S", "").strip()
     try:
         value = float(raw) if raw else MODEL_IDLE_S
@@ -632,9 +653,6 @@ def idle_seconds(env: dict[str, str]) -> float:
 
 _SHARED: dict[tuple[str, ...], Embedder] = {}
 _SHARED_LOCK = threading.Lock()
-# How this process makes its local embedder: `retained serve` puts retained.model_host's here (the
-# user's one model process), so that this module never imports that one.
-LOCAL_FACTORY: list[Callable[[dict[str, str]], LocalEmbedder]] = []
 
 
 def embedder(env: dict[str, str] | None = None) -> Embedder | None:
@@ -647,13 +665,9 @@ def embedder(env: dict[str, str] | None = None) -> Embedder | None:
     with _SHARED_LOCK:
         found = _SHARED.get(cfg)
         if found is None:
-            found = OllamaEmbedder(e) if m == "ollama" else _local(e)
+            found = OllamaEmbedder(e) if m == "ollama" else LocalEmbedder(e)
             _SHARED[cfg] = found
         return found
-
-
-def _local(env: dict[str, str]) -> LocalEmbedder:
-    return LOCAL_FACTORY[0](env) if LOCAL_FACTORY else LocalEmbedder(env)
 
 
 def pieces(text: str) -> list[str]:
