@@ -522,6 +522,9 @@ def _keep_mapped_model(ort: Any, chunks: list[bytes | memoryview]) -> Path | Non
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         return None  # a cache: without it this process loads the bytes, the next one tries again
+    for old in kept.parent.glob("model-int8-*.onnx"):  # the form kept before (~23 MB each): nothing maps it
+        with contextlib.suppress(OSError):
+            old.unlink()
     return kept
 
 

@@ -484,11 +484,15 @@ def test_the_rewritten_model_is_kept_and_a_fresh_load_maps_it_with_the_same_vect
     from retained import embed
 
     monkeypatch.setenv("RETAINED_CACHE_DIR", str(tmp_path / "cache"))
+    earlier = tmp_path / "cache" / "model-int8-8199be6f699a-c7f722d45386.onnx"  # what an earlier version kept
+    earlier.parent.mkdir()
+    earlier.write_bytes(b"\0" * 1000)
     made = _rewrites(monkeypatch)
     first = embed.LocalEmbedder({}).embed(["when do we ship to production?"])
     assert made == [1]
     kept = embed._mapped_model_file(embed.onnxruntime_module())
     assert kept is not None and kept.exists() and (kept.stat().st_mode & 0o777) == 0o600
+    assert not earlier.exists()  # nothing maps that form: its 23 MB are given back
     monkeypatch.setattr(embed.LocalEmbedder, "verified_bytes", lambda self, remember=True: pytest.fail("read the model"))
     fresh = embed.LocalEmbedder({})
     again = fresh.embed(["when do we ship to production?"])
