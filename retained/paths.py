@@ -144,8 +144,8 @@ def others_can_write(directory: str | os.PathLike[str], *, itself: bool = True) 
     folder in its place, or None: the folder (unless not `itself`) may not be writable by its group or
     by everyone, nor belong to another user; every folder above it (symlinks resolved) may not belong to
     another user, nor be writable by others without the sticky bit (`/tmp` is fine: nobody else may
-    rename what is in it). A store folder or a socket's folder that fails this is not trusted
-    (retained/store.py, retained/warm.py, retained/model_host.py). A few stats, no import: the hook asks."""
+    rename what is in it). A store folder, a socket's folder or the kept model's that fails this is not trusted
+    (retained/store.py, retained/warm.py, retained/embed.py). A few stats, no import: the hook asks."""
     if not hasattr(os, "getuid"):
         return None  # Windows: folders are private by their ACLs, which this does not read
     me = os.getuid()

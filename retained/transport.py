@@ -175,22 +175,12 @@ def command(dir_arg: str | None) -> int:
     except RetainedError as e:  # as the CLI says an error: one line with its hint
         sys.stderr.write(f"error: {e.message}" + (f" (hint: {e.hint})" if e.hint else "") + "\n")
         return e.exit_code
-    if switch("RETAINED_MODEL_HOST", True):
-        # One model process per user, shared by every server (retained/model_host.py).
-        embed.LOCAL_FACTORY[:] = [_hosted_embedder]
-    else:
-        embed.one_heap()  # the model lives here: before serve() starts a thread, so a dropped one is given back
+    embed.one_heap()  # the model lives here: before serve() starts a thread, so a dropped one is given back
     try:
         return serve(directory)
     except OSError as e:  # stdin or stdout unusable: one line, as every error
         sys.stderr.write(f"error: {e.strerror or e}\n")
         return 1
-
-
-def _hosted_embedder(env: dict[str, str]) -> Any:
-    from .model_host import hosted_or_local  # at the first embedding: not on the way to the opening replies
-
-    return hosted_or_local(env)
 
 
 def serve(directory: Path) -> int:

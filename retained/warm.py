@@ -88,7 +88,7 @@ def trusted_socket(path: Path) -> bool:
 
 def listen_private(path: Path, backlog: int) -> socket.socket:
     """A unix socket listening at `path`, mode 0600 from the moment it exists: this user only (the
-    lender's here, the model host's in retained/model_host.py)."""
+    lender's)."""
     import socket
 
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

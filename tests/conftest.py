@@ -91,32 +91,13 @@ def isolate(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tmp_path_factory: p
     monkeypatch.setenv("XDG_STATE_HOME", str(home / ".local" / "state"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(home / ".cache"))
     monkeypatch.setenv("RETAINED_DIR", str(tmp_path / "store"))
-    # A model host lives while a server holds its lease (GRACE_S past the last), so none outlives its
-    # test by more than that; still, a test keeps the model in its server unless it asks for the host
-    # (the `model_host_on` fixture, tests/test_model_host.py): on everywhere, an in-process test after
-    # one that ran `cli.main(["serve"])` would start hosts as children of the test run.
-    monkeypatch.setenv("RETAINED_MODEL_HOST", "off")
-    # What retained keeps to load the model sooner (the rewritten model, ~23 MB, and its stamp) is made
-    # once per run, not once per test: a test of that cache sets its own RETAINED_CACHE_DIR.
+    # What retained keeps to load the model sooner (the rewritten model every process maps, ~23 MB, and
+    # its stamp) is made once per run, not once per test: a test of that cache sets its own RETAINED_CACHE_DIR.
     monkeypatch.setenv("RETAINED_CACHE_DIR", str(_model_cache(tmp_path_factory)))
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)  # not a git repository: default scopes are global / every scope
     return home
-
-
-@pytest.fixture
-def model_host_on(monkeypatch):
-    """The default path of `retained serve`: its model in this test's own model host, under a short
-    private XDG_RUNTIME_DIR (a socket path must fit in ~100 bytes; tmp_path may not)."""
-    import shutil
-    import tempfile
-
-    runtime = Path(tempfile.mkdtemp(prefix="rt-", dir="/tmp"))
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
-    monkeypatch.setenv("RETAINED_MODEL_HOST", "on")
-    yield runtime
-    shutil.rmtree(runtime, ignore_errors=True)  # its hosts end with their servers' leases
 
 
 @pytest.fixture

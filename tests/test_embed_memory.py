@@ -133,27 +133,16 @@ def test_a_servers_threads_allocate_in_the_one_arena_release_heap_can_give_back(
     assert heaps("one") == ["True", "1"]      # ... unless one_heap() was called first
 
 
-def test_serve_keeps_one_heap_before_it_starts_a_thread_when_the_model_lives_in_it(monkeypatch, tmp_path):
-    """With the model host off the model lives in the server: one heap, set before serve() starts a
-    thread. With the host on (the default) the server holds no model: no heap setting on the way to the
-    opening replies, and the host's module is imported only at the first embedding."""
+def test_serve_keeps_one_heap_before_it_starts_a_thread(monkeypatch, tmp_path):
+    """The model lives in the server: one heap, set before serve() starts a thread."""
     from retained import cli, transport
 
     calls = []
     monkeypatch.setattr(embed, "one_heap", lambda: calls.append("one_heap") or True)
     monkeypatch.setattr(transport, "serve", lambda directory: calls.append("serve") or 0)
-    monkeypatch.setattr(embed, "LOCAL_FACTORY", [])  # serve installs the model host's: not for later tests
     monkeypatch.setenv("RETAINED_DIR", str(tmp_path))
-    monkeypatch.setenv("RETAINED_MODEL_HOST", "off")
     assert cli.main(["serve"]) == 0
-    assert calls == ["one_heap", "serve"] and embed.LOCAL_FACTORY == []
-
-    calls.clear()
-    monkeypatch.setenv("RETAINED_MODEL_HOST", "on")
-    monkeypatch.delitem(sys.modules, "retained.model_host", raising=False)
-    assert cli.main(["serve"]) == 0
-    assert calls == ["serve"] and len(embed.LOCAL_FACTORY) == 1
-    assert "retained.model_host" not in sys.modules  # not on the way to the opening replies
+    assert calls == ["one_heap", "serve"]
 
 
 class _PagedIndex:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from retained import model_host, warm
+from retained import warm
 from retained.paths import others_can_write
 from retained.store import Store
 from tests.helpers.hostile import LEXICAL, cli, cli_json, one_line_error
@@ -215,51 +215,28 @@ def test_a_private_store_under_sticky_tmp_is_written_as_before(tmp_path):
         shutil.rmtree(d, ignore_errors=True)
 
 
-# -- the model host's socket ---------------------------------------------------------------------------------
-HOST_PING = {"v": model_host.PROTOCOL, "pid": 1, "ready": True}
+# -- the kept model ------------------------------------------------------------------------------------------
+def test_a_cache_folder_another_user_can_write_holds_no_model_this_process_maps(monkeypatch):
+    """The rewritten model is kept to be mapped by every later process; in a folder another user can
+    write, they could put their own weights there, so it is neither kept nor mapped: the model is made
+    from its checked file in each process, and embeds the same."""
+    from retained import embed
 
-
-def test_a_model_host_of_this_user_is_asked(monkeypatch):
-    """The control for the two below: the same fake host, believed when it is this user's."""
-    runtime = _private_tmp()
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
-    env = dict(os.environ)
-    path = model_host.socket_path(env)
+    cache = _private_tmp()
     try:
-        with _listener(path, HOST_PING):
-            assert model_host.ping(path, env) == HOST_PING
+        monkeypatch.setenv("RETAINED_CACHE_DIR", str(cache))
+        control = embed.LocalEmbedder({})
+        mine = control.embed(["where do the deploy keys live?"])
+        kept = embed._mapped_model_file(embed.onnxruntime_module())
+        assert kept is not None and kept.exists() and str(kept) in Path("/proc/self/maps").read_text()
+        del control
+        os.chmod(cache, 0o777)  # anyone may write it, without the sticky bit
+        embed._GOOD.clear()  # as a fresh process: only the stamp files say what was checked
+        theirs = embed.LocalEmbedder({})
+        assert embed._kept_mapped_model(theirs.model_path(), embed.onnxruntime_module()) is None
+        kept.unlink()
+        got = theirs.embed(["where do the deploy keys live?"])
+        assert not kept.exists() and str(cache) not in Path("/proc/self/maps").read_text()
+        assert abs(got - mine).max() < 1e-5
     finally:
-        shutil.rmtree(runtime, ignore_errors=True)
-
-
-def test_a_model_host_socket_another_user_listens_on_is_not_asked(monkeypatch):
-    uid, gid = _nobody()
-    runtime = _private_tmp()
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
-    env = dict(os.environ)
-    path = model_host.socket_path(env)
-    theirs = Path(tempfile.mkdtemp(prefix="n-", dir="/tmp"))
-    os.chown(theirs, uid, gid)
-    try:
-        with _listener(theirs / "s", HOST_PING, as_nobody=True):
-            os.rename(theirs / "s", path)
-            assert model_host.ping(path, env) is None
-            with pytest.raises(model_host.HostUnavailable, match="another user"):
-                model_host.embed(path, env, ["a text"])
-    finally:
-        shutil.rmtree(theirs, ignore_errors=True)
-        shutil.rmtree(runtime, ignore_errors=True)
-
-
-def test_a_model_host_folder_under_a_folder_another_user_can_write_is_refused(monkeypatch):
-    runtime = _private_tmp()
-    os.chmod(runtime, 0o777)  # XDG_RUNTIME_DIR that anyone may write, without the sticky bit
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
-    monkeypatch.setenv("RETAINED_MODEL_HOST", "on")
-    try:
-        assert model_host.host_dir(dict(os.environ)) is None
-        assert model_host.socket_path(dict(os.environ)) is None  # no host: each server embeds in-process
-        said = model_host.status(dict(os.environ))  # what `retained doctor` says of it: one line, why
-        assert "another user can change" in said and str(runtime) in said and "\n" not in said, said
-    finally:
-        shutil.rmtree(runtime, ignore_errors=True)
+        shutil.rmtree(cache, ignore_errors=True)

@@ -1,121 +1,67 @@
 """Issue 29 item 7: vectors from outside this process are checked (finite, the model's width, unit
-length) before they are used or kept: the model host's replies, the kept-vectors file and the index's
-vectors table (another process wrote both). An unfit vector is never used nor kept, and is counted;
-`--json` never prints a bare NaN.
+length) before they are used or kept: an embedding server's replies (Ollama), the kept-vectors file and
+the index's vectors table (another process wrote both). An unfit vector is never used nor kept, and is
+counted; `--json` never prints a bare NaN.
 
-The real local model; a fake model host (a thread on this user's socket) answers what a squatter would.
+The real local model; a fake Ollama answers what a squatter on its port would.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import shutil
-import socket
 import sqlite3
-import tempfile
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from retained import embed, model_host
-from retained.embed import LOCAL_DIM, LocalEmbedder
+from retained import embed
+from retained.embed import LOCAL_DIM
 from retained.index import kept as kept_module
 from retained.index.kept import KEPT_NAME, text_hash, unit_rows
 from retained.store import Store
 from tests.conftest import run_cli
+from tests.helpers import fake_ollama
+from tests.helpers.fake_ollama import FakeOllama
 
-TEXTS = ["Deploys go out on Tuesdays", "the cache is redis", "error E4012 means the token expired"]
 TEAM = ["Secrets live in 1Password, in the vault 'shop-prod'; never commit .env files.",
         "Deploys to production go out on Tuesdays after the release review.",
         "Error E4012 means the payment token expired: refresh the token and retry once."]
 
-
-@pytest.fixture
-def runtime(monkeypatch) -> Iterator[Path]:
-    d = Path(tempfile.mkdtemp(prefix="rv-", dir="/tmp"))
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(d))
-    monkeypatch.setenv("RETAINED_MODEL_HOST", "on")
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def _fake_host(path: Path, answer) -> Iterator[None]:
-    """A model host at `path` that answers ping and lease as the real one does and each embed request
-    with `answer(texts)`: the (n, dim) float32 rows it sends back."""
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    srv.bind(str(path))
-    srv.listen(8)
-    held: list[socket.socket] = []
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                return
-            req = json.loads(conn.makefile("rb").readline())
-            if req["op"] == "lease":
-                conn.sendall(b'{"v": 1, "pid": 1, "leased": true}\n')
-                held.append(conn)
-                continue
-            if req["op"] == "embed":
-                rows = np.asarray(answer(req["texts"]), dtype="<f4")
-                head = {"v": model_host.PROTOCOL, "n": rows.shape[0], "dim": rows.shape[1]}
-                conn.sendall((json.dumps(head) + "\n").encode() + rows.tobytes())
-            else:
-                conn.sendall(b'{"v": 1, "pid": 1, "ready": true}\n')
-            conn.close()
-
-    threading.Thread(target=serve, daemon=True).start()
-    try:
-        yield
-    finally:
-        srv.close()
-        for c in held:
-            c.close()
-
-
-def _local(texts: list[str]) -> np.ndarray:
-    return LocalEmbedder(dict(os.environ)).embed(texts)
-
-
+TOY = fake_ollama.toy_vector  # the fake's own vectors
 SQUATTERS = {
-    "NaN": lambda texts: np.full((len(texts), LOCAL_DIM), np.nan),
-    "not of unit length": lambda texts: _local(texts) * 3,
-    "infinite": lambda texts: np.where(np.arange(LOCAL_DIM) == 0, np.inf, _local(texts)),
-    "one same vector for different texts": lambda texts: np.repeat(_local(texts[:1]), len(texts), axis=0),
+    "NaN": lambda text: [float("nan")] * fake_ollama.DIM,
+    "infinite": lambda text: [float("inf")] + TOY(text)[1:],
+    "all zero": lambda text: [0.0] * fake_ollama.DIM,
+    "one same vector for different texts": lambda text: TOY("the same for every text"),
 }
 
 
-def test_a_model_host_answering_the_models_vectors_is_used(runtime):
-    """The control: the fake host is believed when what it answers are the model's vectors."""
-    env = dict(os.environ)
-    path = model_host.socket_path(env)
-    with _fake_host(path, _local):
-        emb = model_host.HostedEmbedder(env, path)
-        got = emb.embed(TEXTS)
-    assert emb.host_reason is None and emb.bad_vectors == 0
-    assert np.array_equal(got, _local(TEXTS))
-
-
-@pytest.mark.parametrize("squatter", list(SQUATTERS))
-def test_unfit_vectors_from_the_model_host_are_never_used_and_are_counted(runtime, squatter):
-    env = dict(os.environ)
-    path = model_host.socket_path(env)
-    with _fake_host(path, SQUATTERS[squatter]):
-        with pytest.raises(model_host.BadVectors):
-            model_host.embed(path, env, TEXTS)
-        emb = model_host.HostedEmbedder(env, path)
-        got = emb.embed(TEXTS)  # embedded in this process instead
-    assert np.allclose(got, _local(TEXTS), atol=1e-5)
-    assert bool(unit_rows(got, LOCAL_DIM).all())
-    assert emb.bad_vectors == len(TEXTS) and "unfit" in (emb.host_reason or "")
+@pytest.mark.parametrize("squatter", [None, *SQUATTERS])
+def test_unfit_vectors_from_an_embedding_server_are_never_used_nor_kept(store_dir, monkeypatch, squatter):
+    """None is the control: the fake's own vectors are used. A squatter's are refused: the search answers
+    by words saying why, and no vector of theirs reaches the index."""
+    fake = FakeOllama()
+    if squatter is not None:
+        monkeypatch.setattr(fake_ollama, "toy_vector", SQUATTERS[squatter])
+    monkeypatch.setenv("RETAINED_EMBED", "ollama")
+    monkeypatch.setenv("RETAINED_OLLAMA_URL", fake.url)
+    monkeypatch.setenv("RETAINED_EMBED_MODEL", fake.model)
+    try:
+        with Store(store_dir) as store:
+            for text in TEAM:
+                store.write(text)
+            res = store.search("when do deploys go out to production?")
+            held = store.index.vectors_page(fake.key, -1, 100)[0]
+    finally:
+        fake.stop()
+    if squatter is None:
+        assert res["semantic"] == "on" and len(held) == len(TEAM)
+        return
+    assert res["semantic"].startswith(f"off: ollama at 127.0.0.1:{fake.url.rsplit(':', 1)[1]} answered ")
+    assert res["semantic"].endswith(": not used") and "\n" not in res["semantic"]
+    assert held == []
+    assert res["hits"][0]["text"] == TEAM[1]  # by words
 
 
 # -- vectors another process wrote into the store's files ------------------------------------------------------
@@ -129,7 +75,6 @@ def model_texts(monkeypatch):
         return real(self, texts)
 
     monkeypatch.setattr(embed.LocalEmbedder, "embed", counting)
-    monkeypatch.setenv("RETAINED_MODEL_HOST", "off")
     return seen
 
 
@@ -185,6 +130,6 @@ def test_an_unfit_vector_in_the_index_is_never_used_by_a_search(store_dir, model
     texts = {h["text"]: h for h in result["hits"]}
     assert TEAM[1] not in texts or texts[TEAM[1]].get("match") == "words"
     proc = run_cli("search", "what day of the week do we ship", "--scope", "/p/a", "--json",
-                   env={"RETAINED_DIR": str(store_dir), "RETAINED_MODEL_HOST": "off"})
+                   env={"RETAINED_DIR": str(store_dir)})
     assert proc.returncode in (0, 1) and "NaN" not in proc.stdout, proc.stdout
     json.loads(proc.stdout, parse_constant=lambda word: pytest.fail(f"bare {word}"))

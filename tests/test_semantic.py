@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -477,21 +478,28 @@ def _rewrites(monkeypatch) -> list[int]:
     return made
 
 
-def test_the_rewritten_model_is_kept_and_a_fresh_load_takes_it_with_the_same_vectors(tmp_path, monkeypatch):
+def test_the_rewritten_model_is_kept_and_a_fresh_load_maps_it_with_the_same_vectors(tmp_path, monkeypatch):
     """The first load rewrites the model and keeps the result (0600, in the cache dir); the next load (a
-    fresh process's) takes it as it is, without reading or rewriting the model, and embeds the same."""
+    fresh process's) maps it as it is, without reading or rewriting the model, and embeds the same."""
     from retained import embed
 
     monkeypatch.setenv("RETAINED_CACHE_DIR", str(tmp_path / "cache"))
+    earlier = tmp_path / "cache" / "model-int8-8199be6f699a-c7f722d45386.onnx"  # what an earlier version kept
+    earlier.parent.mkdir()
+    earlier.write_bytes(b"\0" * 1000)
     made = _rewrites(monkeypatch)
     first = embed.LocalEmbedder({}).embed(["when do we ship to production?"])
     assert made == [1]
-    kept = embed._integer_model_file()
+    kept = embed._mapped_model_file(embed.onnxruntime_module())
     assert kept is not None and kept.exists() and (kept.stat().st_mode & 0o777) == 0o600
+    assert not earlier.exists()  # nothing maps that form: its 23 MB are given back
     monkeypatch.setattr(embed.LocalEmbedder, "verified_bytes", lambda self, remember=True: pytest.fail("read the model"))
-    again = embed.LocalEmbedder({}).embed(["when do we ship to production?"])
+    fresh = embed.LocalEmbedder({})
+    again = fresh.embed(["when do we ship to production?"])
     assert made == [1]
     assert (again == first).all()
+    if sys.platform.startswith("linux"):  # mapped, not copied: one copy in the page cache for every process
+        assert str(kept) in Path("/proc/self/maps").read_text()
 
 
 def test_a_kept_model_that_changed_is_not_used_and_is_made_again(tmp_path, monkeypatch):
@@ -502,7 +510,7 @@ def test_a_kept_model_that_changed_is_not_used_and_is_made_again(tmp_path, monke
     monkeypatch.setenv("RETAINED_CACHE_DIR", str(tmp_path / "cache"))
     made = _rewrites(monkeypatch)
     first = embed.LocalEmbedder({}).embed(["which database holds the vectors?"])
-    kept = embed._integer_model_file()
+    kept = embed._mapped_model_file(embed.onnxruntime_module())
     assert kept is not None
     with open(kept, "r+b") as f:
         f.seek(kept.stat().st_size // 2)
@@ -513,7 +521,7 @@ def test_a_kept_model_that_changed_is_not_used_and_is_made_again(tmp_path, monke
     again = embed.LocalEmbedder({}).embed(["which database holds the vectors?"])
     assert made == [1, 1]
     assert (again == first).all()
-    assert embed._kept_integer_model(embed.LocalEmbedder({}).model_path()) == kept  # made again, trusted again
+    assert embed._kept_mapped_model(embed.LocalEmbedder({}).model_path(), embed.onnxruntime_module()) == kept  # made again, trusted again
 
 
 def test_a_forgotten_record_is_not_found_by_meaning_either(store):
@@ -585,7 +593,7 @@ def test_a_search_by_meaning_writes_nothing_outside_the_store_and_retaineds_cach
     assert json.loads(out.stdout)["semantic"] == "on"
     written = sorted(str(p.relative_to(isolate_home)) for p in isolate_home.rglob("*") if p.is_file())
     assert all(p.startswith(".cache/retained/") for p in written), written
-    assert any(p.startswith(".cache/retained/model-int8-") for p in written), written  # kept for the next process
+    assert any(p.startswith(".cache/retained/model-") and p.endswith(".ort") for p in written), written  # for the next process
 
 
 _CHATTER = ("Ana: morning all, sorry I'm late, the train was stuck again. Ben: no worries, we were catching up on "

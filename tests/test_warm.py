@@ -23,9 +23,6 @@ from retained.store import Store
 from tests.helpers.stuck import stuck_listener
 from tests.mcp_wire import WireServer
 
-# `retained serve`'s default path: its model in the user's model host (tests/conftest.py, model_host_on)
-pytestmark = pytest.mark.usefixtures("model_host_on")
-
 PARAPHRASE = "what day of the week do we ship?"  # no word in common with DEPLOY; close in meaning (cosine 0.45)
 DEPLOY = "Deploys to production go out on Tuesdays after the release review."
 
@@ -87,14 +84,10 @@ def _no_model_here(tmp_path: Path) -> Path:
 
 
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/<pid>/maps")
-@pytest.mark.parametrize("where", ["model host", "server"])
-def test_server_loads_the_model_after_the_tool_list_never_before(store_dir, tmp_path, model_host_on, monkeypatch,
-                                                                 where):
-    """Before the tool list, no model anywhere (no host socket, no onnxruntime in the server); after it,
-    the model is loaded in the model host (the default) or, with RETAINED_MODEL_HOST=off, in the server."""
-    if where == "server":
-        monkeypatch.setenv("RETAINED_MODEL_HOST", "off")
-    hosts = model_host_on / "retained"
+def test_server_loads_the_model_after_the_tool_list_never_before_and_maps_it(store_dir, tmp_path):
+    """Before the tool list, no model (no onnxruntime in the server); after it, the model is loaded in the
+    server itself, its weights mapped from the kept model (shared with every other retained process of
+    this user through the page cache, not copied)."""
     project = _project(tmp_path)
     _seed(store_dir, project)
     srv = WireServer(env={"RETAINED_DIR": str(store_dir)}, cwd=str(project))
@@ -104,12 +97,11 @@ def test_server_loads_the_model_after_the_tool_list_never_before(store_dir, tmp_
         time.sleep(0.5)
         assert not _mapped(srv.proc.pid, "onnxruntime"), "model runtime loaded before the tool list"
         assert not (store_dir / warm.SOCKET_NAME).exists()
-        assert not list(hosts.glob("*.sock")) if hosts.exists() else True, "a model host before the tool list"
         tools = srv.request("t", "tools/list", {})
         assert tools["result"]["tools"]
         _wait_warm(store_dir)
-        assert _mapped(srv.proc.pid, "onnxruntime") == (where == "server")
-        assert bool(list(hosts.glob("*.sock")) if hosts.exists() else []) == (where == "model host")
+        assert _mapped(srv.proc.pid, "onnxruntime")
+        assert _mapped(srv.proc.pid, str(Path(os.environ["RETAINED_CACHE_DIR"]).resolve() / "model-")), "kept model mapped"
         reply = srv.call("s", "memory_search", {"query": PARAPHRASE})
         found = reply["result"]["structuredContent"]
         assert found["semantic"] == "on" and found["hits"][0]["text"] == DEPLOY
