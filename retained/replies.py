@@ -62,8 +62,10 @@ def _compact_json(value: Any) -> str:
 
 def age(ts: str, now: datetime) -> str:
     """'5m', '3h', '12d', '4mo', '2y' since `ts` (RFC 3339); the timestamp's date when it cannot be read."""
-    try:
-        then = datetime.strptime(ts[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
+    try:  # fromisoformat, not strptime: a fifth of the time, for every hit of every reply
+        if ts[10:11] != "T":
+            raise ValueError(ts)
+        then = datetime.fromisoformat(ts[:19]).replace(tzinfo=timezone.utc)
     except (TypeError, ValueError):
         return str(ts)[:10]
     s = max((now - then).total_seconds(), 0)

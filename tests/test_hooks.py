@@ -14,6 +14,7 @@ import pytest
 from retained.installers.hosts import get
 from retained.store import Store
 from tests.conftest import run_cli
+from tests.helpers.hostile import append_line, jsonl, sealed_chain
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -151,8 +152,13 @@ def test_store_without_permissions_fails_open(store_dir, project, transcript):
 
 def test_output_stays_under_the_claude_and_codex_caps(store_dir, project, transcript):
     with Store(store_dir) as s:
-        for i in range(400):
-            s.write(f"note {i} " + "word " * 80, scope=str(project))
+        s.write("note 0 " + "word " * 80, scope=str(project))
+    # 399 more, appended as one piece as another program may: what is promised is the hook's output, and
+    # 400 acknowledged writes (an fsync each) were most of the test's time
+    last = json.loads((store_dir / "log.jsonl").read_bytes().splitlines()[-1])
+    more = sealed_chain([{"text": f"note {i} " + "word " * 80, "scope": str(project)} for i in range(1, 400)],
+                        start_seq=last["seq"] + 1, prev=last["sha256"])
+    append_line(store_dir, jsonl(more), newline=False)
     for host, budget in (("claude", "5000"), ("codex", "5000")):
         payload, env = fixtures(project, transcript)[host]
         payload = dict(payload, session_id=f"cap-{host}")

@@ -1,9 +1,9 @@
-"""Issue 17 over the wire: `retained serve` as a real subprocess spoken to in raw JSON-RPC lines.
-
-Item 2 (every malformed line gets an error reply while the server keeps serving), item 8 (outside a
-project a read gives `global` only unless a scope is named), item 11 (the tools say what they do and
-do what they say) and item 13 (one resolver for scope names). Faults still present on main are
-xfail(strict) with what is still wrong.
+"""Issue 17 at the MCP surface. Item 2 (every malformed line gets an error reply while the server keeps
+serving) over the wire: `retained serve` as a real subprocess spoken to in raw JSON-RPC lines. Item 8
+(outside a project a read gives `global` only unless a scope is named), item 11 (the tools say what they
+do and do what they say) and item 13 (one resolver for scope names) are promises about the replies: the
+server is built in process as `retained serve` builds it (tests/helpers/in_process.py). Faults still
+present on main are xfail(strict) with what is still wrong.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.hostile import LEXICAL, append_line, cli, cli_json
+from tests.helpers.in_process import InProcessServer
 from tests.mcp_wire import WireServer
 
 
@@ -28,16 +29,28 @@ def _words_only(monkeypatch):
 
 
 @pytest.fixture
-def server(request):
-    """A server started where the test says (default: the test's work folder, not a git repository)."""
+def server():
+    """The server's tools where the test says (default: the test's work folder, not a git repository),
+    built in this process: these promises are the replies, not stdio."""
+    started: list[InProcessServer] = []
+
+    def start(cwd: str | Path | None = None) -> InProcessServer:
+        started.append(InProcessServer(cwd))
+        return started[-1]
+
+    yield start
+    for s in started:
+        s.close()
+
+
+@pytest.fixture
+def wire_server():
+    """A `retained serve` process in the test's work folder, not yet initialized: for what the wire promises."""
     started: list[WireServer] = []
 
-    def start(cwd: str | Path | None = None, initialize: bool = True) -> WireServer:
-        s = WireServer(env=LEXICAL, cwd=str(cwd) if cwd else None)
-        started.append(s)
-        if initialize:
-            s.initialize()
-        return s
+    def start() -> WireServer:
+        started.append(WireServer(env=LEXICAL))
+        return started[-1]
 
     yield start
     for s in started:
@@ -141,8 +154,8 @@ def test_an_argument_of_5000_digits_gets_an_error_under_its_id(guarded):
     _still_serving(s)
 
 
-def test_a_deep_line_before_initialize_is_answered_and_the_handshake_still_works(server):
-    s = server(initialize=False)
+def test_a_deep_line_before_initialize_is_answered_and_the_handshake_still_works(wire_server):
+    s = wire_server()
     s.send_raw(b"[" * 3000 + b"]" * 3000)
     assert s.initialize()["result"]["serverInfo"]["name"] == "retained"
     _still_serving(s)
@@ -250,11 +263,7 @@ def test_memory_get_with_ids_marks_them(stocked):
 def test_as_of_shows_a_record_that_was_current_then_and_retracted_later(server):
     s = server()
     todo = _data(s.call(2, "memory_write", {"text": "rotate the staging keys", "kind": "todo"}))
-    time.sleep(1.2)
-    from datetime import datetime, timezone
-
-    then = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    time.sleep(1.2)
+    then = _data(s.call(6, "memory_get", {"ids": [todo["id"]]}))["records"][0]["ts"]  # the store as it stood then
     s.call(3, "memory_forget", {"ids": [todo["id"]], "reason": "done"})
     listed = {r["id"] for r in _data(s.call(4, "memory_list", {"as_of": then}))["records"]}
     assert todo["id"] in listed
@@ -375,8 +384,8 @@ def test_a_receipt_text_carries_no_64_character_hash(server):
     assert re.fullmatch(r"[0-9a-f]{64}", _data(reply)["sha256"])
 
 
-def test_the_server_advertises_only_what_it_has(server):
-    s = server(initialize=False)
+def test_the_server_advertises_only_what_it_has(wire_server):
+    s = wire_server()
     caps = s.initialize()["result"]["capabilities"]
     for what, method in (("prompts", "prompts/list"), ("resources", "resources/list")):
         if what in caps:

@@ -118,6 +118,20 @@ def test_a_repository_without_a_remote_is_filed_under_its_root(tmp_path):
     assert project_scope(repo / ".") == str(repo.resolve())
 
 
+def test_a_process_that_asked_before_sees_the_new_origin_and_a_new_repository(tmp_path):
+    """The identity a process remembers (a server asks for its project's on every call) follows a changed
+    origin, a remote added to a repository that had none, and a folder that became a repository."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    assert identity(repo) is None
+    _git("init", "-q", cwd=repo)
+    assert identity(repo)["key"].startswith("git-dir:")
+    _git("remote", "add", "origin", "https://github.com/org/first.git", cwd=repo)
+    assert identity(repo) == {"key": "github.com/org/first", "name": "first"}
+    _git("remote", "set-url", "origin", "git@github.com:org/second.git", cwd=repo)
+    assert identity(repo) == {"key": "github.com/org/second", "name": "second"}
+
+
 def test_every_scope_spelling_resolves(repos, monkeypatch, tmp_path):
     a = str(repos["a"])
     key = project_scope(a)

@@ -446,6 +446,15 @@ def test_hook_commands_name_the_store_they_were_installed_with(isolate_home, tmp
     assert stat.S_ISREG((isolate_home / ".claude" / "settings.json").stat().st_mode)
 
 
+def _opencode_env(project: Path) -> dict[str, str]:
+    """This environment less any OpenCode or model API settings, in `project` (OpenCode takes its folder
+    from PWD, which a child's cwd does not change), without OpenCode's fetch of its model catalogue
+    (models.dev) and of its default plugins: with no network each waits out a timeout (10-50 s a run
+    here) before going on without them."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENCODE", "ANTHROPIC", "OPENAI"))}
+    return dict(env, PWD=str(project), OPENCODE_DISABLE_MODELS_FETCH="true", OPENCODE_DISABLE_DEFAULT_PLUGINS="true")
+
+
 def test_opencode_lists_the_installed_server(isolate_home, project, tmp_path):
     """The real `opencode mcp list` in a sandboxed HOME sees retained connected after install."""
     from tests.conftest import require_npm_bin
@@ -455,7 +464,7 @@ def test_opencode_lists_the_installed_server(isolate_home, project, tmp_path):
     cfg.mkdir(parents=True)
     (cfg / "opencode.json").write_text('{\n  // the user\'s own\n  "$schema": "https://opencode.ai/config.json",\n}\n')
     assert run_cli("install", "--yes", "--host", "opencode", cwd=str(project)).returncode == 0
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENCODE", "ANTHROPIC", "OPENAI"))}
+    env = _opencode_env(project)
     proc = subprocess.run([opencode, "mcp", "list"], cwd=project, env=env, capture_output=True, text=True, timeout=180)
     out = re.sub(r"\x1b\[[0-9;]*m", "", proc.stdout + proc.stderr)
     assert re.search(r"✓ retained\s+connected", out), out
@@ -480,7 +489,7 @@ def test_opencode_plugin_puts_the_brief_in_the_model_request(isolate_home, tmp_p
     (isolate_home / ".config" / "opencode").mkdir(parents=True)
     assert run_cli("--dir", str(store), "install", "--yes", "--host", "opencode", cwd=str(project)).returncode == 0
     cfg = isolate_home / ".config" / "opencode" / "opencode.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENCODE", "ANTHROPIC", "OPENAI"))}
+    env = _opencode_env(project)
     with FakeModel() as fm:
         doc = json.loads(cfg.read_text())
         doc["model"] = "anthropic/claude-sonnet-4-5"
