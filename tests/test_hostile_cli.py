@@ -71,7 +71,7 @@ def test_every_way_without_a_terminal_refuses_a_purge_without_yes(store_dir, how
     else:
         proc = cli("forget", rid, "--purge", "--json", input="yes\n")
     line = one_line_error(proc, how)
-    assert "--yes" in line or "--yes" in proc.stderr
+    assert "--yes" in line, line
     assert "terminal" in proc.stderr
     assert cli_json("get", rid)["records"][0]["text"] == "a record an agent wants gone"
 

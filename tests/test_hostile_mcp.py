@@ -202,7 +202,9 @@ def test_outside_a_project_mcp_reads_give_global_only_and_say_so(server, two_pro
     reply = s.call(2, tool, args)
     ids = {h["id"] for h in _data(reply).get("hits", _data(reply).get("records", []))}
     assert two_projects["global"] in ids and two_projects["app"] not in ids, ids
-    assert "global" in _text(reply).splitlines()[0] or any("global" in w for w in _data(reply)["warnings"])
+    said = [w for w in _data(reply)["warnings"] if w.startswith("no current project")]
+    assert said and "only global records were read" in said[0], _data(reply)["warnings"]
+    assert said[0] in _text(reply)  # the text says it too, not only the structured content
 
 
 @pytest.mark.parametrize("command", [["brief"], ["list"], ["search", "fridays"]])

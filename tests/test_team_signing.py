@@ -144,7 +144,7 @@ def test_a_signature_that_does_not_match_the_head_is_refused(tmp_path, ann_ref):
     bob = signing.Signatures(tmp_path / "bob", BOB)
     got = pull(bob, dict(ref, **{f"signatures/{ANN}.sig": relabelled}), ANN)[ANN]
     assert got.entries == [] and got.problem.startswith(f"writer {ANN}: its signature does not verify with key SHA256:")
-    assert "ssh-keygen says: Signature verification failed" in got.problem or "Could not verify" in got.problem
+    assert "(ssh-keygen says: " in got.problem, got.problem  # its own words vary by OpenSSH version
     elsewhere = sig.replace(logs[ANN][2].rec["sha256"].encode(), b"f" * 64)
     got = pull(bob, dict(ref, **{f"signatures/{ANN}.sig": elsewhere}), ANN)[ANN]
     assert got.entries == [] and got.problem == f"writer {ANN}: its signature is of a head its log does not hold " \
