@@ -14,15 +14,12 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .index import Index
-    from .log import Log
+from typing import Any
 
 from . import records
 from .errors import StoreError
-from .log import Tail
+from .index import Index
+from .log import Log, Tail
 
 Receipt = dict[str, Any]
 

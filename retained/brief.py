@@ -11,6 +11,7 @@ checkpoints written at every session end never push a decision out.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the hook path imports no more than it runs
@@ -19,6 +20,7 @@ if TYPE_CHECKING:  # the hook path imports no more than it runs
 
     from .store import Store
 
+from . import records
 from .reads import conflict_of
 from .records import GLOBAL_SCOPE, defang_markers
 from .tokens import estimate_tokens
@@ -172,6 +174,34 @@ def brief_rows_by_kind(store: Store, scopes: list[str] | None,
     return rows, total, kinds
 
 
+def leave_out_host_loaded(store: Store, rows: list[dict[str, Any]],
+                          loaded: Collection[str]) -> tuple[list[dict[str, Any]], int]:
+    """The brief's rows less those a host already loads (from a file named in `loaded`) that still holds them."""
+    if not loaded:
+        return rows, 0
+    from .native import HostLoaded  # lazy, as take_note in `make_brief`
+
+    places = store.index.sources([r["id"] for r in rows])
+    candidates = {rid: p for rid, p in places.items() if Path(p["source"]).name in loaded}
+    if not candidates:
+        return rows, 0
+    check = HostLoaded(loaded)
+    kept: list[dict[str, Any]] = []
+    left = 0
+    for row in rows:
+        place = candidates.get(row["id"])
+        if place is not None:
+            try:
+                rec = records.parse_line(store.log.read_at(place["offset"], place["length"])[:-1])
+            except (records.BadLine, OSError):
+                rec = None
+            if rec is not None and check.holds(rec):
+                left += 1
+                continue
+        kept.append(row)
+    return kept, left
+
+
 def make_brief(store: Store, project: str | None, *, budget: int = DEFAULT_BUDGET, scope: str | None = None,
                loaded_at_start: Collection[str] = ()) -> dict[str, Any]:
     """The brief for a project (its scope plus global), or for one explicit scope ("*" for all).
@@ -194,8 +224,6 @@ def make_brief(store: Store, project: str | None, *, budget: int = DEFAULT_BUDGE
         scopes = [scope]
     # Each line costs at least ~8 tokens, so this many rows always cover the budget.
     rows, total, kinds = brief_rows_by_kind(store, scopes, max(budget // 8, 1) + 1)
-    from .native import leave_out_host_loaded  # lazy, as take_note above
-
     kept, host_loaded = leave_out_host_loaded(store, rows, loaded_at_start)
     if host_loaded:  # counted apart from what the brief left out
         kept_ids = {r["id"] for r in kept}

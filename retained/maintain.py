@@ -9,14 +9,10 @@ Everything judgmental (near duplicates, long chains, old records) is reported fo
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from typing import Any
-
-    from .store import Store
+from typing import Any
 
 from . import records
+from .store import Store
 
 OLD_DAYS = 90
 NEAR_CAP = 500  # current records per scope compared for near duplicates (pairs are quadratic)

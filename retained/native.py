@@ -19,12 +19,9 @@ import os
 import re
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .store import Store
-
-from . import records, safejson
+from . import safejson
 from .errors import RetainedError
 from .project import project_scope
 from .switches import parse
@@ -147,7 +144,7 @@ def truthy(value: str | None) -> bool | None:
 
 # -- Markdown into items -------------------------------------------------------------------------
 # Patterns as text: `re` compiles each on first use, so the session-start hook, which imports this
-# module for `leave_out_host_loaded`, pays for none of them.
+# module for the brief's `HostLoaded`, pays for none of them.
 _HEADING = r"^(#{1,6})\s+(.*?)\s*#*\s*$"
 _BULLET = r"^(\s*)(?:[-*+]|\d{1,3}[.)])\s+(.*)$"
 _FENCE = r"^\s*(```|~~~)"
@@ -505,29 +502,3 @@ class HostLoaded:
         body = self._files[origin]
         text = record.get("text")
         return body is not None and isinstance(text, str) and bool(text.strip()) and _normal(text) in body
-
-
-def leave_out_host_loaded(store: Store, rows: list[dict[str, Any]],
-                          loaded: Collection[str]) -> tuple[list[dict[str, Any]], int]:
-    """The brief's rows less those a host already loads (from a file named in `loaded`) that still holds them."""
-    if not loaded:
-        return rows, 0
-    places = store.index.sources([r["id"] for r in rows])
-    candidates = {rid: p for rid, p in places.items() if Path(p["source"]).name in loaded}
-    if not candidates:
-        return rows, 0
-    check = HostLoaded(loaded)
-    kept: list[dict[str, Any]] = []
-    left = 0
-    for row in rows:
-        place = candidates.get(row["id"])
-        if place is not None:
-            try:
-                rec = records.parse_line(store.log.read_at(place["offset"], place["length"])[:-1])
-            except (records.BadLine, OSError):
-                rec = None
-            if rec is not None and check.holds(rec):
-                left += 1
-                continue
-        kept.append(row)
-    return kept, left

@@ -40,7 +40,7 @@ def _oneline(text: str, width: int = 100) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-def _store(args: argparse.Namespace) -> Any:
+def _store(args: argparse.Namespace) -> Store:
     return Store(store_dir(args.dir))
 
 
