@@ -63,7 +63,8 @@ NEW_BATCH = 512  # new texts per embedder call when everything is embedded now (
 PAGE = 4096  # vectors read from the index at a time when the cache is (re)built: at 100k records pages of
 # 50,000 peaked at 365 MB and left 175 MB resident, pages of 4096 peaked at 144 MB and left 79 (heap released)
 QUERY_CACHE = 128  # query vectors kept per store (1.5 KB each)
-CHUNK = 4096  # int8 rows converted to float32 at a time by a search (1.5 MB: stays in cache)
+CHUNK = 1024  # int8 rows converted to float32 at a time by a search (1.5 MB; 4096 rows, 6 MB, stayed in the
+# C heap after the search: 4.5 MB more of every server, and no faster at 10k or 20k rows)
 # The model reads 256 word pieces; a record longer than that is embedded in pieces of PIECE_CHARS
 # characters (~150-200 pieces of English text), each starting PIECE_STEP after the last (a sentence cut
 # at one piece's end is whole in the next), and its vector is their mean: a long note or conversation
