@@ -337,8 +337,8 @@ def _session_of(ort: Any, chunks: list[bytes | memoryview], opts: Any, save_to: 
 # them, packed weights included when they were saved packed. Every retained process of this user then
 # shares one copy of the weights through the page cache, as they share onnxruntime's library. Measured
 # with PSS, one embedding done, on top of numpy and onnxruntime imported (bench/rss_bench.py has whole
-# servers): the model as ONNX from a path took 38 MB for one process and 92 MB for three; mapped, 25 MB
-# and 34 MB, and it loads in ~30 ms instead of ~90. Kept in onnxruntime's own format (mapped too) without
+# servers): the model as ONNX from a path took 38 MB for one process and 92 MB for three; mapped, 24 MB
+# and 33 MB, and it loads in ~30 ms instead of ~90. Kept in onnxruntime's own format (mapped too) without
 # packed weights, a query took 20% more CPU time (the weights were packed again at each run); packed
 # and mapped, 10% less than from the ONNX file.
 WEIGHTS = "weights.bin"
