@@ -6,7 +6,8 @@ checkout, e.g. issue 31's start).
 
 DIR is a checkout of the baseline (`git worktree add --detach DIR 7203e3e`). For each size, each tree's
 servers share one store (random unit vectors stand in for embeddings, as in issue18_bench.py) and a
-fresh cache dir of their own (the kept model is made in the run). Each `retained serve` is initialised,
+cache dir of their own, where one server run first has kept the model (as after a tree's first use).
+Each `retained serve` is initialised,
 lists its tools and runs one search by meaning; once every one has settled, every process that carries
 this run's mark in its environment (the servers, and whatever they started: a model host, where a tree
 has one) is measured from /proc/PID/smaps_rollup.
@@ -149,6 +150,7 @@ def main() -> int:
                 tag = name.replace(" ", "-")
                 d = store_for(base, tree, n, tag)
                 cache = base / f"cache-{tag}"
+                agents(tree, d, cache, 1, args.idle)  # the steady state: the kept model made by an earlier process
                 for count in (int(c) for c in args.counts.split(",") if c):
                     procs, parts = agents(tree, d, cache, count, args.idle)
                     pss = sum(r["Pss"] for _, r in procs.values())

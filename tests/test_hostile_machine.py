@@ -228,15 +228,15 @@ def test_a_cache_folder_another_user_can_write_holds_no_model_this_process_maps(
         control = embed.LocalEmbedder({})
         mine = control.embed(["where do the deploy keys live?"])
         kept = embed._mapped_model_file(embed.onnxruntime_module())
-        assert kept is not None and kept.exists() and str(kept) in Path("/proc/self/maps").read_text()
+        assert kept is not None and str(kept.parent / embed.WEIGHTS) in Path("/proc/self/maps").read_text()
         del control
         os.chmod(cache, 0o777)  # anyone may write it, without the sticky bit
         embed._GOOD.clear()  # as a fresh process: only the stamp files say what was checked
         theirs = embed.LocalEmbedder({})
         assert embed._kept_mapped_model(theirs.model_path(), embed.onnxruntime_module()) is None
-        kept.unlink()
+        shutil.rmtree(kept.parent)
         got = theirs.embed(["where do the deploy keys live?"])
-        assert not kept.exists() and str(cache) not in Path("/proc/self/maps").read_text()
+        assert not kept.parent.exists() and str(cache) not in Path("/proc/self/maps").read_text()
         assert abs(got - mine).max() < 1e-5
     finally:
         shutil.rmtree(cache, ignore_errors=True)
