@@ -197,6 +197,8 @@ class _Pulling:
         wanted += [oid for oid in extra.values() if oid not in known]
         got = self.git.blobs(wanted) if wanted else {}
         extra_bytes = {p: known[oid] if oid in known else bytes(got[oid]) for p, oid in extra.items()}
+        signatures = {signer: extra_bytes[p] for p in extra if (signer := _signer(p)) is not None}
+        self.sigs.start(signatures, extra_bytes.get(signing.ALLOWED_SIGNERS))  # they run while the lines are verified
         parsed: dict[str, wlog.Parsed] = {}
         marked = False
         for w, plan in plans.items():
@@ -205,8 +207,7 @@ class _Pulling:
             marked = marked or TOMBSTONE_MARK in (self.mirror.data.get(w, b"") if data is None else data)
             parsed[w] = self._parse(w, data)
         offered = parsed.get(self.writer)
-        parsed = self.sigs.check(parsed, {signer: extra_bytes[p] for p in extra if (signer := _signer(p)) is not None},
-                                 extra_bytes.get(signing.ALLOWED_SIGNERS),
+        parsed = self.sigs.check(parsed, signatures, extra_bytes.get(signing.ALLOWED_SIGNERS),
                                  {w: len(e) for w, e in self.mirror.files.items()})
         self.saved["ref_files"] = {p: d.decode("utf-8", "replace") for p, d in extra_bytes.items()}
         for line in self.sigs.refusals:
