@@ -87,9 +87,9 @@ def _value(value: Any, where: str, depth: int, clean: bool = False) -> str | Non
 #: as raw UTF-8: a line with neither holds none anywhere, and its labels need no character check.
 _SUSPECT = re.compile(rb"\\|\xc2[\x80-\x9f]|\xe2\x80[\xa8-\xae]|\xe2\x81[\xa6-\xa9]")
 def _clean(raw: bytes) -> bool:
-    """Whether a canonical line holds no escape and no suspect character (`_SUSPECT`): three byte
-    searches rule most lines in (a regex over every line was a third of the checks' time)."""
-    return (b"\\" not in raw and b"\xc2" not in raw and b"\xe2" not in raw) or _SUSPECT.search(raw) is None
+    """Whether a canonical line holds no escape and no suspect character (`_SUSPECT`): a byte search and
+    an ASCII test rule most lines in (a regex over every line was a third of the checks' time)."""
+    return (b"\\" not in raw and raw.isascii()) or _SUSPECT.search(raw) is None
 
 
 _AUTHOR = frozenset(("name", "email"))
