@@ -20,14 +20,21 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import records
 from ..errors import UsageError
+from ..project import canonical_key, find_root, identity
+from . import git as team_git
 from . import state
 
+# The sync and what only it needs (signing, the writer logs, the mirror) are imported in the functions
+# that sync: every command of the CLI imports this module (through team_cli), and they cost each one
+# +24 ms (`retained search --words`, median of 15 fresh processes, measured) that only share, sync and
+# status use.
 if TYPE_CHECKING:
     from ..store import Store
     from .sync import PurgeRequest, SyncResult
@@ -42,8 +49,6 @@ BACKGROUND_BUDGET = 20.0
 # -- which project, which remote ----------------------------------------------------------------------
 def project_here(cwd: str | os.PathLike[str] | None = None) -> tuple[str, Path]:
     """(project key, checkout root) of the git checkout at `cwd`; a UsageError outside one."""
-    from ..project import find_root, identity
-
     root = find_root(str(cwd or os.getcwd()))
     ident = identity(root) if root is not None else None
     if root is None or ident is None:
@@ -62,8 +67,6 @@ def remote_url(root: Path, remote: str | None) -> str:
     name = remote or "origin"
     if is_url(name):
         return os.path.expanduser(name) if name.startswith("~") else name
-    from . import git as team_git
-
     try:
         proc = subprocess.run(["git", "-C", str(root), "remote", "get-url", name], capture_output=True, text=True,
                               timeout=10, env=team_git.environment())
@@ -101,7 +104,7 @@ def select(store: Store, key: str) -> tuple[list[dict[str, Any]], list[PurgeRequ
     target. A correction of a shared record filed in `global` stays here; one filed in the project is
     shared as its target was; a retraction leaves when it is filed in the project and names shared
     records (only those)."""
-    from .sync import PurgeRequest
+    from .sync import PurgeRequest  # lazy: +24 ms on every CLI command (see the top)
 
     store.refresh()
     personal = key == state.PERSONAL
@@ -151,9 +154,7 @@ def _wanted(rec: dict[str, Any], personal: bool) -> bool:
 def leaving(store: Store, shared: state.Shared) -> list[dict[str, Any]]:
     """What a sync would publish now (`retained share --dry-run`): the selected records no writer's
     log holds yet, as the copies that would leave (redacted)."""
-    from collections import Counter
-
-    from . import wlog
+    from . import wlog  # lazy, as the sync (see the top)
     from .mirror import Mirror
 
     outgoing, purges = select(store, shared.key)
@@ -186,8 +187,7 @@ def leaving(store: Store, shared: state.Shared) -> list[dict[str, Any]]:
 # -- one sync -----------------------------------------------------------------------------------------
 def sync_one(store: Store, shared: state.Shared, *, budget: float | None = None, wait: float = 30.0) -> SyncResult:
     """Sync one shared project (or the personal remote) and bring the index up to date with it."""
-    from . import git as team_git
-    from . import signing
+    from . import signing  # lazy, as the sync (see the top)
     from .sync import sync
 
     outgoing, purges = select(store, shared.key)
@@ -238,8 +238,6 @@ def filed_apart(shared: state.Shared) -> str | None:
     would not be shown there. None when they agree, or when there is no checkout to ask."""
     if shared.key == state.PERSONAL or not shared.checkout or not os.path.isdir(shared.checkout):
         return None
-    from ..project import canonical_key, identity
-
     try:
         ident = identity(shared.checkout)
     except Exception:
@@ -265,7 +263,7 @@ def sync_all(store: Store, *, budget: float | None = None, wait: float = 30.0) -
 
 def status(store_dir: Path) -> list[dict[str, Any]]:
     """Per shared project (and the personal remote): what doctor and the page show. Files only."""
-    from .sync import status as sync_status
+    from .sync import status as sync_status  # lazy, as the sync (see the top)
 
     out = []
     for key, s in sorted(state.shared(store_dir).items()):
@@ -285,7 +283,7 @@ def status(store_dir: Path) -> list[dict[str, Any]]:
 
 def _signed(team_dir: Path) -> dict[str, dict[str, Any]]:
     """signing.status of a project's team directory; {} when its pin file cannot be read."""
-    from . import signing
+    from . import signing  # lazy, as the sync (see the top)
 
     try:
         return signing.status(team_dir)
