@@ -33,7 +33,7 @@ from .instructions import INSTRUCTIONS_MAX_CHARS as INSTRUCTIONS_MAX_CHARS
 from .instructions import compute_instructions as compute_instructions
 from .replies import reply_text
 from .store import Store
-from .tools import HERE, SERVER_NAME, TOOLS, Tools, here_phrase, parameters, unknown_arguments
+from .tools import HERE, SERVER_NAME, TOOLS, ServedStore, Tools, here_phrase, parameters, unknown_arguments
 
 # -- errors a model can act on: one line, naming tools and arguments, never CLI flags -----------------
 # What core messages say for the command line, and what a model over MCP can do instead.
@@ -171,7 +171,7 @@ def _server_class() -> Any:
     return RetainedServer
 
 
-def build_server(store: Store, project: str | None, instructions: str | None = None,
+def build_server(store: ServedStore, project: str | None, instructions: str | None = None,
                  session_id: str | None = None) -> Any:
     """The MCPServer with retained's tools, bound to one store and one project."""
     if isinstance(store, Store):  # every tool reads through a catch-up: a write's reply need not wait for one
@@ -208,7 +208,7 @@ def _advertise_tools_only(server: Any) -> None:
     low.get_capabilities = get_capabilities
 
 
-def _sdk_function(name: str, method: Callable[..., Any], here: str, store: Store) -> Callable[..., Any]:
+def _sdk_function(name: str, method: Callable[..., Any], here: str, store: ServedStore) -> Callable[..., Any]:
     """A `Tools` method as the SDK reads a tool: each `Param` a pydantic `Field`, each failure a ToolError."""
     async def tool(**arguments: Any) -> Any:  # run on the event loop: a worker thread's handoffs (there and
         # back) cost a call about 0.1 ms more; SIGTERM's handler leaves its wait to a thread (transport.py)

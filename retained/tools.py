@@ -107,13 +107,38 @@ HERE_WRITE = "the current project, else 'global'"
 AS_OF = Param("The memory as it stood then (RFC 3339, or a date: its end, UTC).")
 
 
+class UnusableStore:
+    """Stands in for a store that cannot be opened (`retained serve` serves anyway): every operation raises the
+    same clear error, which each tool answers with."""
+
+    def __init__(self, error: RetainedError) -> None:
+        self._error = error
+        self.reason = error.message
+
+    def close(self) -> None:
+        pass
+
+    def wait_idle(self, timeout: float) -> bool:
+        return True  # nothing can be written to a store that never opened
+
+    def __getattr__(self, name: str) -> Any:
+        def fail(*args: Any, **kw: Any) -> Any:
+            raise self._error
+
+        return fail
+
+
+#: What the tools are bound to: the store, or the stand-in for one that could not be opened.
+ServedStore = Store | UnusableStore
+
+
 class Tools:
     """The tools' bodies, bound to one store, one project and the host's session: one store call each.
 
     A failure is raised (RetainedError, OSError) and worded for the model by the server.
     """
 
-    def __init__(self, store: Store, project: str | None, session_id: str | None = None) -> None:
+    def __init__(self, store: ServedStore, project: str | None, session_id: str | None = None) -> None:
         self.store = store
         self.project = project
         self.session_id = session_id

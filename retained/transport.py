@@ -11,7 +11,7 @@ What this module leans on that is not public, each to go when a public way exist
 - `MCPServer._lowlevel_server`: `MCPServer.run_stdio_async` claims fds 0 and 1 itself and takes no
   streams (python-sdk#2343, which would pass them through, was closed unmerged; mcp 2.3 has none),
   so the guarded streams are handed to the low-level server directly (`_run_sdk`).
-- on SIGTERM, `Store.wait_idle` lets a write under way finish (`_exit_on_sigterm`); `_UnusableStore`
+- on SIGTERM, `Store.wait_idle` lets a write under way finish (`_exit_on_sigterm`); `tools.UnusableStore`
   stands in for a store that cannot be opened.
 """
 
@@ -36,7 +36,7 @@ from .project import project_scope
 from .stdio_guard import EarlyReplies, GuardedIn, WireOut
 from .store import Store
 from .switches import switch
-from .tools import TOOL_NAMES, definitions, here_phrase
+from .tools import TOOL_NAMES, ServedStore, UnusableStore, definitions, here_phrase
 
 log = logging.getLogger("retained.server")
 
@@ -95,37 +95,17 @@ def _early_replies(out: WireOut, project: str | None, instructions: Callable[[],
 
 
 # -- the store, whatever state it is in ---------------------------------------------------------------
-class _UnusableStore:
-    """Stands in for a store that cannot be opened: every operation raises the same clear error."""
-
-    def __init__(self, error: RetainedError) -> None:
-        self._error = error
-        self.reason = error.message
-
-    def close(self) -> None:
-        pass
-
-    def wait_idle(self, timeout: float) -> bool:
-        return True  # nothing can be written to a store that never opened
-
-    def __getattr__(self, name: str) -> Any:
-        def fail(*args: Any, **kw: Any) -> Any:
-            raise self._error
-
-        return fail
-
-
-def _open_store(directory: Path) -> Any:
+def _open_store(directory: Path) -> ServedStore:
     try:
         return Store(directory)
     except RetainedError as e:
         # Serve anyway: every tool answers with the reason, which the agent (and the user) can read,
         # instead of a server that "failed to connect" with the reason lost in a log.
         log.error("store unusable: %s", e)
-        return _UnusableStore(e)
+        return UnusableStore(e)
 
 
-def _exit_on_sigterm(store: Store) -> None:
+def _exit_on_sigterm(store: ServedStore) -> None:
     def _exit_when_idle() -> None:
         # Let an append that is under way finish, so nothing is left half-written, then leave at once
         # (a normal exit would wait for the stdin reader thread, which cannot be interrupted).
@@ -146,13 +126,13 @@ class _Instructions:
     Start-up then stays within one import's time.
     """
 
-    def __init__(self, store: Store, project: str | None) -> None:
+    def __init__(self, store: ServedStore, project: str | None) -> None:
         self._text: str | None = None
         self._worker = threading.Thread(target=self._compute, args=(store, project), daemon=True)
         self._worker.start()
 
-    def _compute(self, store: Store, project: str | None) -> None:
-        if isinstance(store, _UnusableStore):  # say why in the instructions, where the model reads it
+    def _compute(self, store: ServedStore, project: str | None) -> None:
+        if isinstance(store, UnusableStore):  # say why in the instructions, where the model reads it
             self._text = f"{GUIDANCE}\n\nThe memory store cannot be used now: {store.reason}"
             return
         try:
@@ -210,7 +190,8 @@ def serve(directory: Path) -> int:
         out.tools_listed.wait()
         from . import warm  # imported only then: the opening replies do not wait for it
 
-        lent.append(warm.after_handshake(store))
+        if isinstance(store, Store):  # a store that could not be opened has no model to lend
+            lent.append(warm.after_handshake(store))
 
     threading.Thread(target=_warm, name="retained-after-handshake", daemon=True).start()
     guarded = GuardedIn(wire_in, out, tools=TOOL_NAMES)

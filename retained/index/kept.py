@@ -21,10 +21,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
+from typing import Any
 
 KEPT_NAME = "vectors.sqlite3"
 _CHUNK = 500  # hashes per look-up (SQLite's default limit on parameters is far above)

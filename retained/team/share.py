@@ -20,17 +20,26 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+from collections import Counter
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import records
 from ..errors import UsageError
+from ..project import canonical_key, find_root, identity
+from . import git as team_git
 from . import state
 
+# The sync and what only it needs (signing, the writer logs, the mirror) are imported in the functions
+# that sync: every command of the CLI imports this module (through team_cli), and they cost each one
+# +24 ms (`retained search --words`, median of 15 fresh processes, measured) that only share, sync and
+# status use.
 if TYPE_CHECKING:
-    from ..store import Store
+    from ..log import Log
     from .sync import PurgeRequest, SyncResult
+
 
 SHARED_KINDS = ("decision", "convention", "fact", "todo")
 #: Fields a write sets with --private / --shared (MCP: private / shared).
@@ -39,11 +48,37 @@ PRIVATE_FIELD, SHARED_FIELD = "private", "shared"
 BACKGROUND_BUDGET = 20.0
 
 
+# -- what of the store team memory uses --------------------------------------------------------------------
+# The index and the appender sit in layers above team memory (docs/ARCHITECTURE.md): this module names them
+# only by the calls it makes of them, so that even its type hints point down. retained.store.Store is a SharingStore.
+class TeamIndex(Protocol):
+    def team_ids(self) -> list[str]: ...  # records that came from a writer log
+    def refused(self) -> dict[int, str]: ...  # lines their ref may not carry, by offset
+    def open_forks(self) -> list[dict[str, Any]]: ...  # conflicts no correction settled yet
+
+
+class RecordAppender(Protocol):
+    def append_record(self, record: dict[str, Any], *, keep_clock: bool = False) -> dict[str, Any]: ...
+
+
+class SharingStore(Protocol):
+    """A store's folder, its log and index, its refresh of the index, the scopes of a project's checkouts,
+    and its one way to append."""
+
+    @property
+    def directory(self) -> Path: ...
+    @property
+    def log(self) -> Log: ...
+    @property
+    def index(self) -> TeamIndex: ...
+    def refresh(self) -> list[str]: ...
+    def project_scopes(self, scopes: list[str] | None) -> list[str] | None: ...
+    def appending(self) -> AbstractContextManager[RecordAppender]: ...
+
+
 # -- which project, which remote ----------------------------------------------------------------------
 def project_here(cwd: str | os.PathLike[str] | None = None) -> tuple[str, Path]:
     """(project key, checkout root) of the git checkout at `cwd`; a UsageError outside one."""
-    from ..project import find_root, identity
-
     root = find_root(str(cwd or os.getcwd()))
     ident = identity(root) if root is not None else None
     if root is None or ident is None:
@@ -62,8 +97,6 @@ def remote_url(root: Path, remote: str | None) -> str:
     name = remote or "origin"
     if is_url(name):
         return os.path.expanduser(name) if name.startswith("~") else name
-    from . import git as team_git
-
     try:
         proc = subprocess.run(["git", "-C", str(root), "remote", "get-url", name], capture_output=True, text=True,
                               timeout=10, env=team_git.environment())
@@ -77,7 +110,7 @@ def remote_url(root: Path, remote: str | None) -> str:
 
 
 # -- the boundary -------------------------------------------------------------------------------------
-def _local_records(store: Store) -> Iterator[dict[str, Any]]:
+def _local_records(store: SharingStore) -> Iterator[dict[str, Any]]:
     """Every readable record of the store's own log, in log order (tombstones left out)."""
     for line in store.log.lines():
         try:
@@ -92,7 +125,7 @@ def _is_private(rec: dict[str, Any]) -> bool:
     return rec.get(PRIVATE_FIELD) is True
 
 
-def select(store: Store, key: str) -> tuple[list[dict[str, Any]], list[PurgeRequest]]:
+def select(store: SharingStore, key: str) -> tuple[list[dict[str, Any]], list[PurgeRequest]]:
     """The local records that leave the machine for `key` (a project key, or state.PERSONAL), as the
     copies a sync publishes, and the purges of shared records as requests. Log order.
 
@@ -101,7 +134,7 @@ def select(store: Store, key: str) -> tuple[list[dict[str, Any]], list[PurgeRequ
     target. A correction of a shared record filed in `global` stays here; one filed in the project is
     shared as its target was; a retraction leaves when it is filed in the project and names shared
     records (only those)."""
-    from .sync import PurgeRequest
+    from .sync import PurgeRequest  # lazy: +24 ms on every CLI command (see the top)
 
     store.refresh()
     personal = key == state.PERSONAL
@@ -148,12 +181,10 @@ def _wanted(rec: dict[str, Any], personal: bool) -> bool:
     return rec["kind"] in SHARED_KINDS
 
 
-def leaving(store: Store, shared: state.Shared) -> list[dict[str, Any]]:
+def leaving(store: SharingStore, shared: state.Shared) -> list[dict[str, Any]]:
     """What a sync would publish now (`retained share --dry-run`): the selected records no writer's
     log holds yet, as the copies that would leave (redacted)."""
-    from collections import Counter
-
-    from . import wlog
+    from . import wlog  # lazy, as the sync (see the top)
     from .mirror import Mirror
 
     outgoing, purges = select(store, shared.key)
@@ -184,10 +215,9 @@ def leaving(store: Store, shared: state.Shared) -> list[dict[str, Any]]:
 
 
 # -- one sync -----------------------------------------------------------------------------------------
-def sync_one(store: Store, shared: state.Shared, *, budget: float | None = None, wait: float = 30.0) -> SyncResult:
+def sync_one(store: SharingStore, shared: state.Shared, *, budget: float | None = None, wait: float = 30.0) -> SyncResult:
     """Sync one shared project (or the personal remote) and bring the index up to date with it."""
-    from . import git as team_git
-    from . import signing
+    from . import signing  # lazy, as the sync (see the top)
     from .sync import sync
 
     outgoing, purges = select(store, shared.key)
@@ -213,7 +243,7 @@ def sync_one(store: Store, shared: state.Shared, *, budget: float | None = None,
     return result
 
 
-def _take_back(store: Store, result: SyncResult) -> None:
+def _take_back(store: SharingStore, result: SyncResult) -> None:
     """A store restored from a backup: append this machine's own records that the sync took back from
     the remote (their lines signed with this user's key) to the store's log, each keeping its id, ts,
     kind, text, scope and team clock; ids the log holds already are skipped. Says how many."""
@@ -238,8 +268,6 @@ def filed_apart(shared: state.Shared) -> str | None:
     would not be shown there. None when they agree, or when there is no checkout to ask."""
     if shared.key == state.PERSONAL or not shared.checkout or not os.path.isdir(shared.checkout):
         return None
-    from ..project import canonical_key, identity
-
     try:
         ident = identity(shared.checkout)
     except Exception:
@@ -251,7 +279,7 @@ def filed_apart(shared: state.Shared) -> str | None:
             f"{here} (its remote changed?), so its sessions do not show them: run `retained share` in it again")
 
 
-def _refused(store: Store) -> dict[int, str]:
+def _refused(store: SharingStore) -> dict[int, str]:
     """What the index left out as lines their ref may not carry, as it stands (the caller refreshed it)."""
     try:
         return store.index.refused()
@@ -259,13 +287,13 @@ def _refused(store: Store) -> dict[int, str]:
         return {}
 
 
-def sync_all(store: Store, *, budget: float | None = None, wait: float = 30.0) -> list[tuple[state.Shared, SyncResult]]:
+def sync_all(store: SharingStore, *, budget: float | None = None, wait: float = 30.0) -> list[tuple[state.Shared, SyncResult]]:
     return [(s, sync_one(store, s, budget=budget, wait=wait)) for _, s in sorted(state.shared(store.directory).items())]
 
 
 def status(store_dir: Path) -> list[dict[str, Any]]:
     """Per shared project (and the personal remote): what doctor and the page show. Files only."""
-    from .sync import status as sync_status
+    from .sync import status as sync_status  # lazy, as the sync (see the top)
 
     out = []
     for key, s in sorted(state.shared(store_dir).items()):
@@ -285,7 +313,7 @@ def status(store_dir: Path) -> list[dict[str, Any]]:
 
 def _signed(team_dir: Path) -> dict[str, dict[str, Any]]:
     """signing.status of a project's team directory; {} when its pin file cannot be read."""
-    from . import signing
+    from . import signing  # lazy, as the sync (see the top)
 
     try:
         return signing.status(team_dir)
@@ -293,7 +321,7 @@ def _signed(team_dir: Path) -> dict[str, dict[str, Any]]:
         return {}
 
 
-def team_status(store_dir: Path, store: Store | None) -> list[dict[str, Any]]:
+def team_status(store_dir: Path, store: SharingStore | None) -> list[dict[str, Any]]:
     """`status` plus each project's open conflicts (forks) from the index of an open store."""
     out = status(store_dir)
     forks: list[dict[str, Any]] = []

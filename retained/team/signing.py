@@ -48,9 +48,10 @@ from typing import Any, NamedTuple
 
 from .. import durable, records
 from ..errors import StoreError
+from ..paths import expand_user, home_of
 from ..switches import switch
 from . import state, wlog
-from .git import environment
+from .git import config, environment
 
 NAMESPACE = "retained-memory"
 ALLOWED_SIGNERS = "allowed_signers"
@@ -317,8 +318,6 @@ def config_dir(env: Mapping[str, str] | None = None) -> Path:
     """retained's user config directory: $RETAINED_CONFIG_DIR, else `$XDG_CONFIG_HOME/retained`
     (`~/.config/retained`); on macOS `~/Library/Preferences/retained` and on Windows
     `%APPDATA%\\retained`, never the store's own directory (the user data dir there)."""
-    from ..paths import expand_user, home_of
-
     env = os.environ if env is None else env
     chosen = env.get("RETAINED_CONFIG_DIR", "").strip()
     if chosen:
@@ -333,8 +332,6 @@ def config_dir(env: Mapping[str, str] | None = None) -> Path:
 def _git_key(cwd: str | os.PathLike[str] | None, found: Mapping[str, str] | None = None) -> str | None:
     """git's user.signingkey when gpg.format is ssh (as the checkout at `cwd` sees them), else None.
     `found`: git's configuration as `git.config` read it already (the sync's one call for the author)."""
-    from .git import config
-
     found = config(cwd) if found is None else found
     if found.get("gpg.format", "").lower() != "ssh":
         return None
@@ -342,8 +339,6 @@ def _git_key(cwd: str | os.PathLike[str] | None, found: Mapping[str, str] | None
 
 
 def _git_signing_key(value: str, env: Mapping[str, str], cwd: str | os.PathLike[str] | None) -> Key:
-    from ..paths import expand_user
-
     origin = "git's user.signingkey"
     literal = value[len("key::"):] if value.startswith("key::") else value if value.split(" ")[0] in KEY_TYPES else None
     if literal is not None:

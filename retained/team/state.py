@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 from .. import durable, records
 from ..errors import StoreError, UsageError
-from .git import MEMORY_REF, public_url
+from .git import MEMORY_REF, public_url, remote_url
 from .readable import project_dir_name
 
 TEAM = "team"
@@ -131,8 +131,6 @@ def git_url(s: Shared) -> str:
     the stored one."""
     if s.checkout and s.remote_name and os.path.isdir(s.checkout):
         with contextlib.suppress(Exception):
-            from .git import remote_url
-
             url = remote_url(s.checkout, s.remote_name)
             if url and public_url(url) == s.remote:
                 return url

@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from .. import records
+from .. import records, redact
 from ..errors import UsageError
 from . import fields, hlc
 
@@ -273,8 +273,6 @@ def apply_purges(files: dict[str, list[Entry]]) -> list[Target]:
 def share_copy(rec: Mapping[str, Any], found: Counter[str]) -> tuple[dict[str, Any] | None, str | None]:
     """What of a local record may leave the machine: everything but LOCAL_ONLY, free text redacted again
     (whatever RETAINED_REDACT says: sharing is leaving the machine). (None, why) when it cannot go."""
-    from .. import redact
-
     rid = rec.get("id")
     if records.is_tombstone(rec) or "forgotten" in rec:
         return None, f"{rid} was purged; nothing of it is shared"
