@@ -409,6 +409,16 @@ def _exchange(early: bool, lines: list[dict], wanted: list) -> tuple[list[bytes]
     return srv.lines, srv.stderr
 
 
+def _side_by_side(run, *args):
+    """`run(False, *args)` (the SDK alone: early replies off) and `run(True, *args)`, in two server processes
+    at once: what is compared is what each answers, and one at a time each waited out the other's start."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        sdk, ours = pool.submit(run, False, *args), pool.submit(run, True, *args)
+        return sdk.result(), ours.result()
+
+
 def _init(msg_id, version="2025-06-18", **params):
     base = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}
     return {"jsonrpc": "2.0", "id": msg_id, "method": "initialize", "params": {**base, **params}}
@@ -427,8 +437,8 @@ def test_early_initialize_reply_is_exactly_what_the_sdk_says(store_dir, first):
     """The reply sent before the SDK has loaded must be the SDK's own reply, and come exactly once."""
     follow = [{"jsonrpc": "2.0", "method": "notifications/initialized"},
               {"jsonrpc": "2.0", "id": 10, "method": "tools/list"}, _init(11, "2025-11-25")]
-    sdk, _ = _exchange(False, [first, *follow], [first["id"], 10, 11])
-    ours, err = _exchange(True, [first, *follow], [first["id"], 10, 11])
+    Store(store_dir).close()  # made before the two servers open it at once
+    (sdk, _), (ours, err) = _side_by_side(_exchange, [first, *follow], [first["id"], 10, 11])
     assert [json.loads(x) for x in ours] == [json.loads(x) for x in sdk]
     assert "differently" not in err
 
@@ -560,8 +570,7 @@ def test_every_host_opening_gets_exactly_the_sdks_replies_once(tmp_path, store_d
         cwd.mkdir()
     with Store(store_dir) as s:
         s.write("a fact for the brief", scope="global")
-    sdk = _open_like_a_host(False, HOST_OPENINGS[host], cwd)
-    ours = _open_like_a_host(True, HOST_OPENINGS[host], cwd)
+    sdk, ours = _side_by_side(_open_like_a_host, HOST_OPENINGS[host], cwd)
     assert ours == sdk
     answered = [f["id"] for f in ours if "result" in f]  # each request answered once (listen: acked)
     assert sorted(map(str, answered)) == sorted(str(m["id"]) for m in HOST_OPENINGS[host]
