@@ -644,9 +644,11 @@ def test_handshake_snapshot_is_what_the_sdk_answers(tmp_path):
 
 
 @pytest.mark.parametrize("host", ["claude-code-2.1.332", "claude-code-2.1.197"])
-def test_every_tool_asks_to_be_loaded_and_carries_search_words(tmp_path, host):
-    """Claude Code defers MCP tools behind ToolSearch; `_meta` keeps them loaded, and findable by 'remember'."""
-    frames = _open_like_a_host(True, HOST_OPENINGS[host], tmp_path)
+def test_every_tool_asks_to_be_loaded_and_carries_search_words(host):
+    """Claude Code defers MCP tools behind ToolSearch; `_meta` keeps them loaded, and findable by 'remember'.
+    The tool list as the opening gets it early (over the wire it is the SDK's, to the byte: see
+    test_every_host_opening_gets_exactly_the_sdks_replies_once)."""
+    frames = _early_frames(HOST_OPENINGS[host], PROJECT)
     tools = next(f["result"]["tools"] for f in frames if "tools" in f.get("result", {}))
     assert [t["name"] for t in tools] == list(TOOL_NAMES)
     for t in tools:
