@@ -174,9 +174,15 @@ async def test_tools_list_snapshot(server):
     assert SNAPSHOT.read_text() == text
 
 
-def test_instructions_carry_a_brief_under_the_cut(store):
-    for i in range(300):
-        store.write(f"fact number {i}: " + "details " * 30, scope=PROJECT)
+def test_instructions_carry_a_brief_under_the_cut(store, store_dir):
+    from tests.helpers.hostile import append_line, jsonl, sealed_chain
+
+    store.write("fact number 0: " + "details " * 30, scope=PROJECT)
+    last = json.loads((store_dir / "log.jsonl").read_bytes().splitlines()[-1])
+    # 299 more as one piece, as another program may append them: the promise is the brief's cut, and
+    # 300 acknowledged writes (an fsync each) were most of the test's 5 s
+    more = [{"text": f"fact number {i}: " + "details " * 30, "scope": PROJECT} for i in range(1, 300)]
+    append_line(store_dir, jsonl(sealed_chain(more, start_seq=last["seq"] + 1, prev=last["sha256"])), newline=False)
     text = compute_instructions(store, PROJECT)
     assert len(text) <= 2048
     assert "300 records" in text and "left out" in text and "<<<end retained-memory>>>" in text
