@@ -443,7 +443,8 @@ def test_early_initialize_reply_is_exactly_what_the_sdk_says(store_dir, first):
     """The reply sent before the SDK has loaded must be the SDK's own reply, and come exactly once."""
     follow = [{"jsonrpc": "2.0", "method": "notifications/initialized"},
               {"jsonrpc": "2.0", "id": 10, "method": "tools/list"}, _init(11, "2025-11-25")]
-    Store(store_dir).close()  # made before the two servers open it at once
+    with Store(store_dir) as s:  # the store and its index made before the two servers open them at once
+        s.refresh()
     (sdk, _), (ours, err) = _side_by_side(_exchange, [first, *follow], [first["id"], 10, 11])
     assert [json.loads(x) for x in ours] == [json.loads(x) for x in sdk]
     assert "differently" not in err
