@@ -119,6 +119,7 @@ class Log:
         self.path = path
         self.directory = path.parent  # where quarantine/ and a purge's temporary copy go
         self.lock_path = path.with_suffix(".lock")  # log.jsonl -> log.lock
+        self._swept = False  # discard_rewrites done by this object's first tail (a purge sweeps again itself)
 
     # -- safety -----------------------------------------------------------------------------
     def check_safe(self) -> None:
@@ -190,7 +191,9 @@ class Log:
         warnings: list[str] = []
         max_seq = 0
         skipped = 0
-        self.discard_rewrites()
+        if not self._swept:  # once per process, not per write: a directory scan was ~30% of finding the tail
+            self.discard_rewrites()
+            self._swept = True
         try:
             f = open(self.path, "rb")
         except FileNotFoundError:

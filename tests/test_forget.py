@@ -221,9 +221,11 @@ def test_sigkill_at_random_moments_of_20_purges_loses_no_acknowledged_record(sto
     for round_ in range(20):
         proc = subprocess.Popen([sys.executable, str(HELPERS / "purger.py"), str(store_dir), "1000", f"r{round_}"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(0.4 + rng.random() * 0.6)
+        first = proc.stdout.readline()  # purging from here on: the kill lands among purges, not in the start
+        time.sleep(rng.random() * 0.4)
         proc.send_signal(signal.SIGKILL)
         out, _ = proc.communicate()
+        out = first + out
         for line in out[: out.rfind("\n") + 1].splitlines():  # a line cut off by the kill was not acknowledged
             what, rid = line.split()
             (kept if what == "keep" else purged).add(rid)

@@ -174,9 +174,15 @@ async def test_tools_list_snapshot(server):
     assert SNAPSHOT.read_text() == text
 
 
-def test_instructions_carry_a_brief_under_the_cut(store):
-    for i in range(300):
-        store.write(f"fact number {i}: " + "details " * 30, scope=PROJECT)
+def test_instructions_carry_a_brief_under_the_cut(store, store_dir):
+    from tests.helpers.hostile import append_line, jsonl, sealed_chain
+
+    store.write("fact number 0: " + "details " * 30, scope=PROJECT)
+    last = json.loads((store_dir / "log.jsonl").read_bytes().splitlines()[-1])
+    # 299 more as one piece, as another program may append them: the promise is the brief's cut, and
+    # 300 acknowledged writes (an fsync each) were most of the test's 5 s
+    more = [{"text": f"fact number {i}: " + "details " * 30, "scope": PROJECT} for i in range(1, 300)]
+    append_line(store_dir, jsonl(sealed_chain(more, start_seq=last["seq"] + 1, prev=last["sha256"])), newline=False)
     text = compute_instructions(store, PROJECT)
     assert len(text) <= 2048
     assert "300 records" in text and "left out" in text and "<<<end retained-memory>>>" in text
@@ -301,7 +307,7 @@ def test_a_read_right_after_a_write_reply_finds_it_in_the_server_and_in_another_
 def test_concurrent_calls_in_one_server_are_safe(store_dir):
     srv = WireServer()
     srv.initialize()
-    for i in range(40):  # sent at once: the SDK runs them on worker threads in parallel
+    for i in range(40):  # sent at once: the event loop takes them in turn, the index thread catching up between
         srv.send({"jsonrpc": "2.0", "id": f"w{i}", "method": "tools/call",
                   "params": {"name": "memory_write" if i % 2 else "memory_search",
                              "arguments": {"text": f"parallel {i}"} if i % 2 else {"query": "parallel"}}})
@@ -409,6 +415,16 @@ def _exchange(early: bool, lines: list[dict], wanted: list) -> tuple[list[bytes]
     return srv.lines, srv.stderr
 
 
+def _side_by_side(run, *args):
+    """`run(False, *args)` (the SDK alone: early replies off) and `run(True, *args)`, in two server processes
+    at once: what is compared is what each answers, and one at a time each waited out the other's start."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(2) as pool:
+        sdk, ours = pool.submit(run, False, *args), pool.submit(run, True, *args)
+        return sdk.result(), ours.result()
+
+
 def _init(msg_id, version="2025-06-18", **params):
     base = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}
     return {"jsonrpc": "2.0", "id": msg_id, "method": "initialize", "params": {**base, **params}}
@@ -427,8 +443,9 @@ def test_early_initialize_reply_is_exactly_what_the_sdk_says(store_dir, first):
     """The reply sent before the SDK has loaded must be the SDK's own reply, and come exactly once."""
     follow = [{"jsonrpc": "2.0", "method": "notifications/initialized"},
               {"jsonrpc": "2.0", "id": 10, "method": "tools/list"}, _init(11, "2025-11-25")]
-    sdk, _ = _exchange(False, [first, *follow], [first["id"], 10, 11])
-    ours, err = _exchange(True, [first, *follow], [first["id"], 10, 11])
+    with Store(store_dir) as s:  # the store and its index made before the two servers open them at once
+        s.refresh()
+    (sdk, _), (ours, err) = _side_by_side(_exchange, [first, *follow], [first["id"], 10, 11])
     assert [json.loads(x) for x in ours] == [json.loads(x) for x in sdk]
     assert "differently" not in err
 
@@ -560,8 +577,7 @@ def test_every_host_opening_gets_exactly_the_sdks_replies_once(tmp_path, store_d
         cwd.mkdir()
     with Store(store_dir) as s:
         s.write("a fact for the brief", scope="global")
-    sdk = _open_like_a_host(False, HOST_OPENINGS[host], cwd)
-    ours = _open_like_a_host(True, HOST_OPENINGS[host], cwd)
+    sdk, ours = _side_by_side(_open_like_a_host, HOST_OPENINGS[host], cwd)
     assert ours == sdk
     answered = [f["id"] for f in ours if "result" in f]  # each request answered once (listen: acked)
     assert sorted(map(str, answered)) == sorted(str(m["id"]) for m in HOST_OPENINGS[host]
@@ -635,9 +651,11 @@ def test_handshake_snapshot_is_what_the_sdk_answers(tmp_path):
 
 
 @pytest.mark.parametrize("host", ["claude-code-2.1.332", "claude-code-2.1.197"])
-def test_every_tool_asks_to_be_loaded_and_carries_search_words(tmp_path, host):
-    """Claude Code defers MCP tools behind ToolSearch; `_meta` keeps them loaded, and findable by 'remember'."""
-    frames = _open_like_a_host(True, HOST_OPENINGS[host], tmp_path)
+def test_every_tool_asks_to_be_loaded_and_carries_search_words(host):
+    """Claude Code defers MCP tools behind ToolSearch; `_meta` keeps them loaded, and findable by 'remember'.
+    The tool list as the opening gets it early (over the wire it is the SDK's, to the byte: see
+    test_every_host_opening_gets_exactly_the_sdks_replies_once)."""
+    frames = _early_frames(HOST_OPENINGS[host], PROJECT)
     tools = next(f["result"]["tools"] for f in frames if "tools" in f.get("result", {}))
     assert [t["name"] for t in tools] == list(TOOL_NAMES)
     for t in tools:
