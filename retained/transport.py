@@ -211,8 +211,7 @@ def serve(directory: Path) -> int:
     guarded = GuardedIn(wire_in, out, tools=TOOL_NAMES)
     early = _early_replies(out, project, instructions.text)
     guarded.read_ahead(early)  # the SDK gets every line; `early` may answer some while it imports
-    if early is not None:
-        # The import holds the GIL for most of half a second: let the opening be answered first.
+    if early is not None:  # the SDK's import holds the GIL for most of half a second: the opening goes first
         early.done.wait(EARLY_WINDOW_S)
 
     if isinstance(store, Store):  # every tool reads through a catch-up: a write's reply need not wait for one
@@ -228,9 +227,8 @@ def serve(directory: Path) -> int:
     try:
         _run_sdk(server, guarded, out)
     finally:
-        for lender in lent:
-            if lender is not None:
-                lender.stop()
+        for lender in filter(None, lent):
+            lender.stop()
         store.close()
     return 0
 
