@@ -144,7 +144,7 @@ def test_a_signature_that_does_not_match_the_head_is_refused(tmp_path, ann_ref):
     bob = signing.Signatures(tmp_path / "bob", BOB)
     got = pull(bob, dict(ref, **{f"signatures/{ANN}.sig": relabelled}), ANN)[ANN]
     assert got.entries == [] and got.problem.startswith(f"writer {ANN}: its signature does not verify with key SHA256:")
-    assert "(ssh-keygen says: " in got.problem, got.problem  # its own words vary by OpenSSH version
+    assert got.problem.endswith("(the Ed25519 signature is not valid for this head, checked in this process)"), got.problem
     elsewhere = sig.replace(logs[ANN][2].rec["sha256"].encode(), b"f" * 64)
     got = pull(bob, dict(ref, **{f"signatures/{ANN}.sig": elsewhere}), ANN)[ANN]
     assert got.entries == [] and got.problem == f"writer {ANN}: its signature is of a head its log does not hold " \
@@ -479,3 +479,71 @@ def test_a_head_signed_by_another_key_is_refused_and_named_on_a_real_remote(mach
     assert after[f"signatures/{ann.writer}.sig"] == ref[f"signatures/{ann.writer}.sig"]
     assert public(mallory_key).encode() not in after["allowed_signers"]
     assert ann.sync().ok and ann.sync().signed.get(ann.writer) == "signed"
+
+
+def _resigned(raw: bytes, edit) -> bytes:  # type: ignore[no-untyped-def]
+    """A signature file whose SSHSIG blob `edit` changed (the armor made again around it)."""
+    import base64
+    import re
+
+    cut = raw.index(b"-----BEGIN SSH SIGNATURE-----\n")
+    inner = re.search(rb"-----BEGIN SSH SIGNATURE-----\n(.*)-----END SSH SIGNATURE-----", raw, re.S).group(1)
+    blob = edit(base64.b64decode(b"".join(inner.split())))
+    text = base64.b64encode(blob)
+    lines = b"\n".join(text[i:i + 70] for i in range(0, len(text), 70))
+    return raw[:cut] + b"-----BEGIN SSH SIGNATURE-----\n" + lines + b"\n-----END SSH SIGNATURE-----\n"
+
+
+@pytest.mark.parametrize("hashalg", ["sha512", "sha256"])
+def test_a_head_is_judged_the_same_in_process_as_by_ssh_keygen(tmp_path, hashalg):
+    """The Ed25519 check in this process accepts exactly what `ssh-keygen -Y verify` accepts: a real
+    signature (either hash algorithm), and refuses each forgery ssh-keygen refuses (another head, a
+    flipped signature byte, bytes after the blob, another namespace or hash algorithm in the blob)."""
+    key = new_key(tmp_path / "ann")
+    data = signing.message(ANN, 3, "a" * 64)
+    made = subprocess.run(["ssh-keygen", "-Y", "sign", "-n", signing.NAMESPACE, "-f", str(key.path), "-O",
+                           f"hashalg={hashalg}"], input=data, capture_output=True, check=True, timeout=30).stdout
+    good = data + made
+    flip = lambda b: b[:-1] + bytes([b[-1] ^ 1])  # noqa: E731  # the signature's last byte
+    cases = {
+        "as made": good,
+        "another head": good.replace(b"seq 3", b"seq 2"),
+        "a flipped signature byte": _resigned(good, flip),
+        "bytes after the blob": _resigned(good, lambda b: b + b"\0\0\0\0"),
+        "another hash algorithm named": _resigned(good, lambda b: b.replace(hashalg.encode(), {"sha512": b"sha256",
+                                                                                                 "sha256": b"sha512"}[hashalg])),
+    }
+    verdicts = {}
+    for name, raw in cases.items():
+        sig = signing.parse_signature(raw)
+        here = signing.verify_here(public(key), sig)
+        assert here is not False, name  # an Ed25519 key: checked here
+        keygen = signing.verify_many({ANN: (public(key), sig)}, exe="ssh-keygen-only")  # no such program
+        assert keygen[ANN] == here, name  # verify_many checks it here too, never asking ssh-keygen
+        verdicts[name] = here is None
+        with_keygen = _ssh_keygen_verdict(tmp_path, public(key), sig)
+        assert verdicts[name] == with_keygen, (name, here)
+    assert verdicts == {name: name == "as made" for name in cases}
+
+
+def _ssh_keygen_verdict(tmp_path: Path, key: str, sig: signing.Signature) -> bool:
+    allowed = tmp_path / "allowed"
+    allowed.write_text(signing.allowed_line(ANN, key), encoding="utf-8")
+    (tmp_path / "sig").write_bytes(sig.armor)
+    return subprocess.run(["ssh-keygen", "-Y", "verify", "-f", str(allowed), "-I", ANN, "-n", signing.NAMESPACE, "-s",
+                           str(tmp_path / "sig")], input=sig.message, capture_output=True, timeout=30).returncode == 0
+
+
+def test_a_head_signed_with_another_key_type_is_checked_by_ssh_keygen(tmp_path):
+    """Keys other than Ed25519 (an ECDSA key git may sign with) are not checked in process: ssh-keygen
+    checks them, and a forged head is refused in its words."""
+    path = tmp_path / "ecdsa"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ecdsa", "-N", "", "-C", "", "-f", str(path)], check=True, timeout=30)
+    key = signing.Key(path, None, "test key")
+    data = signing.message(ANN, 3, "b" * 64)
+    sig = signing.parse_signature(data + signing.sign(key, data, exe=signing.program()))
+    assert signing.verify_here(sig.key, sig) is False
+    assert signing.verify_many({ANN: (sig.key, sig)}, exe=signing.program()) == {ANN: None}
+    forged = signing.parse_signature(sig.raw.replace(b"seq 3", b"seq 4"))
+    why = signing.verify_many({ANN: (forged.key, forged)}, exe=signing.program())[ANN]
+    assert why is not None and why.startswith("ssh-keygen says: "), why
