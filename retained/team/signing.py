@@ -321,50 +321,39 @@ def verify_here(key: str, sig: Signature) -> str | None | bool:
 
 def verify_many(jobs: Mapping[str, tuple[str, Signature]], *, exe: str, timeout: float = TIMEOUT) -> dict[str, str | None]:
     """{writer: None when the signature verifies with that key (as `ssh-keygen -Y verify` checks it),
-    else why not}. `jobs`: {writer: (expected key, signature)}."""
-    return Checking(jobs, exe=exe, timeout=timeout).results()
-
-
-class Checking:
-    """The checks of several signatures: an Ed25519 one at once, in this process (`verify_here`); any
-    other by `ssh-keygen -Y verify`, running side by side from the start until `results` (one process
-    each): a sync starts them as soon as it has fetched, and verifies the logs while they run."""
-
-    def __init__(self, jobs: Mapping[str, tuple[str, Signature]], *, exe: str, timeout: float = TIMEOUT) -> None:
-        self.jobs = dict(jobs)
-        self._out: dict[str, str | None] = {}
-        self._procs: dict[str, subprocess.Popen[bytes]] = {}
-        self._deadline = time.monotonic() + timeout
-        self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        for n, (writer, (key, sig)) in enumerate(sorted(self.jobs.items())):
-            here = verify_here(key, sig)
-            if here is not False:
-                self._out[writer] = None if here is None else str(here)
-                continue
-            self._tmp = self._tmp or tempfile.TemporaryDirectory(prefix="retained-verify-")
-            base = Path(self._tmp.name) / str(n)
+    else why not}. `jobs`: {writer: (expected key, signature)}. An Ed25519 signature is checked here
+    (`verify_here`); the others by ssh-keygen, side by side (one process each)."""
+    out: dict[str, str | None] = {}
+    rest = {}
+    for writer, (key, sig) in sorted(jobs.items()):
+        here = verify_here(key, sig)
+        if here is False:
+            rest[writer] = (key, sig)
+        else:
+            out[writer] = None if here is None else str(here)
+    if not rest:
+        return out
+    deadline = time.monotonic() + timeout
+    with tempfile.TemporaryDirectory(prefix="retained-verify-") as tmp:
+        procs = {}
+        for n, (writer, (key, sig)) in enumerate(rest.items()):
+            base = Path(tmp) / str(n)
             base.with_suffix(".allowed").write_text(allowed_line(writer, key), encoding="utf-8")
             base.with_suffix(".sig").write_bytes(sig.armor)
             base.with_suffix(".msg").write_bytes(sig.message)
             with open(base.with_suffix(".msg"), "rb") as stdin:
                 try:
-                    self._procs[writer] = _start([exe, "-Y", "verify", "-f", str(base.with_suffix(".allowed")), "-I",
-                                                  writer, "-n", NAMESPACE, "-s", str(base.with_suffix(".sig"))], stdin)
+                    procs[writer] = _start([exe, "-Y", "verify", "-f", str(base.with_suffix(".allowed")), "-I", writer,
+                                            "-n", NAMESPACE, "-s", str(base.with_suffix(".sig"))], stdin)
                 except SigningError as e:
-                    self._out[writer] = str(e)
-
-    def results(self) -> dict[str, str | None]:
-        """{writer: None when the signature verifies, else why not}, once every check has ended."""
-        for writer, proc in self._procs.items():
+                    out[writer] = str(e)
+        for writer, proc in procs.items():
             try:
-                code, _, err = _wait(proc, self._deadline - time.monotonic())
-                self._out[writer] = None if code == 0 else f"ssh-keygen says: {_one_line(err)}"
+                code, _, err = _wait(proc, deadline - time.monotonic())
+                out[writer] = None if code == 0 else f"ssh-keygen says: {_one_line(err)}"
             except SigningError as e:
-                self._out[writer] = str(e)
-        self._procs = {}
-        if self._tmp is not None:
-            self._tmp.cleanup()
-        return self._out
+                out[writer] = str(e)
+    return out
 
 
 def config_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -529,30 +518,8 @@ class Signatures:
         self.remote_keys: dict[str, str] = {}
         self._signed_own: tuple[tuple[int, str], bytes | None] | None = None
         self._own_fp: str | None = None  # own_key's answer once asked ("" for none)
-        self._early: Checking | None = None  # see `start`
 
     # -- what was fetched -----------------------------------------------------------------------------------
-    def start(self, signatures: Mapping[str, bytes], allowed: bytes | None) -> None:
-        """Start checking the fetched signatures that `check` will have to check (as fetched, before the
-        logs are verified): ssh-keygen runs on the other core while this one verifies the lines, and
-        `check` waits only for what is left. A signature `check` then judges otherwise is not used."""
-        if self.exe is None:
-            return
-        keys, _ = parse_allowed(allowed)
-        jobs = {}
-        for writer, raw in signatures.items():
-            pin = self.pins.get(writer)
-            expected = pin["key"] if pin else keys.get(writer)
-            if expected is None or (pin and pin["signature"].encode() == raw):
-                continue
-            try:
-                sig = parse_signature(raw)
-            except BadSignature:
-                continue
-            if sig.writer == writer and sig.key == expected:
-                jobs[writer] = (expected, sig)
-        self._early = Checking(jobs, exe=self.exe) if jobs else None
-
     def check(self, parsed: Mapping[str, wlog.Parsed], signatures: Mapping[str, bytes], allowed: bytes | None,
               held: Mapping[str, int] | None = None) -> dict[str, wlog.Parsed]:
         """Each writer's verified lines cut to what its signature vouches for, a refusal as its problem
@@ -572,11 +539,7 @@ class Signatures:
         for writer, p in parsed.items():
             self.refused.pop(writer, None)
             self.verdicts[writer] = self._judge(writer, p, signatures.get(writer), pending)
-        early, self._early = self._early, None
-        done = early.results() if early is not None else {}
-        again = {w: job for w, job in pending.items() if early is None or early.jobs.get(w) != job}
-        done.update(verify_many(again, exe=self.exe) if again else {})
-        for writer, why in ((w, done[w]) for w in pending):
+        for writer, why in (verify_many(pending, exe=self.exe) if pending else {}).items():
             self.verdicts[writer] = self._verified(writer, parsed[writer].entries, pending[writer], why)
         out = {}
         for writer, p in parsed.items():

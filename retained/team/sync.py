@@ -198,7 +198,6 @@ class _Pulling:
         got = self.git.blobs(wanted) if wanted else {}
         extra_bytes = {p: known[oid] if oid in known else bytes(got[oid]) for p, oid in extra.items()}
         signatures = {signer: extra_bytes[p] for p in extra if (signer := _signer(p)) is not None}
-        self.sigs.start(signatures, extra_bytes.get(signing.ALLOWED_SIGNERS))  # they run while the lines are verified
         parsed: dict[str, wlog.Parsed] = {}
         marked = False
         for w, plan in plans.items():
