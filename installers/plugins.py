@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .host import LINK_ENTRY, PLUGIN_NAME, plugin_home, read_json
 from .hosts import hosts
@@ -17,7 +18,6 @@ from .hosts import hosts
 PLUGIN = PLUGIN_NAME
 __all__ = ["LINK_ENTRY", "PLUGIN", "PLUGIN_NAME", "installed_plugin", "plugin_home", "read_json", "remove_command"]
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 

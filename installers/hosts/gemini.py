@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..host import PLUGIN_NAME, Check, Host, array, plugin_home, read_json, table
 
-TYPE_CHECKING = False  # typing's, without importing typing: the hook path imports no more than it runs
+TYPE_CHECKING = False  # typing's, without importing typing: +3.3 ms on the warm prompt hook (-X importtime, measured)
 if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
