@@ -16,7 +16,6 @@ from . import records
 from .index import Index
 from .index.sources import Source
 from .log import QUARANTINE, ChainState, Line, Log, Problem
-from .team.fields import confined
 
 
 class _Walk:
@@ -24,11 +23,11 @@ class _Walk:
     tombstones must be listed by a later purge record of the same log (a teammate's log has its
     tombstones vouched for by purge records of any writer, which the sync checked)."""
 
-    def __init__(self, offsets: Iterator[tuple[int, str]], vouching: bool = True,
-                 skip: Callable[[dict[str, Any]], bool] | None = None, refused: set[int] | None = None) -> None:
+    def __init__(self, offsets: Iterator[tuple[int, str]], refused: set[int], vouching: bool = True) -> None:
         self.vouching = vouching
-        self.skip = skip  # records the index rightly leaves out (a line a ref may not carry)
-        self.refused = refused or set()  # offsets of lines the index refused and names (an id clash)
+        # Offsets of the lines the index rightly leaves out and names: a scope the ref may not carry,
+        # an id another line holds.
+        self.refused = refused
         self.chain = ChainState()
         self.corrupt: list[dict[str, Any]] = []
         self.breaks: list[dict[str, Any]] = []
@@ -49,7 +48,7 @@ class _Walk:
             if at_line:
                 self._index_only()
             return
-        if not at_line and (line.offset in self.refused or (self.skip is not None and self.skip(rec))):
+        if not at_line and line.offset in self.refused:
             return
         self.valid += 1
         if self.vouching:
@@ -95,7 +94,7 @@ def verify(log: Log, index: Index, warnings: list[str],
            progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """The verify report (see `Store.verify`); `warnings` are what catching the index up said."""
     size = log.size()
-    walk = _Walk(index.iter_offsets(), refused=index.refused_offsets())
+    walk = _Walk(index.iter_offsets(), index.refused_offsets())
     for n, line in enumerate(log.lines(), 1):
         walk.feed(line)
         if progress is not None and n % 5000 == 0:
@@ -134,9 +133,7 @@ def verify(log: Log, index: Index, warnings: list[str],
 def _team_log(index: Index, source: Source) -> dict[str, Any]:
     """One teammate's log the index reads, reconciled with its rows as the local log is: an index
     entry that points at the wrong bytes, or a line the index lacks, makes the store NOT INTACT."""
-    key = source.scope
-    walk = _Walk(index.iter_offsets(source), vouching=False, refused=index.refused_offsets(source),
-                 skip=lambda rec: key is not None and confined(rec, key) is not None)
+    walk = _Walk(index.iter_offsets(source), index.refused_offsets(source), vouching=False)
     for line in source.log.lines():
         walk.feed(line)
     walk.finish()

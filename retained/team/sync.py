@@ -279,11 +279,7 @@ class _Pulling:
         if data is None:  # the same as this machine's copy
             return wlog.Parsed(mine, None)
         base = mine if mine and data.startswith(self.mirror.data[writer]) else []
-        parsed = wlog.parse_log(writer, data, base or None)
-        # The new lines keep their bytes only (a record is read again when asked for): a first sync holds
-        # every line of every writer at once, and reads into few of them.
-        new = [wlog.Entry(e.raw) for e in parsed.entries[len(base):]]
-        return wlog.Parsed(parsed.entries[:len(base)] + new, parsed.problem)
+        return wlog.parse_log(writer, data, base or None)  # its new lines keep their bytes only
 
     def _own_extension(self, p: wlog.Parsed, offered: wlog.Parsed) -> wlog.Parsed:
         """A writer's published lines are its own: lines of this writer's own log on the remote that

@@ -137,16 +137,14 @@ def last_clock(entries: list[Entry]) -> hlc.HLC:
 
 
 # -- reading and verifying ------------------------------------------------------------------------------
-def _line_problem(writer: str, rec: dict[str, Any], clock: hlc.HLC, raw: bytes | None = None,
-                  new: hlc.HLC | None = None) -> str | None:
+def _line_problem(writer: str, rec: dict[str, Any], clock: hlc.HLC, raw: bytes, new: hlc.HLC | None) -> str | None:
     """What the writer log adds to a valid record's checks (a tombstone has only the chain to keep):
     every field's shape (fields.problem), the writer's own name, a clock that moves forward. `new`:
-    the line's clock (`hlc.parse(rec["hlc"])`), when the caller has it."""
+    the line's clock, `hlc.parse(rec["hlc"])`."""
     if records.is_tombstone(rec):
         return None
     if rec.get("writer") != writer:
         return f"it names writer {str(rec.get('writer'))[:40]!r}, not the file's writer"
-    new = new or hlc.parse(rec.get("hlc"))
     if new is None:
         return "its hlc is not [ms, counter]"
     if new <= clock:
@@ -183,7 +181,7 @@ def parse_log(writer: str, data: bytes, base: list[Entry] | None = None) -> Pars
             None if canonical or records.format_line(rec)[:-1] == raw else "it is not written as canonical JSON")
         if why is not None:
             return Parsed(entries, f"writer {writer}: line {number} is not a valid writer record: {why}")
-        entries.append(Entry(raw))  # the parsed record goes: 50k of them were most of a first sync's peak
+        entries.append(Entry(raw))  # not `rec`: parsed again when asked for (see Entry)
         prev, clock = rec["sha256"], new or clock
     if torn:
         return Parsed(entries, f"writer {writer}: line {len(entries) + 1} is incomplete (no newline at its end)")
