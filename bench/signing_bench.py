@@ -65,32 +65,25 @@ class NoSigning(signing.Signatures):
         return dict(getattr(self, "fetched", {}))
 
 
+def _timing(name: str):  # type: ignore[no-untyped-def]
+    """Signatures' method `name`, adding the time it takes to Timed.spent."""
+    def method(self, *a, **kw):  # type: ignore[no-untyped-def]
+        started = time.perf_counter()
+        try:
+            return getattr(signing.Signatures, name)(self, *a, **kw)
+        finally:
+            Timed.spent += time.perf_counter() - started
+    return method
+
+
 class Timed(signing.Signatures):
     """The sync's own Signatures, timing what it spends in signing (check, files, save): the figure
     the target is about, apart from the noise of two whole syncs on a shared machine."""
 
     spent = 0.0
-
-    def check(self, *a, **kw):  # type: ignore[no-untyped-def]
-        started = time.perf_counter()
-        try:
-            return super().check(*a, **kw)
-        finally:
-            Timed.spent += time.perf_counter() - started
-
-    def files(self, *a, **kw):  # type: ignore[no-untyped-def]
-        started = time.perf_counter()
-        try:
-            return super().files(*a, **kw)
-        finally:
-            Timed.spent += time.perf_counter() - started
-
-    def save(self) -> None:
-        started = time.perf_counter()
-        try:
-            super().save()
-        finally:
-            Timed.spent += time.perf_counter() - started
+    check = _timing("check")
+    files = _timing("files")
+    save = _timing("save")
 
 
 def timed_sync(team_dir: Path, remote: Path, writer: str, recs: list[dict], sigs: signing.Signatures) -> float:

@@ -319,7 +319,7 @@ def hook_p50(root: Path, rounds: int = 21, records_n: int = 2000) -> None:
 
 def background_settles(store_dir: Path, limit: float = 60.0) -> None:
     """Wait until the background sync a hook started has taken its project's sync lock and let it go."""
-    import fcntl
+    from retained import durable
 
     deadline = time.monotonic() + limit
     time.sleep(0.5)
@@ -327,12 +327,8 @@ def background_settles(store_dir: Path, limit: float = 60.0) -> None:
         locks = list((store_dir / "team").glob("**/sync.lock"))
         free = 0
         for lock in locks:
-            with open(lock, "a+b") as f:
-                try:
-                    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    free += 1
-                except BlockingIOError:
-                    pass
+            with durable.try_locked(lock, 0) as held:
+                free += held
         if locks and free == len(locks):
             return
         time.sleep(0.2)
