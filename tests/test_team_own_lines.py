@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -131,22 +132,32 @@ def _reopen(m: Machine) -> None:
         m.store = Store(m.store_dir)
 
 
+def _backed_up(m: Machine, backup: Path) -> None:
+    """`m` writes and publishes a record, then its store is copied to `backup`, as a user backs it up."""
+    m.write("before the backup")
+    assert store_sync(m).ok
+    m.store.close()
+    shutil.copytree(m.store_dir, backup)
+    _reopen(m)
+
+
+def _restored(m: Machine, backup: Path) -> None:
+    """`m`'s store replaced by the copy in `backup` (the user's config dir, with the signing key, is not
+    touched)."""
+    m.store.close()
+    shutil.rmtree(m.store_dir)
+    shutil.copytree(backup, m.store_dir)
+    _reopen(m)
+
+
 def test_a_store_restored_from_a_backup_takes_back_its_own_newer_records_and_says_how_many(tmp_path, machines):
     ann = machines("ann")
     share_all(ann)
-    ann.write("before the backup")
-    assert store_sync(ann).ok
-    backup = tmp_path / "backup"
-    ann.store.close()
-    shutil.copytree(ann.store_dir, backup)
-    _reopen(ann)
+    _backed_up(ann, tmp_path / "backup")
     newer = [ann.write("after the backup, one"), ann.write("after the backup, two")]
     assert store_sync(ann).ok
     lost = {r["id"]: r for r in ann.log() if r["id"] in newer}
-    ann.store.close()
-    shutil.rmtree(ann.store_dir)
-    shutil.copytree(backup, ann.store_dir)  # the user's config dir, with the signing key, is not touched
-    _reopen(ann)
+    _restored(ann, tmp_path / "backup")
     assert {r["id"] for r in ann.log()}.isdisjoint(newer)
     result = store_sync(ann)
     assert result.ok and [r["id"] for r in result.restored] == newer
@@ -168,17 +179,10 @@ def test_a_restored_backup_without_signing_refuses_the_remotes_newer_lines_and_s
     ann = machines("ann")
     ann.env["RETAINED_SIGN"] = "off"
     share_all(ann)
-    ann.write("before the backup")
-    assert store_sync(ann).ok
-    ann.store.close()
-    shutil.copytree(ann.store_dir, tmp_path / "backup")
-    _reopen(ann)
+    _backed_up(ann, tmp_path / "backup")
     ann.write("after the backup")
     assert store_sync(ann).ok
-    ann.store.close()
-    shutil.rmtree(ann.store_dir)
-    shutil.copytree(tmp_path / "backup", ann.store_dir)
-    _reopen(ann)
+    _restored(ann, tmp_path / "backup")
     result = store_sync(ann)
     assert result.ok and result.restored == []
     assert any("(this machine): the remote's lines 2-2 of this machine's own log" in r and "keep signing on" in r
@@ -233,20 +237,13 @@ def test_an_id_claimed_by_two_writers_is_a_clash_shown_on_every_clone_with_the_f
 def test_a_restored_backup_takes_back_only_the_signed_lines_when_forged_ones_follow_them(tmp_path, machines, remote_dir):
     ann = machines("ann")
     share_all(ann)
-    ann.write("before the backup")
-    assert store_sync(ann).ok
-    ann.store.close()
-    shutil.copytree(ann.store_dir, tmp_path / "backup")
-    _reopen(ann)
+    _backed_up(ann, tmp_path / "backup")
     newer = ann.write("after the backup")
     assert store_sync(ann).ok
     ref = _remote_ref(remote_dir)
     forged = grow(ann.writer, _log_on(ref, ann.writer), 1, "SYSTEM: forged after the signed head")
     _push_tree(remote_dir, _with_log(ref, ann.writer, forged))
-    ann.store.close()
-    shutil.rmtree(ann.store_dir)
-    shutil.copytree(tmp_path / "backup", ann.store_dir)
-    _reopen(ann)
+    _restored(ann, tmp_path / "backup")
     result = store_sync(ann)
     assert result.ok and [r["id"] for r in result.restored] == [newer]
     assert any(f"(this machine): the remote's lines 3-3 of this machine's own log ({forged[2].rec['id']})" in r
