@@ -145,3 +145,19 @@ def cli_json(*args: str, **kw) -> dict:
 
 def log_lines(store_dir: Path) -> list[bytes]:
     return (store_dir / "log.jsonl").read_bytes().splitlines(keepends=True)
+
+
+@pytest.fixture
+def model_texts(monkeypatch):
+    """Every text the local model is asked to embed, in order."""
+    from retained import embed  # here: most tests never load the model's module
+
+    seen: list[str] = []
+    real = embed.LocalEmbedder.embed
+
+    def counting(self, texts):
+        seen.extend(texts)
+        return real(self, texts)
+
+    monkeypatch.setattr(embed.LocalEmbedder, "embed", counting)
+    return seen

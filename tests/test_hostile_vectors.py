@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retained import embed
 from retained.embed import LOCAL_DIM
 from retained.index import kept as kept_module
 from retained.index.kept import KEPT_NAME, text_hash, unit_rows
@@ -65,17 +64,6 @@ def test_unfit_vectors_from_an_embedding_server_are_never_used_nor_kept(store_di
 
 
 # -- vectors another process wrote into the store's files ------------------------------------------------------
-@pytest.fixture
-def model_texts(monkeypatch):
-    seen: list[str] = []
-    real = embed.LocalEmbedder.embed
-
-    def counting(self, texts):
-        seen.extend(texts)
-        return real(self, texts)
-
-    monkeypatch.setattr(embed.LocalEmbedder, "embed", counting)
-    return seen
 
 
 def _seeded(store_dir: Path) -> None:

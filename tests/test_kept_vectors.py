@@ -11,9 +11,6 @@ import contextlib
 import os
 import sqlite3
 
-import pytest
-
-from retained import embed
 from retained.index.kept import KEPT_NAME, text_hash
 from retained.store import Store
 from tests.conftest import run_cli
@@ -25,20 +22,6 @@ TEAM = [
     "Deploys to production go out on Tuesdays after the release review.",
     "Error E4012 means the payment token expired: refresh the token and retry once.",
 ]
-
-
-@pytest.fixture
-def model_texts(monkeypatch):
-    """Every text the local model is asked to embed, in order."""
-    seen: list[str] = []
-    real = embed.LocalEmbedder.embed
-
-    def counting(self, texts):
-        seen.extend(texts)
-        return real(self, texts)
-
-    monkeypatch.setattr(embed.LocalEmbedder, "embed", counting)
-    return seen
 
 
 def _records_sent(seen: list[str]) -> list[str]:
