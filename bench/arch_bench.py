@@ -17,6 +17,8 @@ load the machine has.
   tools/list, as Codex and Gemini CLI open), p50
 - mcp write, mcp search: memory_write and memory_search over MCP in a `retained serve` past its start
   (the SDK up), request line to reply, p50 (a server per version per round)
+- the SDK alone: the same calls to a bare MCPServer of the installed SDK whose one tool does nothing
+  (no store, no guard), p50: the floor under any tool call that takes the SDK's path (issue 31, item 1)
 
 And two figures of structure, for each version (issue 31: fewer moving parts):
 - package: lines and modules of `retained/` and `installers/` (every .py file, as installed)
@@ -136,6 +138,41 @@ def mcp_calls(env: dict[str, str], cwd: Path, texts: list[str], queries: list[st
             server.call(f"s{i + 1}", "memory_search", {"query": q, "scope": "*"})
             searches.append(time.perf_counter() - t)
         return writes, searches
+    finally:
+        server.proc.stdin.close()
+        server.proc.wait(30)
+
+
+# The installed SDK's own MCPServer with one tool that does nothing: what the SDK's path costs a call.
+_BARE_SDK = r"""
+from mcp.server.mcpserver import MCPServer
+
+app = MCPServer("bare")
+
+@app.tool()
+def noop(text: str = "", query: str = "", scope: str = "") -> dict:
+    return {}
+
+app.run()
+"""
+
+
+def bare_sdk_calls(cwd: Path, texts: list[str], queries: list[str]) -> list[float]:
+    """The calls of `mcp_calls` (a write's arguments, then a search's) to a bare SDK server's no-op tool."""
+    sys.path.insert(0, str(ROOT))
+    from tests.mcp_wire import WireServer
+
+    server = WireServer(cmd=[sys.executable, "-c", _BARE_SDK], cwd=str(cwd))
+    try:
+        server.initialize()
+        server.call("w0", "noop", {"text": "a first call, untimed", "scope": "/p/a"})
+        took = []
+        for i, args in enumerate([{"text": t, "scope": "/p/a"} for t in texts] + [{"query": q, "scope": "*"} for q in queries]):
+            t = time.perf_counter()
+            reply = server.call(f"n{i}", "noop", args)
+            took.append(time.perf_counter() - t)
+            assert not reply["result"].get("isError"), reply
+        return took
     finally:
         server.proc.stdin.close()
         server.proc.wait(30)
@@ -277,6 +314,7 @@ def main() -> int:
     figures: dict[str, dict[str, list[float]]] = {
         n: {"write": [], "search": [], "hook": [], "tools/list": [], "mcp write": [], "mcp search": []}
         for n, _ in versions}
+    bare: list[float] = []
     for r in range(args.rounds):
         texts = [sentence(rng) for _ in range(args.per_round)]
         queries = [a_query(rng) for _ in range(args.per_round)]
@@ -296,6 +334,7 @@ def main() -> int:
             writes, searches = mcp_calls(serve_env, project, texts, queries)
             figures[name]["mcp write"] += writes
             figures[name]["mcp search"] += searches
+        bare += bare_sdk_calls(project, texts, queries)
 
     floor = []
     for _ in range(10 if args.rounds else 0):
@@ -316,6 +355,9 @@ def main() -> int:
             parts.append(f"{name} {theirs * 1000:.2f} ms (min {min(figures[name][what]) * 1000:.2f}; ratio "
                          f"{statistics.median(mine[what]) / theirs:.2f}, target <= 1.10)")
         print(f"{what} p50{at}: " + "; ".join(parts))
+    if bare:
+        print(f"the SDK alone (a no-op tool, same calls) p50: {statistics.median(bare) * 1000:.2f} ms "
+              f"(min {min(bare) * 1000:.2f})")
     for name, pkg in versions:
         lines, modules = package_size(pkg)
         store = base / f"trace-{name.replace(' ', '-')}"

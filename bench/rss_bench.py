@@ -12,6 +12,10 @@ lists its tools and runs one search by meaning; once every one has settled, ever
 this run's mark in its environment (the servers, and whatever they started: a model host, where a tree
 has one) is measured from /proc/PID/smaps_rollup.
 
+Beside them, in the same run, the floor under any server that answers through the SDK: that many bare
+MCPServers of the installed SDK, each with one tool that does nothing (no store, no model), initialised,
+their tools listed and the tool called once.
+
 PSS (proportional set size) splits each shared page between the processes that map it: the sum is what
 the machine pays for them together (onnxruntime's library and a mapped model file counted once), which
 the RSS of one process is not. RSS is printed beside it, and for this tree's first server what holds
@@ -132,6 +136,38 @@ def agents(tree: Path, store: Path, cache: Path, count: int, idle_s: float) -> t
         shutil.rmtree(runtime, ignore_errors=True)
 
 
+_BARE_SDK = r"""
+from mcp.server.mcpserver import MCPServer
+
+app = MCPServer("bare")
+
+@app.tool()
+def noop(text: str = "") -> dict:
+    return {}
+
+app.run()
+"""
+
+
+def bare_sdk(count: int) -> float:
+    """Summed PSS (MB) of `count` bare SDK servers, each initialised, its tools listed and called once."""
+    from tests.mcp_wire import WireServer
+
+    servers = [WireServer(cmd=[sys.executable, "-c", _BARE_SDK]) for _ in range(count)]
+    try:
+        for srv in servers:
+            srv.initialize()
+            srv.request("t", "tools/list", {})
+            assert "result" in srv.call("n", "noop", {"text": "x"})
+        time.sleep(1.0)
+        pids = [srv.proc.pid for srv in servers]
+        settle(pids)
+        return sum(rollup(pid)["Pss"] for pid in pids)
+    finally:
+        for srv in servers:
+            srv.close()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--baseline", required=True, type=Path, help="a checkout of the baseline (e.g. 7203e3e)")
@@ -163,6 +199,9 @@ def main() -> int:
                     sums[name].append(f"{count}: {pss:.0f}")
                 shutil.rmtree(d, ignore_errors=True)
             print("  PSS sum by agents: " + "; ".join(f"{k} {', '.join(v)}" for k, v in sums.items()), flush=True)
+        counts = [int(c) for c in args.counts.split(",") if c]
+        print("  the SDK alone (bare servers, a no-op tool, no store, no model): "
+              + ", ".join(f"{c}: {bare_sdk(c):.0f}" for c in counts), flush=True)
         print(f"load average at the end: {load_average()}")
     finally:
         shutil.rmtree(base, ignore_errors=True)
