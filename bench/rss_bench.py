@@ -137,28 +137,40 @@ def agents(tree: Path, store: Path, cache: Path, count: int, idle_s: float) -> t
 
 
 _BARE_SDK = r"""
+import sys
+
 from mcp.server.mcpserver import MCPServer
 
 app = MCPServer("bare")
+model = []
 
 @app.tool()
 def noop(text: str = "") -> dict:
+    if sys.argv[1:] == ["model"]:  # retained's embedder, as a server holds it after a search by meaning
+        from retained.embed import LocalEmbedder, one_heap
+
+        if not model:
+            one_heap()
+            model.append(LocalEmbedder())
+        model[0].embed([text])
     return {}
 
 app.run()
 """
 
 
-def bare_sdk(count: int) -> float:
-    """Summed PSS (MB) of `count` bare SDK servers, each initialised, its tools listed and called once."""
+def bare_sdk(count: int, env: dict[str, str] | None = None, model: bool = False) -> float:
+    """Summed PSS (MB) of `count` bare SDK servers, each initialised, its tools listed and called once;
+    `model`: the call also embeds its text with retained's model (of `env`'s tree and cache dir)."""
     from tests.mcp_wire import WireServer
 
-    servers = [WireServer(cmd=[sys.executable, "-c", _BARE_SDK]) for _ in range(count)]
+    cmd = [sys.executable, "-c", _BARE_SDK] + (["model"] if model else [])
+    servers = [WireServer(cmd=cmd, env=env) for _ in range(count)]
     try:
         for srv in servers:
             srv.initialize()
             srv.request("t", "tools/list", {})
-            assert "result" in srv.call("n", "noop", {"text": "x"})
+            assert "result" in srv.call("n", "noop", {"text": "which tool holds our passwords?"}, timeout=600)
         time.sleep(1.0)
         pids = [srv.proc.pid for srv in servers]
         settle(pids)
@@ -200,8 +212,11 @@ def main() -> int:
                 shutil.rmtree(d, ignore_errors=True)
             print("  PSS sum by agents: " + "; ".join(f"{k} {', '.join(v)}" for k, v in sums.items()), flush=True)
         counts = [int(c) for c in args.counts.split(",") if c]
-        print("  the SDK alone (bare servers, a no-op tool, no store, no model): "
-              + ", ".join(f"{c}: {bare_sdk(c):.0f}" for c in counts), flush=True)
+        floor_env = {"PYTHONPATH": str(trees["this tree"]), "RETAINED_CACHE_DIR": str(base / "cache-this-tree")}
+        print("  floors, by agents: the SDK alone (bare servers, a tool that does nothing): "
+              + ", ".join(f"{c}: {bare_sdk(c):.0f}" for c in counts)
+              + "; the SDK and retained's model, its one call embedding a query (no store, no index, no vectors): "
+              + ", ".join(f"{c}: {bare_sdk(c, floor_env, model=True):.0f}" for c in counts), flush=True)
         print(f"load average at the end: {load_average()}")
     finally:
         shutil.rmtree(base, ignore_errors=True)
