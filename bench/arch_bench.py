@@ -143,26 +143,12 @@ def mcp_calls(env: dict[str, str], cwd: Path, texts: list[str], queries: list[st
         server.proc.wait(30)
 
 
-# The installed SDK's own MCPServer with one tool that does nothing: what the SDK's path costs a call.
-_BARE_SDK = r"""
-from mcp.server.mcpserver import MCPServer
-
-app = MCPServer("bare")
-
-@app.tool()
-def noop(text: str = "", query: str = "", scope: str = "") -> dict:
-    return {}
-
-app.run()
-"""
-
-
 def bare_sdk_calls(cwd: Path, texts: list[str], queries: list[str]) -> list[float]:
     """The calls of `mcp_calls` (a write's arguments, then a search's) to a bare SDK server's no-op tool."""
     sys.path.insert(0, str(ROOT))
     from tests.mcp_wire import WireServer
 
-    server = WireServer(cmd=[sys.executable, "-c", _BARE_SDK], cwd=str(cwd))
+    server = WireServer(cmd=[sys.executable, str(ROOT / "bench" / "bare_sdk_server.py")], cwd=str(cwd))
     try:
         server.initialize()
         server.call("w0", "noop", {"text": "a first call, untimed", "scope": "/p/a"})

@@ -136,35 +136,12 @@ def agents(tree: Path, store: Path, cache: Path, count: int, idle_s: float) -> t
         shutil.rmtree(runtime, ignore_errors=True)
 
 
-_BARE_SDK = r"""
-import sys
-
-from mcp.server.mcpserver import MCPServer
-
-app = MCPServer("bare")
-model = []
-
-@app.tool()
-def noop(text: str = "") -> dict:
-    if sys.argv[1:] == ["model"]:  # retained's embedder, as a server holds it after a search by meaning
-        from retained.embed import LocalEmbedder, one_heap
-
-        if not model:
-            one_heap()
-            model.append(LocalEmbedder())
-        model[0].embed([text])
-    return {}
-
-app.run()
-"""
-
-
 def bare_sdk(count: int, env: dict[str, str] | None = None, model: bool = False) -> float:
     """Summed PSS (MB) of `count` bare SDK servers, each initialised, its tools listed and called once;
     `model`: the call also embeds its text with retained's model (of `env`'s tree and cache dir)."""
     from tests.mcp_wire import WireServer
 
-    cmd = [sys.executable, "-c", _BARE_SDK] + (["model"] if model else [])
+    cmd = [sys.executable, str(ROOT / "bench" / "bare_sdk_server.py")] + (["model"] if model else [])
     servers = [WireServer(cmd=cmd, env=env) for _ in range(count)]
     try:
         for srv in servers:
