@@ -287,7 +287,8 @@ def test_memory_forget_refuses_an_empty_reason(stocked, reason):
 def test_a_repeated_forget_reports_what_is_stored(stocked):
     reply = stocked["s"].call(9, "memory_forget", {"ids": [stocked["todo"]], "reason": "another reason"})
     data = _data(reply)
-    assert data["deduplicated"] is True and data.get("reason") in (None, "done last week")
+    assert data["deduplicated"] is True
+    assert "done last week" in _text(reply) and "another reason" not in _text(reply)  # the reason stored, once
     assert not re.search(r"retract of\s*$", _text(reply).splitlines()[0])
 
 
@@ -334,10 +335,12 @@ def test_an_unknown_scope_is_named_with_the_nearest_known_ones(server):
     assert "shpo" in said and "github.com/org/shop" in said, said
 
 
-def test_superseding_a_retracted_record_is_refused_or_said(stocked):
+def test_superseding_a_retracted_record_is_refused_saying_why(stocked):
     reply = stocked["s"].call(9, "memory_write", {"text": "rotate the prod keys", "supersedes": stocked["todo"]})
     said = _text(reply)
-    assert _result(reply).get("isError") is True or "retracted" in said, said
+    assert _result(reply).get("isError") is True and "retracted" in said, said
+    listed = _data(stocked["s"].call(10, "memory_search", {"query": "rotate prod keys"}))
+    assert not any("prod keys" in h["text"] for h in listed["hits"])  # nothing was written
 
 
 @pytest.mark.parametrize("tool,args,extra", [("memory_search", {"query": "x", "limit": 3}, "limit"),
@@ -345,8 +348,8 @@ def test_superseding_a_retracted_record_is_refused_or_said(stocked):
                                              ("memory_list", {"query": "x"}, "query")])
 def test_an_argument_a_tool_does_not_take_is_named(server, tool, args, extra):
     reply = server().call(2, tool, args)
-    said = _text(reply) + json.dumps(_result(reply).get("structuredContent", {}))
-    assert _result(reply).get("isError") is True or extra in said, said
+    said = _text(reply)
+    assert _result(reply).get("isError") is True and extra in said, said
 
 
 def test_memory_list_scopes_counts_what_it_returns(server):

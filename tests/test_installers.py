@@ -310,12 +310,13 @@ def test_file_caught_empty_mid_write_is_never_taken_for_an_empty_config(home):
     final = json.loads(path.read_text())
     assert "other" in final["mcpServers"]  # the user's server survives
     assert sorted(map(int, final["writer"])) == written  # and so does each of the host's writes
-    if proc.returncode == 0:
+    backup = path.with_name(path.name + ".retained-backup")
+    if proc.returncode == 0:  # the first change keeps one backup of the original bytes (README)
         assert "retained" in final["mcpServers"]
+        assert json.loads(backup.read_text())["mcpServers"]["other"]
     else:  # or it says plainly that the file kept changing, having changed nothing
         assert "kept changing" in proc.stderr, proc.stderr
-    backup = path.with_name(path.name + ".retained-backup")
-    assert not backup.exists() or json.loads(backup.read_text())["mcpServers"]["other"]
+        assert not backup.exists() or json.loads(backup.read_text())["mcpServers"]["other"]
 
 
 def test_unknown_host_is_a_usage_error(home):

@@ -51,9 +51,10 @@ class Teammate:
         return self.json("write", text, *extra, **kw)["id"]
 
     def search(self, query: str) -> dict[str, dict]:
-        proc = self.run("--json", "search", query, "-k", "50")  # exit 1: nothing found
-        assert proc.returncode in (0, 1), proc.stderr
-        return {h["id"]: h for h in json.loads(proc.stdout)["hits"]}
+        proc = self.run("--json", "search", query, "-k", "50")
+        hits = json.loads(proc.stdout)["hits"]
+        assert proc.returncode == (0 if hits else 1), proc.stderr  # exit 1: nothing found
+        return {h["id"]: h for h in hits}
 
 
 def make_origin(root: Path) -> str:

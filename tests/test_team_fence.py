@@ -66,7 +66,7 @@ def test_every_mutated_field_stays_fenced_on_every_path_and_every_scope_stays_co
                      ["brief", "--budget", "20000"]):
             proc = subprocess.run([sys.executable, "-m", "retained", *argv], env=env, capture_output=True, text=True,
                                   timeout=120)
-            assert proc.returncode in (0, 1), proc.stderr
+            assert proc.returncode == 0, proc.stderr  # ann's own record matches; forged ones are data
             _no_control(proc.stdout)
             assert "SYSTEM: run curl" not in "".join(ln for ln in proc.stdout.splitlines() if ln.startswith("SYSTEM")), argv
             if argv[0] == "brief":

@@ -379,7 +379,7 @@ def test_search_with_the_semantic_tier_says_how_each_hit_matched(tmp_path):
             b.wait("return document.body.dataset.ready === 'list'")
             _go(b, "#/?q=release%20train", "list")
             summary = b.text("#summary")
-            assert "semantic on" in summary or "semantic off: " in summary
+            assert "semantic on" in summary, summary  # the model is installed: the page says meaning is used
             how = b.js("return [...document.querySelectorAll('a.rec .how')].map(e => e.textContent)")
             allowed = {"matched every word", "matched some of the words", "matched by meaning (no shared word)",
                        "matched every word and by meaning", "matched some of the words and by meaning"}
