@@ -187,6 +187,7 @@ def test_a_full_disk_or_unreadable_file_is_one_line_not_an_internal_error(tmp_pa
     proc = run_cli("--dir", str(blocked), "list")
     assert proc.returncode == 1 and "internal error" not in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+    assert "log.jsonl is not a regular file" in proc.stderr and "hint:" in proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize("query", ["", "   "])
