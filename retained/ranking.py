@@ -71,6 +71,8 @@ _CAMEL = r"[a-z][A-Z]|[A-Z]{2,}"
 def unspaced_parts(query: str) -> list[str]:
     """The runs of the query in scripts written without spaces (Han, kana, Hangul syllables written
     together), two characters or more: parts of words full-text search cannot find (retained/index/search.py)."""
+    if query.isascii():  # most queries: compiling the pattern's ranges costs a prompt hook ~2 ms
+        return []
     runs = re.findall(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\U00020000-\U0002ffff]{2,}",
                       query)
     return list(dict.fromkeys(runs))[:8]
