@@ -36,7 +36,28 @@ from .switches import embed_config_key as config_key
 from .switches import embed_mode as mode
 
 if TYPE_CHECKING:  # the hook path imports no more than it runs
-    from typing import Any
+    from collections.abc import Callable
+    from typing import Any, Protocol
+
+    from .index.kept import Kept
+
+    class VectorIndex(Protocol):
+        """What the semantic tier asks of the index (`retained.index.Index`): its vectors table, the
+        kept vectors and its counts. A protocol, not `Index` itself: the index asks the model in turn."""
+
+        @property
+        def kept(self) -> Kept: ...
+        def catch_up(self, progress: Callable[[int, int], None] | None = None) -> int: ...
+        def counts(self) -> dict[str, int]: ...
+        def vector_span(self) -> tuple[int, int, int | None]: ...
+        def vectors_after(self, model: str, vid: int) -> int: ...
+        def vectors_page(self, model: str, vid: int, limit: int) -> tuple[list[int], list[bytes], int, int]: ...
+        def vectors_pending_count(self, model: str) -> int: ...
+        def vectors_missing_count(self, model: str) -> int: ...
+        def has_vectors(self, model: str) -> bool: ...
+        def vectors_pending(self, model: str, limit: int) -> list[tuple[int, str, str]]: ...
+        def drop_other_vectors(self, model: str) -> int: ...
+        def put_vectors(self, model: str, found: list[tuple[int, str, Any]]) -> None: ...
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 MODEL_SIZE = 22_928_619
@@ -722,7 +743,7 @@ class Semantic:
     new ones as they appear, so a search costs one matrix-vector product, not a read of every vector.
     """
 
-    def __init__(self, index: Any, env: dict[str, str] | None = None) -> None:
+    def __init__(self, index: VectorIndex, env: dict[str, str] | None = None) -> None:
         self.index = index
         self.env = _env(env)
         self.embedder = embedder(self.env)
@@ -730,7 +751,7 @@ class Semantic:
         self._down_until = 0.0
         self._lines: Any = None
         self._vecs: Vectors | None = None
-        self._seen = (-1, -1, None)  # (count, max vid, index inode) the cache was built at
+        self._seen: tuple[int, int, int | None] = (-1, -1, None)  # (count, max vid, index inode) the cache was built at
         self._cache_lock = threading.Lock()
         self._bg: threading.Thread | None = None
         self._bg_wake = threading.Event()
@@ -995,7 +1016,7 @@ class Vectors:
     def nbytes(self) -> int:
         return sum(a.nbytes for a in (self.lines, self.q8, self.scale, self.codes) if a is not None)
 
-    def add_from(self, index: Any, key: str, after_vid: int) -> bool:
+    def add_from(self, index: VectorIndex, key: str, after_vid: int) -> bool:
         """Read this model's vectors with vid > after_vid, in pages; False when they cannot be added
         (a line already held, or another width): the caller reads everything again. Each page is
         quantised as it comes (float32 rows of one page at a time) into arrays sized once from the
@@ -1121,7 +1142,7 @@ def _POPCOUNT(np: Any) -> Any:
     return _POP[0]
 
 
-def tier_report(index: Any, env: dict[str, str] | None = None) -> dict[str, Any]:
+def tier_report(index: VectorIndex, env: dict[str, str] | None = None) -> dict[str, Any]:
     """The semantic tier as `retained doctor` shows it: {"state": "on" | "off: <reason>", "model",
     "missing": records without a vector of that model yet, "records"}.
 

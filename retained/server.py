@@ -144,35 +144,33 @@ def argument_error(tool: str, errors: Sequence[Mapping[str, Any]], schema: dict[
     return f"Error executing tool {tool}: " + "; ".join(dict.fromkeys(parts))
 
 
-def _server_class() -> Any:
-    """MCPServer, with argument errors in one line instead of pydantic's dump with its URL."""
-    class RetainedServer(MCPServer):
-        reply_project: str | None = None  # the current project, named in reply text only when it differs
-        input_schemas: dict[str, dict[str, Any]]  # each tool's inputSchema as published, set by build_server
+class RetainedServer(MCPServer):
+    """MCPServer with argument errors in one line instead of pydantic's dump with its URL."""
 
-        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-            known = (self.input_schemas.get(name) or {}).get("properties")
-            if isinstance(arguments, dict) and isinstance(known, dict) and set(arguments) - set(known):
-                raise ToolError(unknown_arguments(name, sorted(set(arguments) - set(known)), list(known)))
-            try:
-                result = await super().call_tool(name, arguments, context)
-            except ToolError as e:
-                if isinstance(e.__cause__, ValidationError):
-                    schema = self.input_schemas.get(name)
-                    raise ToolError(argument_error(name, e.__cause__.errors(), schema)) from None
-                raise
-            # The model reads the text: compact lines instead of the SDK's indented JSON (issue 10);
-            # structuredContent keeps every field.
-            if isinstance(result, CallToolResult) and not result.is_error and isinstance(result.structured_content, dict):
-                text = reply_text(name, result.structured_content, self.reply_project)
-                result = result.model_copy(update={"content": [TextContent(type="text", text=text)]})
-            return result
+    reply_project: str | None = None  # the current project, named in reply text only when it differs
+    input_schemas: dict[str, dict[str, Any]]  # each tool's inputSchema as published, set by build_server
 
-    return RetainedServer
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        known = (self.input_schemas.get(name) or {}).get("properties")
+        if isinstance(arguments, dict) and isinstance(known, dict) and set(arguments) - set(known):
+            raise ToolError(unknown_arguments(name, sorted(set(arguments) - set(known)), list(known)))
+        try:
+            result = await super().call_tool(name, arguments, context)
+        except ToolError as e:
+            if isinstance(e.__cause__, ValidationError):
+                schema = self.input_schemas.get(name)
+                raise ToolError(argument_error(name, e.__cause__.errors(), schema)) from None
+            raise
+        # The model reads the text: compact lines instead of the SDK's indented JSON (issue 10);
+        # structuredContent keeps every field.
+        if isinstance(result, CallToolResult) and not result.is_error and isinstance(result.structured_content, dict):
+            text = reply_text(name, result.structured_content, self.reply_project)
+            result = result.model_copy(update={"content": [TextContent(type="text", text=text)]})
+        return result
 
 
 def build_server(store: ServedStore, project: str | None, instructions: str | None = None,
-                 session_id: str | None = None) -> Any:
+                 session_id: str | None = None) -> RetainedServer:
     """The MCPServer with retained's tools, bound to one store and one project."""
     if isinstance(store, Store):  # every tool reads through a catch-up: a write's reply need not wait for one
         store.index.catch_up_in_background()
@@ -187,15 +185,14 @@ def build_server(store: ServedStore, project: str | None, instructions: str | No
         if tool.output_schema:
             compact_schema(tool.output_schema, depth=0)
         registered.append(tool)
-    server = _server_class()(SERVER_NAME, version=__version__, instructions=instructions or GUIDANCE,
-                             tools=registered)
+    server = RetainedServer(SERVER_NAME, version=__version__, instructions=instructions or GUIDANCE, tools=registered)
     server.reply_project = project
     server.input_schemas = {tool.name: tool.parameters for tool in registered}
     _advertise_tools_only(server)
     return server
 
 
-def _advertise_tools_only(server: Any) -> None:
+def _advertise_tools_only(server: MCPServer) -> None:
     """initialize advertises tools only: retained serves no prompts and no resources (the SDK offers
     both whenever their handlers exist, and they always do). A client that asks anyway still gets an
     empty list. Leans on `MCPServer._lowlevel_server`, as retained/transport.py does."""
@@ -205,7 +202,7 @@ def _advertise_tools_only(server: Any) -> None:
     def get_capabilities(*args: Any, **kwargs: Any) -> Any:
         return sdk_capabilities(*args, **kwargs).model_copy(update={"prompts": None, "resources": None})
 
-    low.get_capabilities = get_capabilities
+    low.get_capabilities = get_capabilities  # type: ignore[method-assign]  # this instance's, over the SDK's method
 
 
 def _sdk_function(name: str, method: Callable[..., Any], here: str, store: ServedStore) -> Callable[..., Any]:

@@ -15,6 +15,8 @@ What this module leans on that is not public, each to go when a public way exist
   stands in for a store that cannot be opened.
 """
 
+from __future__ import annotations
+
 import gc
 import hashlib
 import json
@@ -25,7 +27,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import embed, stdio_guard
 from .errors import RetainedError, UsageError
@@ -37,6 +39,9 @@ from .stdio_guard import EarlyReplies, GuardedIn, WireOut
 from .store import Store
 from .switches import switch
 from .tools import TOOL_NAMES, ServedStore, UnusableStore, definitions, here_phrase
+
+if TYPE_CHECKING:
+    from .server import RetainedServer  # imported at run time only once the opening replies are out
 
 log = logging.getLogger("retained.server")
 
@@ -233,7 +238,7 @@ def serve(directory: Path) -> int:
     return 0
 
 
-def _run_sdk(server: Any, guarded: GuardedIn, out: WireOut) -> None:
+def _run_sdk(server: RetainedServer, guarded: GuardedIn, out: WireOut) -> None:
     """Serve the guarded streams with the SDK until stdin ends (or Ctrl-C)."""
     import anyio  # with the SDK: imported once the opening replies are out
 
