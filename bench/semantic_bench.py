@@ -1,6 +1,6 @@
 """Semantic tier and search at scale: in-process search, the prompt hook, embedding, memory, install size.
 
-    python bench/semantic_bench.py [--sizes 10000,100000,1000000] [--runs 30] [--skip-hook]
+    python bench/semantic_bench.py [--sizes 10000,100000,1000000] [--runs 30] [--skip-hook] [--hook-only] [--module]
 
 Targets (issue 9):
 * search p50 in process <= 20 ms at 100k records for a 2-4 word query with the semantic tier on;
@@ -204,7 +204,7 @@ def installed_size() -> dict[str, float]:
     return total
 
 
-def hook_bench(base: Path, runs: int) -> dict[str, float]:
+def hook_bench(base: Path, runs: int, module: bool = False) -> dict[str, float]:
     from retained.store import Store
 
     project = base / "proj"
@@ -220,7 +220,7 @@ def hook_bench(base: Path, runs: int) -> dict[str, float]:
         fake_vectors(s, 10)
         s.write("Deploys to production go out on Tuesdays after the release review.", scope=str(project))
         s.search("warm")
-    console = shutil.which("retained", path=str(Path(sys.executable).parent))
+    console = None if module else shutil.which("retained", path=str(Path(sys.executable).parent))
     cmd = [console] if console else [sys.executable, "-m", "retained"]
 
     def run(env_extra: dict[str, str], i: int) -> float:
@@ -303,13 +303,16 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--skip-hook", action="store_true")
     ap.add_argument("--hook-only", action="store_true", help="the prompt hook figures only")
+    ap.add_argument("--module", action="store_true",
+                    help="run hooks as `python -m retained`, not the installed `retained` script: for another "
+                         "checkout on PYTHONPATH, which an editable install's script cannot start")
     args = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="retained-sem-bench-"))
     sem_sizes = {int(x) for x in args.semantic_sizes.split(",") if x}
     print(f"load average at start: {load_average()} ({os.cpu_count()} cores)")
     try:
         if not args.skip_hook:
-            h = hook_bench(base, args.runs)
+            h = hook_bench(base, args.runs, args.module)
             print(f"prompt hook at 10k records, fresh process: python -c pass p50 {h['python_pass_p50_ms']:.1f} ms; "
                   f"semantic on p50 {h['hook_semantic_p50_ms']:.1f} ms alone, "
                   f"{h['hook_served_p50_ms']:.1f} ms with a warm `retained serve` of the store (target <= 400); "
