@@ -17,8 +17,9 @@ load the machine has.
   tools/list, as Codex and Gemini CLI open), p50
 - mcp write, mcp search: memory_write and memory_search over MCP in a `retained serve` past its start
   (the SDK up), request line to reply, p50 (a server per version per round)
-- the SDK alone: the same calls to a bare MCPServer of the installed SDK whose one tool does nothing
-  (no store, no guard), p50: the floor under any tool call that takes the SDK's path (issue 31, item 1)
+- the SDK alone: the same calls to a bare low-level Server of the installed SDK whose one tool does
+  nothing (bench/bare_sdk_server.py: no store, no guard), p50: the floor under any tool call that takes
+  the SDK's path (issue 31, item 1)
 
 And two figures of structure, for each version (issue 31: fewer moving parts):
 - package: lines and modules of `retained/` and `installers/` (every .py file, as installed)

@@ -13,8 +13,9 @@ this run's mark in its environment (the servers, and whatever they started: a mo
 has one) is measured from /proc/PID/smaps_rollup.
 
 Beside them, in the same run, the floor under any server that answers through the SDK: that many bare
-MCPServers of the installed SDK, each with one tool that does nothing (no store, no model), initialised,
-their tools listed and the tool called once.
+low-level Servers of the installed SDK (bench/bare_sdk_server.py), each with one tool that does nothing,
+initialised, their tools listed and the tool called once; then the same with retained's model held after
+that call embedded its text (no store, no index, no vectors).
 
 PSS (proportional set size) splits each shared page between the processes that map it: the sum is what
 the machine pays for them together (onnxruntime's library and a mapped model file counted once), which
