@@ -219,12 +219,11 @@ def serve(directory: Path) -> int:
     if early is not None:  # the SDK's import holds the GIL for most of half a second: the opening goes first
         early.done.wait(EARLY_WINDOW_S)
 
-    if isinstance(store, Store):  # every tool reads through a catch-up: a write's reply need not wait for one
-        store.index.catch_up_in_background(held=True)
     try:
         from .server import build_server  # the SDK registration, not needed for the early replies
 
-        server = build_server(store, project, instructions.made(), session_id)  # imports the SDK
+        # imports the SDK; the index's catch-up after a write waits for the reply line (`_Replies`)
+        server = build_server(store, project, instructions.made(), session_id, catch_up_held=True)
         guarded.validate = stdio_guard.sdk_validator()
     finally:
         gc.freeze()
