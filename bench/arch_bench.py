@@ -116,27 +116,31 @@ raise SystemExit(main(["serve"]))
 """
 
 
-def mcp_calls(env: dict[str, str], cwd: Path, texts: list[str], queries: list[str]) -> tuple[list[float], list[float]]:
-    """memory_write then memory_search over MCP, each timed from the request line to its reply, in a
-    `retained serve` past its start (the SDK up, a first write and search done untimed)."""
+def mcp_calls(env: dict[str, str], cwd: Path, texts: list[str], queries: list[str],
+              tools: tuple[str, str] = ("memory_write", "memory_search"),
+              cmd: list[str] | None = None) -> tuple[list[float], list[float]]:
+    """A write then a search of each over MCP (`tools`), each timed from the request line to its reply,
+    in a `retained serve` past its start (the SDK up, a first write and search done untimed); `cmd`:
+    another stdio server instead (the bare SDK's, whose one tool takes both calls' arguments)."""
     sys.path.insert(0, str(ROOT))
     from tests.mcp_wire import WireServer
 
-    server = WireServer(env=env, cwd=str(cwd))
+    write, search = tools
+    server = WireServer(env=env, cwd=str(cwd), cmd=cmd)
     try:
         server.initialize()
         server.until_sdk()
-        server.call("w0", "memory_write", {"text": "a first write, untimed", "scope": "/p/a"})
-        server.call("s0", "memory_search", {"query": "first write"})
+        server.call("w0", write, {"text": "a first write, untimed", "scope": "/p/a"})
+        server.call("s0", search, {"query": "first write"})
         writes, searches = [], []
         for i, text in enumerate(texts):
             t = time.perf_counter()
-            reply = server.call(f"w{i + 1}", "memory_write", {"text": text, "scope": "/p/a"})
+            reply = server.call(f"w{i + 1}", write, {"text": text, "scope": "/p/a"})
             writes.append(time.perf_counter() - t)
             assert not reply["result"].get("isError"), reply
         for i, q in enumerate(queries):
             t = time.perf_counter()
-            server.call(f"s{i + 1}", "memory_search", {"query": q, "scope": "*"})
+            server.call(f"s{i + 1}", search, {"query": q, "scope": "*"})
             searches.append(time.perf_counter() - t)
         return writes, searches
     finally:
@@ -144,25 +148,7 @@ def mcp_calls(env: dict[str, str], cwd: Path, texts: list[str], queries: list[st
         server.proc.wait(30)
 
 
-def bare_sdk_calls(cwd: Path, texts: list[str], queries: list[str]) -> list[float]:
-    """The calls of `mcp_calls` (a write's arguments, then a search's) to a bare SDK server's no-op tool."""
-    sys.path.insert(0, str(ROOT))
-    from tests.mcp_wire import WireServer
-
-    server = WireServer(cmd=[sys.executable, str(ROOT / "bench" / "bare_sdk_server.py")], cwd=str(cwd))
-    try:
-        server.initialize()
-        server.call("w0", "noop", {"text": "a first call, untimed", "scope": "/p/a"})
-        took = []
-        for i, args in enumerate([{"text": t, "scope": "/p/a"} for t in texts] + [{"query": q, "scope": "*"} for q in queries]):
-            t = time.perf_counter()
-            reply = server.call(f"n{i}", "noop", args)
-            took.append(time.perf_counter() - t)
-            assert not reply["result"].get("isError"), reply
-        return took
-    finally:
-        server.proc.stdin.close()
-        server.proc.wait(30)
+BARE_SDK = [sys.executable, str(ROOT / "bench" / "bare_sdk_server.py")]
 
 
 def package_size(pkg: Path) -> tuple[int, int]:
@@ -321,7 +307,8 @@ def main() -> int:
             writes, searches = mcp_calls(serve_env, project, texts, queries)
             figures[name]["mcp write"] += writes
             figures[name]["mcp search"] += searches
-        bare += bare_sdk_calls(project, texts, queries)
+        writes, searches = mcp_calls({}, project, texts, queries, tools=("noop", "noop"), cmd=BARE_SDK)
+        bare += writes + searches
 
     floor = []
     for _ in range(10 if args.rounds else 0):
