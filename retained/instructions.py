@@ -27,8 +27,6 @@ GUIDANCE = (
 
 def compute_instructions(store: Store, project: str | None) -> str:
     """Guidance plus a brief of the project's memory, within the tightest host's cut."""
-    # Imported here, on the thread `serve` makes the brief on: off the way to the early replies.
-
     room = INSTRUCTIONS_MAX_CHARS - len(GUIDANCE) - 2
     budget = 400
     while budget >= 40:

@@ -137,7 +137,7 @@ def _hashes_to(line: bytes, sha: str) -> bool:
     without its `"sha256"` member, which is never the first (`id`, `kind`, `prev` and `seq` sort before
     it): one serialisation a line instead of two, on every scan of a log. False only sends the caller
     to the slow check."""
-    import hashlib  # here, not at the top: the prompt hook imports this module and hashes nothing
+    import hashlib  # lazy, as in `compute_sha256`
 
     member = b',"sha256":"' + sha.encode("ascii") + b'"'
     at = line.rfind(member)

@@ -216,7 +216,7 @@ class Index:
         whose every read and write catches up first, as the MCP server's tools do. `held`: the thread
         starts on `release_catch_up` (once the reply is out), not at once."""
         if self._follower is None and not self.read_only:
-            from .background import Follower  # lazy: +0.4 ms on every hook that opens a store (measured); the server's
+            from .background import Follower  # lazy: +0.4 ms on every hook that opens a store (measured)
 
             self._follower = Follower(self.catch_up, held)
 

@@ -33,7 +33,7 @@ NORM_TOLERANCE = 0.01
 def unit_rows(rows: Any, dim: int | None = None) -> Any:
     """A boolean mask of the rows of `rows` (a 2-D array, or a list of float16 blobs of `dim` values each)
     that can be vectors of an embedder: `dim` wide (when given), every value finite, of unit length within
-    NORM_TOLERANCE. Vectors from outside this process (the model host's replies, this file, the index's
+    NORM_TOLERANCE. Vectors from outside this process (an Ollama's replies, this file, the index's
     table, which another process wrote) pass here before they are used or kept (issue 29)."""
     import numpy as np  # lazy: +80 ms (-X importtime), paid only where vectors are checked
 
