@@ -170,11 +170,10 @@ class RetainedServer(MCPServer):
 
 
 def build_server(store: ServedStore, project: str | None, instructions: str | None = None,
-                 session_id: str | None = None, *, catch_up_held: bool = False) -> RetainedServer:
-    """The MCPServer with retained's tools, bound to one store and one project. `catch_up_held`: the index
-    catches up after a write only once the caller releases it (`Index.release_catch_up`)."""
+                 session_id: str | None = None) -> RetainedServer:
+    """The MCPServer with retained's tools, bound to one store and one project."""
     if isinstance(store, Store):  # every tool reads through a catch-up: a write's reply need not wait for one
-        store.index.catch_up_in_background(held=catch_up_held)
+        store.index.catch_up_in_background()
     bound = Tools(store, project, session_id)
     here = here_phrase(project)
     registered = []

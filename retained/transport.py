@@ -125,20 +125,6 @@ def _exit_on_sigterm(store: ServedStore) -> None:
     signal.signal(signal.SIGTERM, _on_sigterm)
 
 
-class _Replies(WireOut):
-    """stdout, where every line the SDK writes (a reply, mostly) lets the index's thread catch up with what
-    the call appended (`Index.catch_up_in_background(held=True)`): started while the reply was still being
-    made, it took the GIL from it (~0.1 ms of an MCP write's p50)."""
-
-    def __init__(self, fd: int, release: Callable[[], None]) -> None:
-        super().__init__(fd)
-        self._release = release
-
-    async def write(self, text: str) -> None:
-        await super().write(text)
-        self._release()
-
-
 class _Instructions:
     """The server's instructions (guidance and a brief), computed on a thread while the SDK imports.
 
@@ -202,7 +188,7 @@ def serve(directory: Path) -> int:
     instructions = _Instructions(store, project)
     _exit_on_sigterm(store)
 
-    out = _Replies(wire_out, store.index.release_catch_up if isinstance(store, Store) else lambda: None)
+    out = WireOut(wire_out)
     lent: list[Any] = []
 
     def _warm() -> None:  # after the handshake: the model warms up, and the prompt hook may borrow it
@@ -222,8 +208,7 @@ def serve(directory: Path) -> int:
     try:
         from .server import build_server  # the SDK registration, not needed for the early replies
 
-        # imports the SDK; the index's catch-up after a write waits for the reply line (`_Replies`)
-        server = build_server(store, project, instructions.made(), session_id, catch_up_held=True)
+        server = build_server(store, project, instructions.made(), session_id)  # imports the SDK
         guarded.validate = stdio_guard.sdk_validator()
     finally:
         gc.freeze()

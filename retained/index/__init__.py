@@ -211,19 +211,13 @@ class Index:
             self._kept.close()
 
     # -- catching up with the logs --------------------------------------------------------------
-    def catch_up_in_background(self, held: bool = False) -> None:
+    def catch_up_in_background(self) -> None:
         """From now on `catch_up_later` leaves the catch-up to a thread (background.py): for a process
-        whose every read and write catches up first, as the MCP server's tools do. `held`: the thread
-        starts on `release_catch_up` (once the reply is out), not at once."""
+        whose every read and write catches up first, as the MCP server's tools do."""
         if self._follower is None and not self.read_only:
             from .background import Follower  # lazy: +0.4 ms on every hook that opens a store (measured)
 
-            self._follower = Follower(self.catch_up, held)
-
-    def release_catch_up(self) -> None:
-        """Let the thread run a catch-up `catch_up_later` asked for while held."""
-        if self._follower is not None:
-            self._follower.release()
+            self._follower = Follower(self.catch_up)
 
     def catch_up_later(self) -> bool:
         """Have the background thread catch up now; False (nothing done) unless it is on."""

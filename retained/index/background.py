@@ -5,9 +5,6 @@ server's tools): a write's receipt then need not wait for the index to take in i
 which runs `Index.catch_up` under the index's lock (~0.3-0.5 ms: one transaction of ~15 pages). A read or
 write that comes first waits for it under that lock, or catches up itself. What a background catch-up
 finds (damage repaired, a failure) the next read or write says, as for a line another process appended.
-
-`held`: a poke waits for `release` (the server releases once a reply line is out): a catch-up started
-while the write's reply is still being made takes the GIL from it (~0.1 ms of an MCP write's p50).
 """
 
 from __future__ import annotations
@@ -19,12 +16,11 @@ from collections.abc import Callable
 class Follower:
     """One thread that runs `catch_up` each time it is poked (pokes while it runs fold into one more run)."""
 
-    def __init__(self, catch_up: Callable[[], object], held: bool = False) -> None:
+    def __init__(self, catch_up: Callable[[], object]) -> None:
         self._catch_up = catch_up
         self._cond = threading.Condition()
         self._pending = False
         self._stopped = False
-        self._held = held
         self._thread: threading.Thread | None = None
 
     def poke(self) -> None:
@@ -32,20 +28,10 @@ class Follower:
             if self._stopped:
                 return
             self._pending = True
-            if not self._held:
-                self._wake()
-
-    def release(self) -> None:
-        """Run the catch-up a held poke asked for, if any."""
-        with self._cond:
-            if self._pending and not self._stopped:
-                self._wake()
-
-    def _wake(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="retained-index", daemon=True)
-            self._thread.start()
-        self._cond.notify()
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="retained-index", daemon=True)
+                self._thread.start()
+            self._cond.notify()
 
     def _run(self) -> None:
         while True:
