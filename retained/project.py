@@ -249,39 +249,10 @@ def same_project_key(a: str, b: str) -> bool:
 
 def identity(root: str | os.PathLike[str]) -> dict[str, str] | None:
     """{"key", "name"} of the project at `root`: the normalised origin URL (the same for every worktree
-    and clone, here or on a colleague's machine), else the git common directory; None outside git.
-
-    Remembered per process while `root/.git` and the common directory's config stat the same (git
-    rewrites its config by a rename, and a new `.git` is a new file): a server's every default search
-    and scoped write asks for its project's identity, and finding it again (path resolution, reading
-    the config) took ~0.15 ms of a ~0.5 ms call."""
-    where = os.fspath(root)
-    dot = _stat_key(os.path.join(where, ".git"))
-    known = _identities.get(where)
-    if known is not None and known[0] == dot and (known[1] is None or _stat_key(known[1]) == known[2]):
-        return dict(known[3]) if known[3] is not None else None
+    and clone, here or on a colleague's machine), else the git common directory; None outside git."""
     common = git_common_dir(root)
-    config = os.path.join(common, "config") if common is not None else None
-    stamp = _stat_key(config) if config is not None else None  # before the read: a change after it is seen
-    found = _identity(common) if common is not None else None
-    if len(_identities) >= 64:  # a process meets a few projects; a long walk over many starts again
-        _identities.clear()
-    _identities[where] = (dot, config, stamp, found)
-    return dict(found) if found is not None else None
-
-
-_identities: dict[str, tuple[tuple[int, ...] | None, str | None, tuple[int, ...] | None, dict[str, str] | None]] = {}
-
-
-def _stat_key(path: str) -> tuple[int, ...] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
+    if common is None:
         return None
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-
-
-def _identity(common: Path) -> dict[str, str]:
     url = origin_url(common)
     if url:
         key = normalise_remote(url)

@@ -43,9 +43,3 @@ def estimate_tokens(text: str) -> int:
             o = ord(c)
             n += 1 if o < 0x800 else 2 if o < 0x10000 else 3
     return n
-
-
-def most_tokens(text: str) -> int:
-    """An upper bound of `estimate_tokens(text)` at the cost of a length: every piece counted above holds
-    at least one character per token, but a character above U+07FF (up to three)."""
-    return len(text) if text.isascii() else 3 * len(text)
