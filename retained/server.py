@@ -207,8 +207,8 @@ def _advertise_tools_only(server: MCPServer) -> None:
 
 def _sdk_function(name: str, method: Callable[..., Any], here: str, store: ServedStore) -> Callable[..., Any]:
     """A `Tools` method as the SDK reads a tool: each `Param` a pydantic `Field`, each failure a ToolError."""
-    async def tool(**arguments: Any) -> Any:  # run on the event loop: a worker thread's handoffs (there and
-        # back) cost a call about 0.1 ms more; SIGTERM's handler leaves its wait to a thread (transport.py)
+    def tool(**arguments: Any) -> Any:  # the SDK runs it on a worker thread: SIGTERM's handler, on the main
+        # thread, can then wait for a write under way to finish (Store.wait_idle) instead of for itself
         try:
             result = method(**arguments)
         except RetainedError as e:

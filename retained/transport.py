@@ -111,16 +111,11 @@ def _open_store(directory: Path) -> ServedStore:
 
 
 def _exit_on_sigterm(store: ServedStore) -> None:
-    def _exit_when_idle() -> None:
+    def _on_sigterm(signum: int, frame: Any) -> None:
         # Let an append that is under way finish, so nothing is left half-written, then leave at once
         # (a normal exit would wait for the stdin reader thread, which cannot be interrupted).
         store.wait_idle(10)
         os._exit(0)
-
-    def _on_sigterm(signum: int, frame: Any) -> None:
-        # The handler runs on the main thread, which may be in the middle of that append (tools run on
-        # the event loop): the wait is a thread's, so the append goes on and lets go of the lock first.
-        threading.Thread(target=_exit_when_idle, name="retained-sigterm", daemon=True).start()
 
     signal.signal(signal.SIGTERM, _on_sigterm)
 

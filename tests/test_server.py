@@ -307,7 +307,7 @@ def test_a_read_right_after_a_write_reply_finds_it_in_the_server_and_in_another_
 def test_concurrent_calls_in_one_server_are_safe(store_dir):
     srv = WireServer()
     srv.initialize()
-    for i in range(40):  # sent at once: the event loop takes them in turn, the index thread catching up between
+    for i in range(40):  # sent at once: the SDK runs them on worker threads in parallel
         srv.send({"jsonrpc": "2.0", "id": f"w{i}", "method": "tools/call",
                   "params": {"name": "memory_write" if i % 2 else "memory_search",
                              "arguments": {"text": f"parallel {i}"} if i % 2 else {"query": "parallel"}}})
