@@ -86,6 +86,8 @@ def _value(value: Any, where: str, depth: int, clean: bool = False) -> str | Non
 #: In a canonical line, a control character is written as an escape (a backslash) and the others above
 #: as raw UTF-8: a line with neither holds none anywhere, and its labels need no character check.
 _SUSPECT = re.compile(rb"\\|\xc2[\x80-\x9f]|\xe2\x80[\xa8-\xae]|\xe2\x81[\xa6-\xa9]")
+
+
 def _clean(raw: bytes) -> bool:
     """Whether a canonical line holds no escape and no suspect character (`_SUSPECT`): a byte search and
     an ASCII test rule most lines in (a regex over every line was a third of the checks' time)."""
